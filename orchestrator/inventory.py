@@ -1,0 +1,119 @@
+"""Inventory: the hosts orch can reach, their groups and connection settings.
+
+    hosts:
+      gpu1: {address: 10.0.0.5, port: 22, user: ubuntu, identity_file: ~/.ssh/id_ed25519,
+             jump: bastion, vars: {gpus: 8}}
+      localhost: {connection: local}
+    groups:
+      blackwell: [gpu1]
+    ssh:
+      known_hosts: ~/.ssh/known_hosts   # checked by default; `false` is the explicit opt-out
+
+`~/.ssh/config` is honoured for anything a host entry leaves unset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from orchestrator.errors import InventoryError
+
+DEFAULT_INVENTORY = Path("inventory/local.yaml")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostSpec(_Strict):
+    connection: Literal["ssh", "local"] = Field("ssh", description="How to reach the host.")
+    address: str | None = Field(None, description="Address or name (default: the host's name).")
+    port: int | None = Field(None, ge=1, le=65535, description="SSH port (default 22 or ssh config).")
+    user: str | None = Field(None, description="SSH user (default: ssh config or current user).")
+    identity_file: str | None = Field(None, description="Private key file.")
+    jump: str | None = Field(None, description="Another inventory host (or user@host:port) to jump through.")
+    connect_timeout: float = Field(10.0, gt=0, description="Seconds to wait for a connection.")
+    vars: dict[str, Any] = Field(default_factory=dict, description="Host variables (e.g. gpus).")
+
+
+class SshSettings(_Strict):
+    known_hosts: str | Literal[False] = Field(
+        "~/.ssh/known_hosts",
+        description="known_hosts file checked for host keys; `false` turns checking off.",
+    )
+    config: str | Literal[False] = Field(
+        "~/.ssh/config", description="OpenSSH client config to honour; `false` to ignore."
+    )
+    connect_retries: int = Field(4, ge=0, description="Retries of transient connection failures.")
+
+
+class Inventory(_Strict):
+    hosts: dict[str, HostSpec] = Field(default_factory=dict)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    ssh: SshSettings = Field(default_factory=SshSettings)
+    source: str = Field("", exclude=True, description="File this inventory was read from.")
+
+    @model_validator(mode="after")
+    def _groups_name_hosts(self) -> Inventory:
+        for group, members in self.groups.items():
+            if group in self.hosts:
+                raise ValueError(f"group {group!r} has the same name as a host")
+            for member in members:
+                if member not in self.hosts and member not in self.groups:
+                    raise ValueError(f"group {group!r} names unknown host {member!r}")
+        return self
+
+    def select(self, hosts: str | list[str], limit: list[str] | None = None) -> list[str]:
+        """Host names for a plan's `hosts:` (a group, a host, or a list of either), in order,
+        narrowed by `--limit`."""
+        wanted = [hosts] if isinstance(hosts, str) else list(hosts)
+        names: list[str] = []
+        for item in wanted:
+            for name in self._expand(item, seen=set()):
+                if name not in names:
+                    names.append(name)
+        if limit:
+            unknown = [name for name in limit if name not in names]
+            if unknown:
+                raise InventoryError(
+                    f"--limit names {', '.join(unknown)}, not among the plan's hosts "
+                    f"({', '.join(names)})"
+                )
+            names = [name for name in names if name in limit]
+        return names
+
+    def _expand(self, item: str, seen: set[str]) -> list[str]:
+        if item in self.hosts:
+            return [item]
+        if item in self.groups:
+            if item in seen:
+                raise InventoryError(f"group {item!r} contains itself")
+            seen.add(item)
+            out: list[str] = []
+            for member in self.groups[item]:
+                out.extend(self._expand(member, seen))
+            return out
+        known = sorted([*self.hosts, *self.groups])
+        where = f" in {self.source}" if self.source else ""
+        raise InventoryError(
+            f"no host or group named {item!r}{where}",
+            hint=f"known: {', '.join(known)}" if known else "the inventory is empty",
+        )
+
+
+def load_inventory(path: Path | str | None = None) -> Inventory:
+    """Read and validate an inventory file (default `inventory/local.yaml`)."""
+    from orchestrator.plan.loader import load_validated_yaml
+
+    file = Path(path) if path is not None else DEFAULT_INVENTORY
+    if not file.exists():
+        if path is None:
+            # No inventory at all: the embedded default is this machine.
+            return Inventory(hosts={"localhost": HostSpec(connection="local")})
+        raise InventoryError(f"inventory file not found: {file}")
+    inventory = load_validated_yaml(file, Inventory, error=InventoryError)
+    inventory.source = str(file)
+    return inventory

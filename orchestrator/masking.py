@@ -1,0 +1,39 @@
+"""Secret masking: one process-wide set of secret values, replaced by `***` wherever text
+leaves the process (console, logs, run folder, diffs).
+
+Secrets are registered when they are resolved from the controller's environment
+(`plan/secrets.py`); everything that writes text calls `mask()`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+MASK = "***"
+_MIN_LENGTH = 4  # masking very short values would shred unrelated text
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+
+
+def register(value: str) -> None:
+    """Remember a secret value so that every later `mask()` hides it."""
+    if len(value) >= _MIN_LENGTH:
+        with _lock:
+            _secrets.add(value)
+
+
+def mask(text: str) -> str:
+    """`text` with every registered secret value replaced by `***` (longest first)."""
+    if not _secrets:
+        return text
+    for value in sorted(_secrets, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+def clear() -> None:
+    """Forget all secrets (tests)."""
+    with _lock:
+        _secrets.clear()

@@ -1,0 +1,437 @@
+"""The plan: pydantic models, the single source of truth for the plan format.
+
+The JSON Schema (`orch schema`) and `docs/plan-reference.md` are generated from these models
+and their field descriptions. Every model forbids unknown keys.
+
+Strings may hold two kinds of reference, resolved by the loader and `secrets.py`:
+`${vars.NAME}` (replaced at load time from `vars:`) and `${env:NAME}` (a secret read from the
+controller's environment at run time; the plan object keeps the reference, never the value).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(value: Any) -> float:
+    """'30m', '2s', '1h30m', '500ms' or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30s, 5m or 1h")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        if text and _DURATION_PART.sub("", text) == "":
+            scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+            return sum(float(n) * scale[u] for n, u in _DURATION_PART.findall(text))
+    raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
+
+
+def parse_pin(spec: str) -> tuple[str, str]:
+    """'vllm==0.17.1' -> ('vllm', '0.17.1'). Only exact pins are reproducible."""
+    match = _PIN.match(spec.strip())
+    if not match:
+        raise ValueError(
+            f"{spec!r} is not an exact pin; write it as name==version (e.g. vllm==0.17.1)"
+        )
+    return match.group(1), match.group(3)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class PythonEnv(StrictModel):
+    """Where and how the Python environment that runs vLLM lives on each host."""
+
+    venv: str = Field(description="Absolute path of the virtual environment on the host.")
+    interpreter: str = Field(
+        "python3",
+        description="Interpreter that creates the venv (a name on the host's PATH or a path).",
+    )
+    installer: Literal["uv", "pip"] = Field(
+        "pip",
+        description="Installer used inside the venv. `uv` is installed into the venv when missing.",
+    )
+
+    @field_validator("venv")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") and not value.startswith("~"):
+            raise ValueError(f"expected an absolute path, got {value!r}")
+        return value
+
+
+DEFAULT_FAMILIES: list[list[str]] = [["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]]
+
+
+class Install(StrictModel):
+    """Exact package pins installed into the venv and verified after install."""
+
+    packages: list[str] = Field(
+        default_factory=list,
+        description="Exact pins, `name==version`. Installed versions must equal these.",
+    )
+    index_urls: list[str] = Field(
+        default_factory=list,
+        description="Package indexes: the first replaces the default index, the rest are extra.",
+    )
+    find_links: list[str] = Field(
+        default_factory=list,
+        description="Local directories or URLs with wheels (pip/uv `--find-links`).",
+    )
+    no_index: bool = Field(False, description="Do not use any package index (only find_links).")
+    families: list[list[str]] = Field(
+        default_factory=lambda: [list(f) for f in DEFAULT_FAMILIES],
+        description=(
+            "Groups of distributions that must share one version (compared by prefix, so "
+            "`0.6.4+cu129` matches `0.6.4`). The flashinfer family is the default."
+        ),
+    )
+    clean: bool = Field(
+        False,
+        description=(
+            "Reinstall distributions whose installed files no longer match their RECORD "
+            "(stale patches). When false, modified files are only reported."
+        ),
+    )
+
+    @field_validator("packages")
+    @classmethod
+    def _exact_pins(cls, value: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for spec in value:
+            name, _ = parse_pin(spec)
+            key = canonical_name(name)
+            if key in seen:
+                raise ValueError(f"{name} is pinned twice ({seen[key]!r} and {spec!r})")
+            seen[key] = spec
+        return value
+
+    def pins(self) -> dict[str, str]:
+        """Canonical name -> pinned version."""
+        return {canonical_name(n): v for n, v in (parse_pin(s) for s in self.packages)}
+
+
+class FileSpec(StrictModel):
+    """A file on the host, compared by digest and written atomically."""
+
+    path: str = Field(description="Absolute path on the host.")
+    content: str | None = Field(None, description="Literal content (may use `${vars.NAME}`).")
+    template: str | None = Field(
+        None,
+        description="Path of a local template, relative to the plan file; `${vars.NAME}` is filled in.",
+    )
+    mode: str = Field("0644", description="Octal permission bits, e.g. `0644` or `0600`.")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"expected an absolute path, got {value!r}")
+        return value
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _octal(cls, value: Any) -> str:
+        text = str(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            # YAML reads 0644 as the integer 420 (octal) or 644 (YAML 1.2); accept both forms.
+            text = oct(value)[2:] if value > 0o777 or value == 0o644 else str(value)
+        if not re.fullmatch(r"0?[0-7]{3,4}", text):
+            raise ValueError(f"expected an octal mode such as '0644', got {value!r}")
+        return "0" + text.lstrip("0").rjust(3, "0")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FileSpec:
+        if (self.content is None) == (self.template is None):
+            raise ValueError("give exactly one of `content` or `template`")
+        return self
+
+
+class SimSpec(StrictModel):
+    """Settings of the simulator (engine: sim only)."""
+
+    profile: str = Field(
+        "kimi-k2.5-nvfp4-8x-rtx-pro-6000", description="Throughput profile of the simulator."
+    )
+    time_scale: float = Field(
+        1.0, gt=0, description="Multiplier on start-up durations (0.01 makes 13 minutes take 8 s)."
+    )
+    vllm_version: str | None = Field(None, description="vLLM version whose wire format to speak.")
+    fail_at_startup: str | None = Field(None, description="Inject a start-up failure (testing).")
+    crash_after_requests: int | None = Field(None, ge=1, description="Crash after N requests.")
+    hang_after_requests: int | None = Field(None, ge=1, description="Hang after N requests.")
+    slow_start: float | None = Field(None, ge=0, description="Extra start-up seconds.")
+
+
+class RestartPolicy(StrictModel):
+    max_restarts: int = Field(
+        3, ge=0, description="Relaunches allowed within one apply before a crash loop is reported."
+    )
+
+
+ArgValue = str | int | float | bool | list[str | int | float] | dict[str, Any]
+
+
+class ServiceSpec(StrictModel):
+    """The model server: how it is launched and supervised."""
+
+    engine: Literal["vllm", "sim"] = Field("vllm", description="`vllm serve`, or the simulator.")
+    model: str = Field(description="Model id or local path passed to `vllm serve`.")
+    served_model_name: str | list[str] | None = Field(
+        None, description="Name(s) clients use; the first is the one responses report."
+    )
+    host: str = Field("0.0.0.0", description="Address the server listens on.")
+    port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.")
+    backend: Literal["auto", "systemd", "process"] = Field(
+        "auto", description="`systemd` unit, or a supervised `process`; `auto` picks systemd when running."
+    )
+    name: str = Field("orch-vllm", description="Service name (systemd unit name, pidfile name).")
+    args: dict[str, ArgValue] = Field(
+        default_factory=dict,
+        description=(
+            "`vllm serve` flags by long name without dashes, e.g. `tensor-parallel-size: 8`. "
+            "`true` renders a bare flag, `false` omits it, lists repeat values, maps render as JSON."
+        ),
+    )
+    extra_args: list[str] = Field(
+        default_factory=list, description="Free-form arguments appended verbatim."
+    )
+    api_key: str | None = Field(
+        None, description="API key the server requires; use a secret reference `${env:NAME}`."
+    )
+    sim: SimSpec = Field(default_factory=SimSpec, description="Simulator settings (engine: sim).")
+    restart: RestartPolicy = Field(default_factory=RestartPolicy)
+
+    @field_validator("args")
+    @classmethod
+    def _flag_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
+        for key in value:
+            if key.startswith("-") or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", key):
+                raise ValueError(
+                    f"flag {key!r}: write long flag names without dashes, e.g. tensor-parallel-size"
+                )
+        return value
+
+    def served_names(self) -> list[str]:
+        if self.served_model_name is None:
+            return [self.model]
+        if isinstance(self.served_model_name, str):
+            return [self.served_model_name]
+        return list(self.served_model_name)
+
+
+class Health(StrictModel):
+    """How long and how often to wait for the server to become ready."""
+
+    startup_timeout: Duration = Field(1800.0, gt=0, description="Total start-up budget (30m).")
+    poll_interval: Duration = Field(2.0, gt=0, description="Time between readiness polls.")
+    request_timeout: Duration = Field(60.0, gt=0, description="Timeout of one readiness request.")
+
+
+class FunctionCall(StrictModel):
+    args: list[Any] = Field(default_factory=list, description="Positional arguments.")
+    returns: Any = Field(description="Expected return value (compared with ==).")
+
+
+class PythonFunctionExpect(StrictModel):
+    name: str = Field(description="Name of the function the answer must define.")
+    calls: list[FunctionCall] = Field(default_factory=list, description="Calls and their results.")
+
+
+class SmokeExpect(StrictModel):
+    success: bool = Field(True, description="The request must succeed (HTTP 200, no error event).")
+    non_empty: bool = Field(True, description="The content must not be empty.")
+    reasoning: Literal["present", "absent"] | None = Field(
+        None, description="Whether reasoning tokens must be present or absent."
+    )
+    contains: list[str] = Field(default_factory=list, description="Substrings the content must hold.")
+    content_regex: str | None = Field(None, description="A regex the content must match.")
+    json_valid: bool = Field(False, description="The content must be valid JSON.")
+    min_tokens: int | None = Field(None, ge=1, description="Minimum completion tokens.")
+    python_function: PythonFunctionExpect | None = Field(
+        None, description="Run the answer's Python code block with these calls."
+    )
+
+    @field_validator("content_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"invalid regular expression: {error}") from None
+        return value
+
+
+class SmokeCheck(StrictModel):
+    """One chat request and what its answer must satisfy."""
+
+    name: str = Field(description="Name shown in the output and the run folder.")
+    prompt: str = Field(description="User message.")
+    thinking: bool | None = Field(
+        None, description="Turn thinking on or off through chat_template_kwargs; unset = default."
+    )
+    max_tokens: int = Field(1024, ge=1, description="Completion token limit.")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature.")
+    timeout: Duration = Field(300.0, gt=0, description="Request timeout.")
+    expect: SmokeExpect = Field(default_factory=SmokeExpect)
+
+
+class Slo(StrictModel):
+    """Latency objectives: a request meeting all of them counts towards goodput."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="Time to first token.")
+    tpot_ms: float | None = Field(None, gt=0, description="Time per output token.")
+    e2el_ms: float | None = Field(None, gt=0, description="End-to-end latency.")
+
+
+class AutoSweep(StrictModel):
+    threshold: float = Field(
+        0.05, gt=0, lt=1, description="Stop when output throughput grows less than this fraction."
+    )
+    start: int = Field(1, ge=1, description="First concurrency level.")
+    max_concurrency: int = Field(1024, ge=1, description="Upper bound of the search.")
+
+
+_MULTIPLE = re.compile(r"^(\d+(?:\.\d+)?)x$")
+
+
+class Bench(StrictModel):
+    """Benchmark sweeps run after the service is ready."""
+
+    endpoint: Literal["chat", "completions"] = Field("chat", description="API endpoint.")
+    prompt: str | None = Field(None, description="Fixed prompt (default: a step-by-step guide).")
+    dataset: str | None = Field(None, description="JSONL file of prompts (local path).")
+    input_len: int | None = Field(None, ge=1, description="Synthetic prompts of this many tokens.")
+    max_tokens: int = Field(1024, ge=1, description="Completion token limit per request.")
+    ignore_eos: bool = Field(False, description="Generate max_tokens regardless of end of sequence.")
+    temperature: float | None = Field(None, ge=0)
+    thinking: bool | None = Field(None, description="Thinking on or off (chat_template_kwargs).")
+    mode: Literal["closed", "batch"] = Field(
+        "closed",
+        description="`closed`: C workers back to back; `batch`: C requests at once, until all finish.",
+    )
+    concurrency: list[int] | Literal["auto"] = Field(
+        default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128],
+        description="Concurrency levels, or `auto` to search for the knee.",
+    )
+    rate: list[float] = Field(
+        default_factory=list, description="Request rates (req/s) for open-loop levels."
+    )
+    arrivals: Literal["poisson", "constant"] = Field("poisson", description="Open-loop arrivals.")
+    burstiness: float = Field(1.0, gt=0, description="Gamma shape; 1 = Poisson.")
+    requests_per_level: int | str = Field(
+        "2x", description="Requests per level: a count, or a multiple of the concurrency (`2x`)."
+    )
+    duration: Duration | None = Field(None, gt=0, description="Run each level this long instead.")
+    warmup: int = Field(1, ge=0, description="Warm-up requests per level, not measured.")
+    repeats: int = Field(1, ge=1, description="Repeat each level and report the spread.")
+    request_timeout: Duration = Field(600.0, gt=0, description="Per-request timeout.")
+    slo: Slo = Field(default_factory=Slo)
+    auto: AutoSweep = Field(default_factory=AutoSweep)
+    via: Literal["direct", "ssh"] = Field(
+        "direct", description="Reach the server directly, or through an SSH port forward."
+    )
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive_levels(cls, value: list[int] | str) -> list[int] | str:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("give at least one concurrency level, or `auto`")
+            if any(level < 1 for level in value):
+                raise ValueError("concurrency levels must be at least 1")
+        return value
+
+    @field_validator("requests_per_level")
+    @classmethod
+    def _count_or_multiple(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError("requests_per_level must be at least 1")
+            return value
+        if not _MULTIPLE.match(value.strip()):
+            raise ValueError(f"expected a count or a multiple such as '2x', got {value!r}")
+        return value.strip()
+
+    def requests_for(self, concurrency: int) -> int:
+        if isinstance(self.requests_per_level, int):
+            return self.requests_per_level
+        match = _MULTIPLE.match(self.requests_per_level)
+        assert match is not None
+        return max(1, round(float(match.group(1)) * concurrency))
+
+
+class CollectItem(StrictModel):
+    path: str = Field(description="Remote file to copy into the run folder.")
+    optional: bool = Field(True, description="A missing file is not an error.")
+
+
+class Plan(StrictModel):
+    """A deployment plan: what to install, configure, launch, check and measure."""
+
+    name: str = Field(description="Plan name; names the run folder `runs/<name>/`.")
+    description: str = Field("", description="One line for humans.")
+    extends: str | list[str] | None = Field(
+        None, description="Base plan file(s), relative to this file, merged underneath it."
+    )
+    hosts: str | list[str] = Field(
+        "localhost", description="An inventory group, or a list of host names."
+    )
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="Values for `${vars.NAME}` references."
+    )
+    python: PythonEnv | None = Field(None, description="The Python environment.")
+    install: Install = Field(default_factory=Install, description="Package pins.")
+    files: list[FileSpec] = Field(default_factory=list, description="Configuration files.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Service environment. Values may be secret references `${env:NAME}`.",
+    )
+    service: ServiceSpec | None = Field(None, description="The model server.")
+    health: Health = Field(default_factory=Health)
+    smoke: list[SmokeCheck] = Field(default_factory=list, description="Checks after start-up.")
+    bench: Bench | None = Field(None, description="Benchmark sweeps.")
+    collect: list[CollectItem] = Field(
+        default_factory=list, description="Extra remote files copied into the run folder."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            raise ValueError(f"expected letters, digits, '.', '_' or '-', got {value!r}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _install_needs_python(self) -> Plan:
+        if self.install.packages and self.python is None:
+            raise ValueError("install.packages needs a `python:` section (where to install)")
+        return self

@@ -1,0 +1,77 @@
+"""What every transport offers: run a command, put and get files, forward a port.
+
+One transport per host, reused for the whole run. Implementations translate every
+third-party exception (paramiko, invoke, socket, OSError, subprocess) into the errors of
+`orchestrator.errors` at this edge; above it there are only orch errors.
+`round_trips` counts commands and file transfers, the cost a converge is designed against.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from orchestrator.transport.command import Command
+
+
+@dataclass(frozen=True)
+class Result:
+    command: str  # masked text, for messages
+    returncode: int
+    stdout: str
+    stderr: str
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Transport(abc.ABC):
+    """A connection to one host."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.round_trips = 0
+
+    @abc.abstractmethod
+    def run(
+        self,
+        command: Command,
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+    ) -> Result:
+        """Run `command` through the host's shell. Raises CommandFailed when `check` and
+        the exit code is not 0; ConnectError, AuthError, HostKeyError on connection trouble."""
+
+    @abc.abstractmethod
+    def put(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:
+        """Write `data` to `remote_path` atomically (temporary file, then rename), with `mode`.
+        Creates missing parent directories."""
+
+    @abc.abstractmethod
+    def get(self, remote_path: str) -> bytes:
+        """Read a remote file."""
+
+    @abc.abstractmethod
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> contextlib.AbstractContextManager[int]:
+        """A local TCP port that reaches `remote_host:remote_port` as seen from the host."""
+
+    def close(self) -> None:  # noqa: B027 - optional for implementations
+        """Release the connection."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def no_forward(port: int) -> Iterator[int]:
+    """The identity forward, for transports where the host is this machine."""
+    yield port

@@ -1,0 +1,78 @@
+"""Shell commands built from parts: quoted by construction, masked when printed.
+
+`str(command)` is what logs and errors show (secrets as `***`); only a transport calls
+`command.raw()` to get the text it sends to the host.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from orchestrator import masking
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A secret argument: quoted like any other part, shown as `***`."""
+
+    value: str
+
+    def __str__(self) -> str:
+        return masking.MASK
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A trusted shell fragment inserted verbatim (operators such as `&&`, `|`, `>`)."""
+
+    text: str
+
+
+Part = str | Secret | Raw
+
+
+class Command:
+    """A shell command line made of quoted parts."""
+
+    def __init__(self, *parts: Part | Iterable[Part]) -> None:
+        flat: list[Part] = []
+        for part in parts:
+            if isinstance(part, str | Secret | Raw):
+                flat.append(part)
+            else:
+                flat.extend(part)
+        self.parts: tuple[Part, ...] = tuple(flat)
+
+    @classmethod
+    def script(cls, text: str) -> Command:
+        """A trusted shell script (written by orch, not by a user)."""
+        return cls(Raw(text))
+
+    def __add__(self, other: Command) -> Command:
+        return Command(self.parts, other.parts)
+
+    def then(self, other: Command) -> Command:
+        return Command(self.parts, Raw("&&"), other.parts)
+
+    def _render(self, reveal: bool) -> str:
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, Raw):
+                out.append(part.text)
+            elif isinstance(part, Secret):
+                out.append(shlex.quote(part.value) if reveal else masking.MASK)
+            else:
+                out.append(shlex.quote(part))
+        return " ".join(out)
+
+    def raw(self) -> str:
+        """The real command text. Only transports may call this."""
+        return self._render(reveal=True)
+
+    def __str__(self) -> str:
+        return masking.mask(self._render(reveal=False))
+
+    def __repr__(self) -> str:
+        return f"Command({self!s})"
