@@ -1,0 +1,208 @@
+"""One `orch plan` / `orch apply`: load, resolve secrets, select hosts, open the run folder,
+converge every host, write artifacts, print the recap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from orchestrator.errors import RunFolderError
+from orchestrator.inventory import load_inventory
+from orchestrator.output import Reporter, recap_table
+from orchestrator.plan.loader import LoadedPlan, load_plan
+from orchestrator.plan.models import Install, Plan
+from orchestrator.plan.secrets import resolve_secrets, substitute
+from orchestrator.rundir import RunFolder, read_meta
+from orchestrator.runner import HostJob, HostOutcome, run_hosts
+from orchestrator.steps.base import Step
+from orchestrator.steps.files import DesiredFile, FilesStep, render_files
+from orchestrator.steps.python_env import PythonEnvStep
+
+
+@dataclass
+class ApplyOptions:
+    plan: Path | None
+    inventory: Path | None = None
+    limit: list[str] = field(default_factory=list)
+    overlays: list[Path] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    show_origin: bool = False
+    json_lines: bool = False
+    check: bool = False
+    runs_dir: Path = Path("runs")
+    locked: Path | None = None
+    skip: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Locked:
+    """What `--locked RUN_FOLDER` pins: the earlier run's plan and per-host freeze."""
+
+    folder: Path
+    freeze: dict[str, list[str]]  # host -> name==version lines
+
+
+_VARS = re.compile(r"\$\{vars\.([A-Za-z0-9_]+)\}")
+
+
+def render_text(text: str, plan: Plan, secrets: dict[str, str]) -> str:
+    """Fill `${vars.X}` (templates) and `${env:X}` (secrets) in text bound for a host."""
+    text = _VARS.sub(lambda m: str(plan.vars.get(m.group(1), m.group(0))), text)
+    return substitute(text, secrets)
+
+
+def build_steps(
+    plan: Plan, base_dir: Path, secrets: dict[str, str], *, freeze: list[str] | None = None
+) -> list[Step]:
+    steps: list[Step] = []
+    if plan.python is not None:
+        install = plan.install
+        if freeze is not None:
+            install = Install.model_validate(
+                {**plan.install.model_dump(), "packages": freeze}
+            )
+        steps.append(PythonEnvStep(plan.python, install, exact=freeze is not None))
+    if plan.files:
+        files: list[DesiredFile] = render_files(
+            plan.files, base_dir=base_dir, render=lambda t: render_text(t, plan, secrets)
+        )
+        steps.append(FilesStep(files))
+    return steps
+
+
+def resolved_plan_yaml(loaded: LoadedPlan) -> str:
+    """The plan as it was applied: layers merged, vars filled, templates inlined, secrets as
+    references. Reloading it gives the same plan (used by --locked)."""
+    data: dict[str, Any] = loaded.plan.model_dump(mode="json", exclude_none=True)
+    data.pop("extends", None)
+    for spec in data.get("files", []):
+        if "template" in spec:
+            template = (loaded.base_dir / spec.pop("template")).expanduser()
+            spec["content"] = _VARS.sub(
+                lambda m: str(loaded.plan.vars.get(m.group(1), m.group(0))), template.read_text()
+            )
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def load_locked(folder: Path) -> tuple[Path, Locked]:
+    meta = read_meta(folder)
+    plan_file = folder / "plan.yaml"
+    if not plan_file.exists():
+        raise RunFolderError(f"{folder} has no plan.yaml to redeploy")
+    freeze: dict[str, list[str]] = {}
+    for host in meta.get("hosts", []):
+        frozen = folder / "hosts" / host / "freeze.txt"
+        if frozen.exists():
+            freeze[host] = [line for line in frozen.read_text().splitlines() if line.strip()]
+    if not freeze:
+        raise RunFolderError(
+            f"{folder} froze no package set (no hosts/*/freeze.txt)",
+            hint="use the run folder of an apply that completed the python step",
+        )
+    return plan_file, Locked(folder=folder, freeze=freeze)
+
+
+def execute(options: ApplyOptions) -> int:
+    console = Console(highlight=False)
+    locked: Locked | None = None
+    plan_path = options.plan
+    if options.locked is not None:
+        plan_path, locked = load_locked(options.locked)
+    assert plan_path is not None
+    loaded = load_plan(plan_path, options.overlays, options.sets)
+    plan = loaded.plan
+    if options.show_origin:
+        _print_origins(console, loaded)
+    secrets = resolve_secrets(plan)  # before any connection: a missing one fails now
+    inventory = load_inventory(options.inventory)
+    hosts = inventory.select(plan.hosts, options.limit or None)
+
+    folder: RunFolder | None = None
+    if not options.check:
+        folder = RunFolder.create(
+            plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
+            command="apply --locked" if locked else "apply",
+            extra={"plan_file": str(plan_path), "layers": loaded.layers,
+                   "locked_from": str(locked.folder) if locked else None},
+        )
+        folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
+
+    reporter = Reporter(console, json_lines=options.json_lines)
+
+    def emit(kind: str, **fields: Any) -> None:
+        record = folder.event(kind, **fields) if folder else {"event": kind, **fields}
+        record.setdefault("event", kind)
+        reporter(record)
+
+    jobs = []
+    for host in hosts:
+        freeze = locked.freeze.get(host) or next(iter(locked.freeze.values())) if locked else None
+        jobs.append(HostJob(host, build_steps(plan, loaded.base_dir, secrets, freeze=freeze)))
+    if not options.json_lines:
+        mode = "plan (check mode)" if options.check else "apply"
+        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(hosts)}"
+                      + (f"  run folder: {folder.path}" if folder else ""))
+    try:
+        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
+    except KeyboardInterrupt:
+        if folder:
+            folder.finish("incomplete")
+            console.print(f"interrupted; run folder marked incomplete: {folder.path}")
+        raise
+    if folder:
+        _write_host_artifacts(folder, outcomes)
+    if options.check and not options.json_lines:
+        _print_diffs(console, outcomes)
+    if not options.json_lines:
+        console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
+    failed = any(o.failed for o in outcomes)
+    pending = any(s.status == "pending" for o in outcomes for s in o.steps)
+    if folder:
+        folder.finish("failed" if failed else "complete")
+        if not options.json_lines:
+            console.print(f"run folder: {folder.path}")
+    if failed:
+        return 1
+    return 2 if pending else 0
+
+
+def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> None:
+    for outcome in outcomes:
+        base = f"hosts/{outcome.host}"
+        folder.write_json(
+            f"{base}/steps.json",
+            {"host": outcome.host, "error": outcome.error, "round_trips": outcome.round_trips,
+             "seconds": round(outcome.seconds, 3), "steps": [s.to_json() for s in outcome.steps],
+             **outcome.extra},
+        )
+        facts = outcome.facts
+        if facts is None:
+            continue
+        folder.write_json(f"{base}/facts.json", {"host": facts.host, "probe_seconds": facts.probe_seconds})
+        if facts.venv is not None and facts.venv.exists:
+            folder.write_text(f"{base}/freeze.txt", facts.venv.freeze())
+
+
+def _print_diffs(console: Console, outcomes: list[HostOutcome]) -> None:
+    for outcome in outcomes:
+        for step in outcome.steps:
+            for diff in step.diffs:
+                console.print(f"[bold]{outcome.host}[/] {step.step}:")
+                console.print(diff, markup=False, highlight=False)
+
+
+def _print_origins(console: Console, loaded: LoadedPlan) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"origins of {loaded.plan.name}", title_justify="left")
+    table.add_column("field")
+    table.add_column("set by")
+    for key, origin in sorted(loaded.origins.items()):
+        table.add_row(key, origin)
+    console.print(table)

@@ -1,0 +1,119 @@
+"""What the user sees while a run goes: one line per finished step and phase, a live status
+line for what is in progress (on a terminal), a recap table at the end; or, with `--json`,
+one JSON event per line on stdout.
+
+Reports are data plus a render function: `recap_table` returns a rich Table that tests
+render into a fixed-width console.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator import masking
+from orchestrator.runner import HostOutcome
+
+_STYLE = {
+    "ok": "green",
+    "changed": "yellow",
+    "pending": "yellow",
+    "failed": "bold red",
+    "skipped": "dim",
+    "unreachable": "bold red",
+}
+
+
+class Reporter:
+    """Receives every event of a run (from any host thread)."""
+
+    def __init__(self, console: Console | None = None, *, json_lines: bool = False) -> None:
+        self.console = console or Console(stderr=False, highlight=False)
+        self.json_lines = json_lines
+        self._lock = threading.Lock()
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            if self.json_lines:
+                sys.stdout.write(masking.mask(json.dumps(record, default=str)) + "\n")
+                sys.stdout.flush()
+                return
+            line = self.render_event(record)
+            if line is not None:
+                self.console.print(line)
+
+    @staticmethod
+    def render_event(record: dict[str, Any]) -> Text | None:
+        kind = record.get("event")
+        host = record.get("host", "")
+        prefix = Text(f"{host:<14} ", style="bold cyan")
+        if kind == "step_end":
+            status = record["status"]
+            line = prefix + Text(f"{record['step']:<10} ") + Text(f"{status:<8}", style=_STYLE.get(status, ""))
+            line += Text(f" {record['seconds']:.2f}s", style="dim")
+            if record.get("error"):
+                line += Text(f"\n{'':15}{record['error']}", style="red")
+            for change in record.get("changes", []):
+                line += Text(f"\n{'':15}- {change}")
+            for finding in record.get("findings", []):
+                style = "red" if finding["level"] == "error" else "yellow"
+                line += Text(f"\n{'':15}! {finding['message']}", style=style)
+                if finding.get("fix"):
+                    line += Text(f"\n{'':17}fix: {finding['fix']}", style="dim")
+            return line
+        if kind == "retry":
+            return prefix + Text(
+                f"retry {record.get('attempt')}: {record.get('error')}", style="yellow"
+            )
+        if kind == "host_end" and record.get("error"):
+            return prefix + Text(f"FAILED: {record['error']}", style="bold red")
+        if kind == "phase":
+            status = record.get("status", "")
+            text = prefix + Text(f"{record.get('phase', ''):<10} ") + Text(
+                f"{status:<8}", style=_STYLE.get(status, "")
+            )
+            if record.get("message"):
+                text += Text(f" {record['message']}")
+            return text
+        if kind == "message":
+            return prefix + Text(str(record.get("message", "")), style=record.get("style", ""))
+        return None
+
+
+def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("host", style="cyan")
+    table.add_column("status")
+    for label in ("ok", "changed", "pending", "failed"):
+        table.add_column(label, justify="right")
+    table.add_column("round trips", justify="right")
+    table.add_column("time", justify="right")
+    for outcome in outcomes:
+        counts = {label: 0 for label in ("ok", "changed", "pending", "failed", "skipped")}
+        for step in outcome.steps:
+            counts[step.status] += 1
+        if outcome.failed:
+            status = "failed" if outcome.steps else "unreachable"
+        elif counts["pending"]:
+            status = "pending"
+        elif counts["changed"]:
+            status = "changed"
+        else:
+            status = "ok"
+        table.add_row(
+            outcome.host,
+            Text(status, style=_STYLE[status]),
+            str(counts["ok"]),
+            str(counts["changed"]),
+            str(counts["pending"]),
+            str(counts["failed"] + (1 if outcome.error else 0)),
+            str(outcome.round_trips),
+            f"{outcome.seconds:.2f}s",
+        )
+    return table

@@ -1,0 +1,155 @@
+"""Probe: gather every fact a host's steps need in ONE round trip.
+
+Each step declares what it needs (`ProbeRequest`); the runner merges the requests, ships the
+fact program (`orchestrator/remote/facts.py`) with the request to the host's python3, and
+parses the JSON answer into `Facts`. Parsing is pure and tested on captured answers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from orchestrator.errors import ProbeError
+from orchestrator.transport.base import Transport
+from orchestrator.transport.command import Command
+
+# Runs the host's python3 (or python) on the program given on stdin.
+_PYTHON = Command.script(
+    'exec "$(command -v python3 || command -v python || echo python3)" -'
+)
+
+
+@dataclass
+class ProbeRequest:
+    host: bool = True
+    venv: str | None = None
+    record: list[str] = field(default_factory=list)
+    files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
+    service: dict[str, Any] | None = None
+
+    def merge(self, other: ProbeRequest) -> ProbeRequest:
+        if self.venv and other.venv and self.venv != other.venv:
+            raise ProbeError(f"two steps ask about different venvs: {self.venv}, {other.venv}")
+        return ProbeRequest(
+            host=self.host or other.host,
+            venv=self.venv or other.venv,
+            record=sorted({*self.record, *other.record}),
+            files={**self.files, **other.files},
+            service=other.service or self.service,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "venv": self.venv,
+            "record": self.record,
+            "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
+            "service": self.service,
+        }
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+
+
+@dataclass
+class VenvFacts:
+    path: str
+    exists: bool
+    python_version: str | None
+    distributions: dict[str, Distribution]  # canonical name -> distribution
+    has_uv: bool
+
+    def freeze(self) -> str:
+        """`pip freeze`-style lines, sorted by name (read from metadata, no pip call)."""
+        lines = sorted(f"{d.name}=={d.version}" for d in self.distributions.values())
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+@dataclass(frozen=True)
+class RecordFacts:
+    modified: list[str]
+    missing: list[str]
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    exists: bool
+    sha256: str | None = None
+    mode: str | None = None
+    content: str | None = None  # only when it differs from the desired digest and is small text
+    error: str | None = None
+
+
+@dataclass
+class Facts:
+    host: dict[str, Any] = field(default_factory=dict)
+    venv: VenvFacts | None = None
+    record: dict[str, RecordFacts] = field(default_factory=dict)
+    files: dict[str, FileFacts] = field(default_factory=dict)
+    service: dict[str, Any] | None = None
+    probe_seconds: float = 0.0
+
+
+@cache
+def program_source() -> str:
+    return resources.files("orchestrator.remote").joinpath("facts.py").read_text()
+
+
+def build_stdin(request: ProbeRequest) -> bytes:
+    call = f"\nmain(json.loads({json.dumps(json.dumps(request.to_json()))}))\n"
+    return (program_source() + call).encode()
+
+
+def parse_answer(text: str) -> Facts:
+    """The program's JSON answer -> Facts. Pure."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        raise ProbeError(f"the fact program printed something that is not JSON: {text[-300:]!r}") from None
+    if not isinstance(data, dict) or data.get("probe_version") != 1:
+        raise ProbeError(f"unexpected fact program answer: {line[:300]!r}")
+    facts = Facts(host=data.get("host") or {}, probe_seconds=float(data.get("probe_seconds", 0)))
+    venv = data.get("venv")
+    if venv:
+        facts.venv = VenvFacts(
+            path=venv["path"],
+            exists=bool(venv["exists"]),
+            python_version=venv.get("python_version"),
+            distributions={
+                key: Distribution(name=d["name"], version=d["version"])
+                for key, d in venv.get("distributions", {}).items()
+            },
+            has_uv=bool(venv.get("has_uv")),
+        )
+    for key, rec in (data.get("record") or {}).items():
+        facts.record[key] = RecordFacts(modified=list(rec["modified"]), missing=list(rec["missing"]))
+    for path, entry in (data.get("files") or {}).items():
+        facts.files[path] = FileFacts(
+            exists=bool(entry.get("exists")),
+            sha256=entry.get("sha256"),
+            mode=entry.get("mode"),
+            content=entry.get("content"),
+            error=entry.get("error"),
+        )
+    facts.service = data.get("service")
+    return facts
+
+
+def probe(transport: Transport, request: ProbeRequest, *, timeout: float = 120.0) -> Facts:
+    """Run the fact program on the host: one round trip."""
+    result = transport.run(_PYTHON, stdin=build_stdin(request), timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise ProbeError(
+            f"{transport.host}: the fact program failed (exit {result.returncode}): "
+            f"{result.stderr.strip()[-500:]}",
+            hint="the host needs python3 (3.8 or newer) on the PATH of a non-interactive shell",
+        )
+    return parse_answer(result.stdout)

@@ -1,0 +1,315 @@
+"""The fact-gathering program that runs ON THE HOST, with the host's python3.
+
+It is shipped as source text over one round trip (`python3 -` with this file plus one call
+to `main(request)` on stdin) and prints one JSON document. Stdlib only, and compatible with
+Python 3.8 so that any GPU host's system Python can run it. It never imports the packages
+it inspects: versions come from `*.dist-info/METADATA` files (importing flashinfer with a
+mismatched cubin would crash, which is the very thing we want to report).
+
+The request says what to look at; each section of the answer is gathered by one function:
+  host     OS, Python, CPU, memory, GPUs (nvidia-smi), topology, systemd
+  venv     does it exist, its Python, its distributions and versions (freeze)
+  record   RECORD sha256 verification of named distributions
+  files    sha256 and mode of files (and the content when it differs, for diffs)
+  service  pidfile, process liveness and command line, listening ports (service phase)
+"""
+# ruff: noqa: UP006, UP035, UP045 - runs on Python 3.8 hosts
+from __future__ import annotations
+
+import base64
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+MAX_DIFF_BYTES = 256 * 1024
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _run(argv: List[str], timeout: float = 10.0) -> Optional[str]:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def host_facts() -> Dict[str, Any]:
+    os_release: Dict[str, str] = {}
+    for line in (_read("/etc/os-release") or "").splitlines():
+        if "=" in line:
+            key, _, value = line.partition("=")
+            os_release[key] = value.strip().strip('"')
+    meminfo: Dict[str, int] = {}
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        match = re.match(r"(\w+):\s+(\d+) kB", line)
+        if match:
+            meminfo[match.group(1)] = int(match.group(2)) * 1024
+    cpu_model = ""
+    for line in (_read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith("model name"):
+            cpu_model = line.split(":", 1)[1].strip()
+            break
+    gpus = None
+    smi = _run(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,memory.total,driver_version,compute_cap,pci.bus_id",
+            "--format=csv,noheader,nounits",
+        ]
+    )
+    if smi is not None:
+        gpus = []
+        for row in smi.strip().splitlines():
+            cells = [c.strip() for c in row.split(",")]
+            if len(cells) >= 6:
+                gpus.append(
+                    {
+                        "index": int(cells[0]),
+                        "name": cells[1],
+                        "memory_mib": int(float(cells[2])) if cells[2].replace(".", "").isdigit() else None,
+                        "driver": cells[3],
+                        "compute_cap": cells[4],
+                        "pci_bus_id": cells[5],
+                    }
+                )
+    topo = _run(["nvidia-smi", "topo", "-m"]) if gpus else None
+    return {
+        "hostname": socket.gethostname(),
+        "os": os_release.get("PRETTY_NAME") or platform.platform(),
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+        "python": platform.python_version(),
+        "python_path": sys.executable,
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_bytes": meminfo.get("MemTotal"),
+        "memory_available_bytes": meminfo.get("MemAvailable"),
+        "gpus": gpus,
+        "topology": topo,
+        "systemd": os.path.isdir("/run/systemd/system"),
+        "user": os.environ.get("USER") or str(os.getuid()),
+        "home": os.path.expanduser("~"),
+        "time": time.time(),
+    }
+
+
+def _site_packages(venv: str) -> List[str]:
+    return sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages")))
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distributions(venv: str) -> Dict[str, Dict[str, str]]:
+    found: Dict[str, Dict[str, str]] = {}
+    for site in _site_packages(venv):
+        for info in sorted(glob.glob(os.path.join(site, "*.dist-info"))):
+            name = version = None
+            for line in (_read(os.path.join(info, "METADATA")) or "").splitlines():
+                if line.startswith("Name:") and name is None:
+                    name = line[5:].strip()
+                elif line.startswith("Version:") and version is None:
+                    version = line[8:].strip()
+                elif not line.strip():
+                    break
+            if name and version:
+                found[_canonical(name)] = {"name": name, "version": version, "dist_info": info}
+    return found
+
+
+def venv_facts(venv: str) -> Dict[str, Any]:
+    venv = os.path.expanduser(venv)
+    python = os.path.join(venv, "bin", "python")
+    cfg = _read(os.path.join(venv, "pyvenv.cfg")) or ""
+    version = None
+    match = re.search(r"^version(?:_info)?\s*=\s*(\S+)", cfg, re.M)
+    if match:
+        version = match.group(1)
+    exists = os.path.isfile(python) and os.access(python, os.X_OK) and bool(cfg)
+    return {
+        "path": venv,
+        "exists": exists,
+        "python_version": version,
+        "distributions": _distributions(venv) if exists else {},
+        "has_uv": os.path.isfile(os.path.join(venv, "bin", "uv")),
+    }
+
+
+def _record_hash(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
+
+
+def record_facts(venv: str, names: List[str]) -> Dict[str, Any]:
+    """For each named distribution: files whose sha256 differs from RECORD, and missing ones."""
+    dists = _distributions(os.path.expanduser(venv))
+    out: Dict[str, Any] = {}
+    for name in names:
+        dist = dists.get(_canonical(name))
+        if dist is None:
+            continue
+        info = dist["dist_info"]
+        site = os.path.dirname(info)
+        modified: List[str] = []
+        missing: List[str] = []
+        for line in (_read(os.path.join(info, "RECORD")) or "").splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) != 3 or not parts[1].startswith("sha256="):
+                continue
+            rel, expected = parts[0], parts[1]
+            path = os.path.normpath(os.path.join(site, rel))
+            try:
+                if _record_hash(path) != expected:
+                    modified.append(rel)
+            except OSError:
+                missing.append(rel)
+        out[_canonical(name)] = {"modified": modified, "missing": missing}
+    return out
+
+
+def file_facts(files: List[Dict[str, str]]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for spec in files:
+        path = spec["path"]
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+            mode = "0" + oct(os.stat(path).st_mode & 0o7777)[2:].rjust(3, "0")
+        except FileNotFoundError:
+            out[path] = {"exists": False}
+            continue
+        except OSError as error:
+            out[path] = {"exists": False, "error": str(error)}
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        entry: Dict[str, Any] = {"exists": True, "sha256": digest, "mode": mode}
+        if digest != spec.get("sha256") and len(data) <= MAX_DIFF_BYTES:
+            try:
+                entry["content"] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                entry["binary"] = True
+        out[path] = entry
+    return out
+
+
+def _listening_ports() -> Dict[int, Dict[str, Any]]:
+    """Listening TCP ports -> inode, from /proc/net/tcp{,6} (no ss/netstat needed)."""
+    ports: Dict[int, Dict[str, Any]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in (_read(table) or "").splitlines()[1:]:
+            cells = line.split()
+            if len(cells) > 9 and cells[3] == "0A":  # 0A = LISTEN
+                port = int(cells[1].rsplit(":", 1)[1], 16)
+                ports.setdefault(port, {"inode": cells[9]})
+    return ports
+
+
+def _pids_by_inode(inodes: List[str]) -> Dict[str, int]:
+    wanted = {"socket:[%s]" % inode for inode in inodes}
+    found: Dict[str, int] = {}
+    for pid_dir in glob.glob("/proc/[0-9]*"):
+        try:
+            for fd in os.listdir(pid_dir + "/fd"):
+                try:
+                    target = os.readlink(pid_dir + "/fd/" + fd)
+                except OSError:
+                    continue
+                if target in wanted:
+                    found[target[8:-1]] = int(pid_dir[6:])
+        except OSError:
+            continue
+    return found
+
+
+def _process(pid: int) -> Optional[Dict[str, Any]]:
+    stat = _read("/proc/%d/stat" % pid)
+    if stat is None:
+        return None
+    state = stat.rsplit(")", 1)[1].split()[0]
+    if state == "Z":
+        return None
+    cmdline = (_read("/proc/%d/cmdline" % pid) or "").split("\0")
+    start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
+    uptime = float((_read("/proc/uptime") or "0").split()[0])
+    hz = os.sysconf("SC_CLK_TCK")
+    return {
+        "pid": pid,
+        "cmdline": [c for c in cmdline if c],
+        "uptime": max(0.0, uptime - start_ticks / hz),
+    }
+
+
+def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"pid": None, "process": None}
+    pid_text = _read(spec["pidfile"]) if spec.get("pidfile") else None
+    if pid_text and pid_text.strip().isdigit():
+        out["pid"] = int(pid_text.strip())
+        out["process"] = _process(out["pid"])
+    for key in ("spec_file", "env_file", "unit_file"):
+        path = spec.get(key)
+        if path:
+            data = _read(path)
+            out[key] = hashlib.sha256(data.encode()).hexdigest() if data is not None else None
+    if spec.get("spec_file"):
+        out["spec"] = _read(spec["spec_file"])
+    if spec.get("unit"):
+        state = _run(["systemctl", "show", spec["unit"], "--property=ActiveState,SubState,MainPID,ExecMainStartTimestampMonotonic"])
+        props: Dict[str, str] = {}
+        for line in (state or "").splitlines():
+            key, _, value = line.partition("=")
+            props[key] = value
+        out["unit_state"] = props
+        main_pid = props.get("MainPID", "0")
+        if main_pid.isdigit() and int(main_pid) > 0:
+            out["pid"] = int(main_pid)
+            out["process"] = _process(int(main_pid))
+    port = spec.get("port")
+    if port:
+        listening = _listening_ports()
+        entry = listening.get(int(port))
+        holder = None
+        if entry is not None:
+            pid = _pids_by_inode([entry["inode"]]).get(entry["inode"])
+            holder = _process(pid) if pid else {"pid": None, "cmdline": [], "uptime": None}
+        out["port"] = {"number": int(port), "listening": entry is not None, "holder": holder}
+    return out
+
+
+def main(request: Dict[str, Any]) -> None:
+    started = time.time()
+    answer: Dict[str, Any] = {"probe_version": 1}
+    if request.get("host"):
+        answer["host"] = host_facts()
+    if request.get("venv"):
+        answer["venv"] = venv_facts(request["venv"])
+        if request.get("record"):
+            answer["record"] = record_facts(request["venv"], request["record"])
+    if request.get("files"):
+        answer["files"] = file_facts(request["files"])
+    if request.get("service"):
+        answer["service"] = service_facts(request["service"])
+    answer["probe_seconds"] = round(time.time() - started, 4)
+    sys.stdout.write(json.dumps(answer))
+    sys.stdout.write("\n")

@@ -1,0 +1,201 @@
+"""The runner: phases per host, hosts in parallel, events for every step.
+
+    connect -> probe (one round trip) -> plan every step (pure) -> [apply -> re-probe ->
+    require an empty plan] -> artifacts
+
+One host's failure neither stops nor loses the others: every host ends with an outcome.
+Later phases (service, smoke, bench, collect) hang off the same per-host flow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from orchestrator.errors import OrchError, StepDidNotConverge
+from orchestrator.inventory import Inventory
+from orchestrator.probe import Facts, ProbeRequest, probe
+from orchestrator.steps.base import Step, StepPlan, apply_changes
+from orchestrator.transport.base import Transport
+
+Emit = Callable[..., None]
+StepStatus = Literal["ok", "changed", "pending", "failed", "skipped"]
+
+
+@dataclass
+class StepOutcome:
+    step: str
+    status: StepStatus
+    changes: list[str] = field(default_factory=list)
+    diffs: list[str] = field(default_factory=list)
+    findings: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "status": self.status,
+            "changes": self.changes,
+            "findings": self.findings,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
+
+
+@dataclass
+class HostOutcome:
+    host: str
+    steps: list[StepOutcome] = field(default_factory=list)
+    error: str | None = None
+    round_trips: int = 0
+    seconds: float = 0.0
+    facts: Facts | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(s.status == "failed" for s in self.steps)
+
+    @property
+    def changed(self) -> int:
+        return sum(1 for s in self.steps if s.status in ("changed", "pending"))
+
+
+@dataclass
+class HostJob:
+    """What to do on one host: its steps, and optional phases after converge."""
+
+    host: str
+    steps: list[Step]
+    after: list[Callable[[Transport, Facts, HostOutcome, Emit], None]] = field(default_factory=list)
+
+
+def merged_request(steps: list[Step]) -> ProbeRequest:
+    request = ProbeRequest()
+    for step in steps:
+        request = request.merge(step.request())
+    return request
+
+
+def _outcome_from_plan(plan: StepPlan, status: StepStatus, seconds: float) -> StepOutcome:
+    return StepOutcome(
+        step=plan.step,
+        status=status,
+        changes=[c.summary for c in plan.changes],
+        diffs=[c.diff for c in plan.changes if c.diff],
+        findings=[{"level": f.level, "message": f.message, "fix": f.fix} for f in plan.findings],
+        seconds=seconds,
+    )
+
+
+def converge_host(
+    transport: Transport, job: HostJob, *, check: bool, emit: Emit
+) -> HostOutcome:
+    """Probe, plan, and (unless `check`) apply and verify every step on one host."""
+    outcome = HostOutcome(host=job.host)
+    request = merged_request(job.steps)
+    facts = probe(transport, request)
+    outcome.facts = facts
+    emit("probe", host=job.host, seconds=facts.probe_seconds)
+    applied_any = False
+    for step in job.steps:
+        started = time.monotonic()
+        emit("step_start", host=job.host, step=step.name)
+        plan = step.plan(facts)
+        if plan.converged or check:
+            status: StepStatus = "ok" if plan.converged else "pending"
+            result = _outcome_from_plan(plan, status, time.monotonic() - started)
+        else:
+            try:
+                apply_changes(transport, plan.changes)
+            except OrchError as error:
+                result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
+                result.error = str(error)
+                outcome.steps.append(result)
+                emit("step_end", host=job.host, **result.to_json())
+                break
+            applied_any = True
+            result = _outcome_from_plan(plan, "changed", time.monotonic() - started)
+            # Later steps may depend on what this one changed (the venv a file lives in).
+            facts = probe(transport, request)
+        outcome.steps.append(result)
+        emit("step_end", host=job.host, **result.to_json())
+    if applied_any and not outcome.failed:
+        facts = probe(transport, request)
+        outcome.facts = facts
+        leftover = [(s.name, s.plan(facts)) for s in job.steps]
+        pending = [(name, plan) for name, plan in leftover if not plan.converged]
+        if pending:
+            detail = "; ".join(
+                f"{name}: {', '.join(c.summary for c in plan.changes)}" for name, plan in pending
+            )
+            raise StepDidNotConverge(
+                f"{job.host}: still not converged after apply: {detail}",
+                hint="a change did not take effect; see the step's findings and the host's logs",
+            )
+    if not check and not outcome.failed:
+        for phase in job.after:
+            phase(transport, outcome.facts or facts, outcome, emit)
+            if outcome.failed:
+                break
+    return outcome
+
+
+def run_hosts(
+    jobs: list[HostJob],
+    inventory: Inventory,
+    *,
+    check: bool,
+    emit: Emit,
+    connect: Callable[..., Transport] | None = None,
+) -> list[HostOutcome]:
+    """Converge every host in parallel; every host ends with an outcome."""
+    if connect is None:
+        from orchestrator.transport.connect import connect as default_connect
+
+        connect = default_connect
+
+    def one(job: HostJob) -> HostOutcome:
+        started = time.monotonic()
+        emit("host_start", host=job.host)
+        transport: Transport | None = None
+        try:
+            transport = connect(
+                job.host,
+                inventory,
+                on_retry=lambda host, attempt, error: emit(
+                    "retry", host=host, attempt=attempt, error=str(error)
+                ),
+            )
+            outcome = converge_host(transport, job, check=check, emit=emit)
+        except OrchError as error:
+            outcome = HostOutcome(host=job.host, error=str(error))
+        except KeyboardInterrupt:
+            raise
+        finally:
+            if transport is not None:
+                round_trips = transport.round_trips
+                transport.close()
+            else:
+                round_trips = 0
+        outcome.round_trips = round_trips
+        outcome.seconds = time.monotonic() - started
+        emit(
+            "host_end",
+            host=job.host,
+            failed=outcome.failed,
+            error=outcome.error,
+            changed=outcome.changed,
+            round_trips=outcome.round_trips,
+            seconds=round(outcome.seconds, 3),
+        )
+        return outcome
+
+    if len(jobs) == 1:
+        return [one(jobs[0])]
+    with ThreadPoolExecutor(max_workers=min(32, len(jobs))) as pool:
+        return list(pool.map(one, jobs))

@@ -1,0 +1,79 @@
+"""What a step is: facts in, changes out.
+
+A step declares the facts it needs (`request`), and turns facts into a `StepPlan` purely
+(`plan`). An empty change list means converged. Check mode (`orch plan`) stops after
+`plan`; apply executes the changes with `apply_changes` (the single write gate), then the
+runner re-probes and requires an empty plan.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.probe import Facts, ProbeRequest
+from orchestrator.transport.base import Transport
+from orchestrator.transport.command import Command, Raw
+
+
+@dataclass(frozen=True)
+class Upload:
+    path: str
+    data: bytes
+    mode: int
+
+
+@dataclass
+class Change:
+    """One thing that differs from the plan, and what fixes it."""
+
+    summary: str
+    commands: list[Command] = field(default_factory=list)
+    uploads: list[Upload] = field(default_factory=list)
+    diff: str = ""  # unified diff, already masked (files)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something worth saying about the host that is not itself a change."""
+
+    level: Literal["error", "warning", "info"]
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class StepPlan:
+    step: str
+    changes: list[Change] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def converged(self) -> bool:
+        return not self.changes
+
+
+class Step(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def request(self) -> ProbeRequest:
+        """The facts this step needs."""
+
+    @abc.abstractmethod
+    def plan(self, facts: Facts) -> StepPlan:
+        """Changes that would bring the host to the plan. Pure."""
+
+
+def apply_changes(transport: Transport, changes: list[Change], *, timeout: float = 3600.0) -> None:
+    """Execute changes in order: uploads first, then the change's commands as one script
+    (one round trip per change)."""
+    for change in changes:
+        for upload in change.uploads:
+            transport.put(upload.data, upload.path, mode=upload.mode)
+        if change.commands:
+            script = change.commands[0]
+            for command in change.commands[1:]:
+                script = Command(script.parts, Raw("&&"), command.parts)
+            transport.run(script, timeout=timeout)

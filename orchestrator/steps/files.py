@@ -1,0 +1,96 @@
+"""The files step: configuration files with exact content and mode.
+
+Compared by sha256 on the host; written atomically by the transport; `orch plan` shows a
+unified diff (secrets masked).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import masking
+from orchestrator.errors import PlanError
+from orchestrator.plan.models import FileSpec
+from orchestrator.probe import Facts, ProbeRequest
+from orchestrator.steps.base import Change, Step, StepPlan, Upload
+from orchestrator.transport.command import Command
+
+
+@dataclass(frozen=True)
+class DesiredFile:
+    path: str
+    data: bytes
+    mode: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def render_files(
+    files: list[FileSpec], *, base_dir: Path, render: Callable[[str], str]
+) -> list[DesiredFile]:
+    """Plan file specs -> exact bytes. `render` fills `${vars.X}` and `${env:X}`."""
+    out: list[DesiredFile] = []
+    for spec in files:
+        if spec.content is not None:
+            text = spec.content
+        else:
+            assert spec.template is not None
+            template = (base_dir / spec.template).expanduser()
+            try:
+                text = template.read_text()
+            except OSError as error:
+                raise PlanError(
+                    f"cannot read template {template}: {error.strerror}", field="files.template"
+                ) from None
+        out.append(DesiredFile(spec.path, render(text).encode(), spec.mode))
+    return out
+
+
+def unified_diff(path: str, old: str | None, new: str) -> str:
+    """A masked unified diff of a file's content."""
+    old_lines = (old or "").splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+    diff = difflib.unified_diff(
+        old_lines, new_lines, fromfile=f"{path} (host)" if old is not None else "/dev/null",
+        tofile=f"{path} (plan)",
+    )
+    return masking.mask("".join(diff))
+
+
+class FilesStep(Step):
+    name = "files"
+
+    def __init__(self, files: list[DesiredFile]) -> None:
+        self.files = files
+
+    def request(self) -> ProbeRequest:
+        return ProbeRequest(files={f.path: f.sha256 for f in self.files})
+
+    def plan(self, facts: Facts) -> StepPlan:
+        result = StepPlan(step=self.name)
+        for desired in self.files:
+            have = facts.files.get(desired.path)
+            mode = int(desired.mode, 8)
+            if have is None or not have.exists or have.sha256 != desired.sha256:
+                text = desired.data.decode("utf-8", errors="replace")
+                if have is not None and have.exists and have.content is None:
+                    diff = f"{desired.path}: binary or large file differs\n"
+                else:
+                    diff = unified_diff(desired.path, have.content if have else None, text)
+                verb = "update" if have is not None and have.exists else "create"
+                result.changes.append(
+                    Change(f"{verb} {desired.path} (mode {desired.mode})",
+                           uploads=[Upload(desired.path, desired.data, mode)], diff=diff)
+                )
+            elif have.mode != desired.mode:
+                result.changes.append(
+                    Change(f"chmod {desired.mode} {desired.path} (was {have.mode})",
+                           [Command("chmod", desired.mode, desired.path)])
+                )
+        return result

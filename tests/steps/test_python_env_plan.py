@@ -1,0 +1,124 @@
+"""Python environment step: facts in, changes out (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.plan.models import Install, PythonEnv
+from orchestrator.probe import Distribution, Facts, RecordFacts, VenvFacts
+from orchestrator.steps.python_env import PythonEnvStep, family_mismatches, same_version
+
+VENV = "/opt/venvs/vllm"
+
+
+def facts(installed: dict[str, str], *, exists: bool = True, has_uv: bool = False,
+          record: dict[str, RecordFacts] | None = None) -> Facts:
+    return Facts(
+        venv=VenvFacts(VENV, exists, "3.12.3",
+                       {k: Distribution(k, v) for k, v in installed.items()}, has_uv),
+        record=record or {},
+    )
+
+
+def step(packages: list[str], *, installer: str = "pip", clean: bool = False,
+         exact: bool = False, families: list[list[str]] | None = None) -> PythonEnvStep:
+    install = Install(packages=packages, clean=clean,
+                      **({"families": families} if families is not None else {}))
+    return PythonEnvStep(PythonEnv(venv=VENV, installer=installer), install, exact=exact)  # type: ignore[arg-type]
+
+
+PINS = ["vllm==0.17.1", "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"]
+
+
+@pytest.mark.parametrize(
+    ("installed", "pinned", "same"),
+    [
+        ("0.6.4", "0.6.4", True),
+        ("1.0", "1.0.0", True),
+        ("0.6.4+cu129", "0.6.4", True),
+        ("0.6.3", "0.6.4", False),
+        ("0.6.4+cu129", "0.6.4+cu130", False),
+        ("weird", "weird", True),
+    ],
+)
+def test_same_version(installed: str, pinned: str, same: bool) -> None:
+    assert same_version(installed, pinned) is same
+
+
+def test_converged_venv_has_no_changes() -> None:
+    plan = step(PINS).plan(facts({"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.4"}))
+    assert plan.converged
+    assert plan.findings == []
+
+
+def test_missing_venv_is_created_then_everything_installed() -> None:
+    plan = step(PINS).plan(facts({}, exists=False))
+    summaries = [c.summary for c in plan.changes]
+    assert summaries[0].startswith(f"create venv {VENV}")
+    assert "vllm missing -> 0.17.1" in summaries[1]
+    assert str(plan.changes[1].commands[0]).startswith(f"{VENV}/bin/python -m pip install")
+
+
+def test_drift_is_reinstalled_at_the_pin() -> None:
+    plan = step(PINS).plan(facts({"vllm": "0.16.0", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.4"}))
+    assert [c.summary for c in plan.changes] == ["install vllm 0.16.0 -> 0.17.1"]
+    assert "vllm==0.17.1" in plan.changes[0].commands[0].raw()
+
+
+def test_unpinned_family_member_out_of_step_is_reported_and_aligned() -> None:
+    # The motivating crash: flashinfer-python 0.6.4 beside a leftover flashinfer-cubin 0.6.3.
+    plan = step(["vllm==0.17.1", "flashinfer-python==0.6.4"]).plan(
+        facts({"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.3"})
+    )
+    (finding,) = plan.findings
+    assert finding.level == "error"
+    assert "flashinfer-cubin 0.6.3" in finding.message and "flashinfer-python 0.6.4" in finding.message
+    assert finding.fix == "pin flashinfer-cubin==0.6.4 in install.packages"
+    assert "flashinfer-cubin==0.6.4" in plan.changes[0].commands[0].raw()
+
+
+def test_family_without_pins_cannot_be_aligned_but_is_reported() -> None:
+    plan = step(["vllm==0.17.1"]).plan(
+        facts({"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.3"})
+    )
+    assert plan.converged
+    assert plan.findings[0].level == "error"
+    assert "pin one member" in plan.findings[0].fix
+
+
+def test_jit_cache_local_label_matches_family() -> None:
+    assert family_mismatches(
+        {"flashinfer-python": "0.6.4", "flashinfer-jit-cache": "0.6.4+cu129"},
+        [["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]],
+        {"flashinfer-python": "0.6.4"},
+    ) == []
+
+
+def test_modified_files_reported_without_clean() -> None:
+    record = {"vllm": RecordFacts(modified=["vllm/entrypoints/openai/api_server.py"], missing=[])}
+    plan = step(["vllm==0.17.1"]).plan(facts({"vllm": "0.17.1"}, record=record))
+    assert plan.converged
+    assert "api_server.py" in plan.findings[0].message
+    assert "install.clean" in plan.findings[0].fix
+
+
+def test_modified_files_reinstalled_with_clean() -> None:
+    record = {"vllm": RecordFacts(modified=["vllm/a.py"], missing=["vllm/b.py"])}
+    plan = step(["vllm==0.17.1"], clean=True).plan(facts({"vllm": "0.17.1"}, record=record))
+    (change,) = plan.changes
+    assert change.summary == "reinstall vllm==0.17.1 (2 files differ from RECORD)"
+    assert "--force-reinstall --no-deps" in change.commands[0].raw()
+
+
+def test_uv_installer_installs_uv_first_and_uses_it() -> None:
+    plan = step(["vllm==0.17.1"], installer="uv").plan(facts({}, exists=True))
+    assert plan.changes[0].summary == "install uv into the venv"
+    assert plan.changes[1].commands[0].raw().startswith(f"{VENV}/bin/uv pip install")
+
+
+def test_exact_uninstalls_everything_unpinned_but_the_tools() -> None:
+    plan = step(["vllm==0.17.1"], exact=True).plan(
+        facts({"vllm": "0.17.1", "pip": "24.0", "leftover": "1.0"})
+    )
+    (change,) = plan.changes
+    assert change.summary == "uninstall 1 unpinned: leftover"
