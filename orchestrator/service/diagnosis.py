@@ -1,0 +1,453 @@
+"""Why did the server die? Known crash signatures in a vLLM log, with the fix in plan terms.
+
+Each signature is a regex over the log (the exact texts vLLM, torch, NCCL, FlashInfer and
+huggingface_hub print), a cause and a fix built from what the regex captured. The table is
+ordered most specific first; a signature may `cover` more generic ones (a weight-load OOM
+also prints torch's "CUDA out of memory"), which are then not reported again. When a log
+holds several attempts (the service log is appended to), the last occurrence is the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from orchestrator import masking
+
+Level = Literal["error", "warning"]
+Details = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    key: str
+    cause: str
+    fix: str
+    evidence_line: str
+    details: Details = field(default_factory=dict)
+    level: Level = "error"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "level": self.level,
+            "cause": self.cause,
+            "fix": self.fix,
+            "evidence_line": self.evidence_line,
+            "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class Signature:
+    key: str
+    pattern: re.Pattern[str]
+    explain: Callable[[re.Match[str], str], tuple[str, str, Details]]  # (cause, fix, details)
+    covers: tuple[str, ...] = ()
+    level: Level = "error"
+
+
+def _flashinfer(package: str) -> Callable[[re.Match[str], str], tuple[str, str, Details]]:
+    def explain(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+        installed, flashinfer = m.group(1), m.group(2)
+        wanted = flashinfer
+        if package == "flashinfer-jit-cache" and "+" in installed:
+            wanted = f"{flashinfer}+{installed.split('+', 1)[1]}"  # keep the CUDA tag (+cu129)
+        cause = (
+            f"{package} {installed} does not match flashinfer-python {flashinfer}: FlashInfer "
+            "refuses to import, so the engine dies at start-up"
+        )
+        fix = (
+            f"pin {package}=={wanted} in install.packages "
+            f"(next to flashinfer-python=={flashinfer})"
+        )
+        return cause, fix, {"package": package, "installed": installed, "flashinfer": flashinfer}
+
+    return explain
+
+
+def _port(m: re.Match[str], text: str) -> tuple[str, str, Details]:
+    found = re.search(r"'port': (\d+)", text)
+    port = int(found.group(1)) if found else None
+    where = f"port {port}" if port else "the service port"
+    return (
+        f"{where} is already in use by another process",
+        f"stop whatever listens on {where} (ss -ltnp) or choose another service.port",
+        {"port": port},
+    )
+
+
+def _parser(kind: str, arg: str) -> Callable[[re.Match[str], str], tuple[str, str, Details]]:
+    def explain(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+        name = m.group(1)
+        choices = [c.strip() for c in (m.group(2) or "").split(",") if c.strip()]
+        fix = f"set service.args.{arg} to a name this vLLM knows"
+        if choices:
+            fix += ": " + ", ".join(choices)
+        return f"{name!r} is not a {kind} of this vLLM", fix, {"name": name, "choices": choices}
+
+    return explain
+
+
+def _fixed(cause: str, fix: str) -> Callable[[re.Match[str], str], tuple[str, str, Details]]:
+    return lambda m, _: (cause, fix, {})
+
+
+def _oom_weights(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    return (
+        "the GPUs ran out of memory while loading the weights",
+        "lower service.args.gpu-memory-utilization, raise tensor-parallel-size, or use a "
+        "quantized checkpoint (service.args.quantization)",
+        {},
+    )
+
+
+def _free_memory(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    device, free, total, util, wanted = m.groups()
+    return (
+        f"only {free} of {total} GiB are free on {device}, less than gpu-memory-utilization "
+        f"{util} asks for ({wanted} GiB): another process holds GPU memory",
+        "stop the other GPU processes (nvidia-smi), or lower "
+        "service.args.gpu-memory-utilization",
+        {"device": device, "free_gib": float(free), "total_gib": float(total),
+         "gpu_memory_utilization": float(util)},
+    )
+
+
+def _max_len_kv(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    wanted, needed, available, estimate = m.groups()
+    return (
+        f"max_model_len {wanted} needs {needed} GiB of KV cache, only {available} GiB are left",
+        f"set service.args.max-model-len: {estimate} (or less), or raise "
+        "gpu-memory-utilization, or use kv-cache-dtype: fp8",
+        {"max_model_len": int(wanted), "estimated_max_model_len": int(estimate)},
+    )
+
+
+def _max_len_derived(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    wanted, derived = m.group(1), m.group(2)
+    limit = re.search(r"max_position_embeddings=(\d+)", derived)
+    bound = limit.group(1) if limit else None
+    fix = "lower service.args.max-model-len"
+    fix += f" to {bound} or less" if bound else " to the model's limit"
+    fix += " (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in env: overrides, with care)"
+    return (
+        f"max_model_len {wanted} is beyond what the model supports ({derived})",
+        fix,
+        {"max_model_len": int(wanted), "model_limit": int(bound) if bound else None},
+    )
+
+
+def _nccl(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    message = m.group(1).strip()
+    return (
+        f"NCCL (GPU-to-GPU communication) failed: {message}",
+        "add NCCL_DEBUG: INFO to env: to see why; on PCIe-only hosts try NCCL_P2P_DISABLE: '1' "
+        "in env: or service.args.disable-custom-all-reduce: true",
+        {"message": message},
+    )
+
+
+def _nccl_calloc(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    message = m.group(1).strip()
+    return (
+        f"NCCL could not allocate its buffers: {message}",
+        "lower service.args.gpu-memory-utilization a little (e.g. 0.95 -> 0.93)",
+        {"message": message},
+    )
+
+
+def _world_size(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    world, gpus = m.group(1), m.group(2)
+    return (
+        f"the plan needs {world} GPUs (tensor x pipeline parallel) but only {gpus} are visible",
+        f"make service.args.tensor-parallel-size x pipeline-parallel-size fit {gpus} GPUs, "
+        "or list more devices in env: CUDA_VISIBLE_DEVICES",
+        {"world_size": int(world), "gpus": int(gpus)},
+    )
+
+
+def _unknown_env(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    name = m.group(1)
+    fix = f"remove {name} from env: (this vLLM ignores it)"
+    if name == "VLLM_ATTENTION_BACKEND":
+        fix += "; use service.args.attention-backend instead"
+    return f"vLLM does not know the environment variable {name}", fix, {"name": name}
+
+
+def _arch(m: re.Match[str], text: str) -> tuple[str, str, Details]:
+    sm = re.search(r"CUDA capability (sm_\d+)", text)
+    arch = sm.group(1) if sm else None
+    target = arch or "this GPU's architecture"
+    return (
+        f"the installed PyTorch/vLLM kernels were not built for {target}",
+        f"install a torch build with {target} kernels in install.packages "
+        "(sm_120 needs torch >= 2.7 built for CUDA >= 12.8)",
+        {"arch": arch},
+    )
+
+
+def _backend(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    backend, reason = m.group(1), m.group(2)
+    return (
+        f"attention backend {backend} cannot run here: {reason}",
+        "change or remove service.args.attention-backend (TRITON_MLA runs MLA models on any GPU)",
+        {"backend": backend},
+    )
+
+
+def _gated(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    return (
+        "the model is gated and the host has no token allowed to read it (401)",
+        "accept the model's terms on huggingface.co, then give the service a token: "
+        "env: {HF_TOKEN: '${env:HF_TOKEN}'}",
+        {"url": m.group(1)},
+    )
+
+
+def _not_found(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    return (
+        "the model repository was not found, or is private (401)",
+        "check service.model; for a private model add env: {HF_TOKEN: '${env:HF_TOKEN}'}",
+        {"url": m.group(1)},
+    )
+
+
+def _invalid_repo(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    return (
+        f"{m.group(1)!r} is neither a Hugging Face model id nor a local model directory",
+        "check service.model (an id like org/name, or a directory with config.json); "
+        "for a gated model add env: {HF_TOKEN: '${env:HF_TOKEN}'}",
+        {"model": m.group(1)},
+    )
+
+
+SIGNATURES: list[Signature] = [
+    Signature(
+        "flashinfer-cubin-mismatch",
+        re.compile(r"flashinfer-cubin version \(([^)]+)\) does not match flashinfer version \(([^)]+)\)"),
+        _flashinfer("flashinfer-cubin"),
+    ),
+    Signature(
+        "flashinfer-jit-cache-mismatch",
+        re.compile(
+            r"flashinfer-jit-cache version \(([^)]+)\) does not match flashinfer version \(([^)]+)\)"
+        ),
+        _flashinfer("flashinfer-jit-cache"),
+    ),
+    Signature(
+        "weight-load-oom",
+        re.compile(r"Failed to load model - not enough GPU memory"),
+        _oom_weights,
+        covers=("cuda-oom",),
+    ),
+    Signature(
+        "gpu-memory-busy",
+        re.compile(
+            r"Free memory on device (\S+) \(([\d.]+)/([\d.]+) GiB\) on startup is less than "
+            r"desired GPU memory utilization \(([\d.]+), ([\d.]+) GiB\)"
+        ),
+        _free_memory,
+        covers=("cuda-oom",),
+    ),
+    Signature(
+        "max-model-len-kv-cache",
+        re.compile(
+            r"To serve at least one request with the models?'s max seq len \((\d+)\), "
+            r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache "
+            r"memory \(([\d.]+) GiB\)\. Based on the available memory, the estimated maximum "
+            r"model length is (\d+)"
+        ),
+        _max_len_kv,
+    ),
+    Signature(
+        "no-kv-cache-memory",
+        re.compile(r"No available memory for the cache blocks"),
+        _fixed(
+            "no GPU memory is left for the KV cache after loading the weights",
+            "raise service.args.gpu-memory-utilization (e.g. 0.93), use kv-cache-dtype: fp8, "
+            "or spread the model over more GPUs (tensor-parallel-size)",
+        ),
+    ),
+    Signature(
+        "max-model-len-too-large",
+        re.compile(
+            r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
+            r"\((.*?)\)(?: in model's config\.json|\.)"
+        ),
+        _max_len_derived,
+    ),
+    Signature(
+        "nccl-calloc",
+        re.compile(r"NCCL error: (Failed to CUDA calloc.*)"),
+        _nccl_calloc,
+        covers=("nccl",),
+    ),
+    Signature(
+        "nccl",
+        re.compile(r"(?:NCCL error:?|DistBackendError:?)\s*(.*)"),
+        _nccl,
+    ),
+    Signature(
+        "address-in-use",
+        re.compile(r"\[Errno 98\][^\n]*[Aa]ddress already in use"),
+        _port,
+    ),
+    Signature(
+        "trust-remote-code",
+        re.compile(
+            r"consider setting `trust_remote_code=True` in LLM"
+            r"|using the `--trust-remote-code` flag in the CLI"
+        ),
+        _fixed(
+            "the model ships its own code and vLLM was not allowed to run it",
+            "set service.args.trust-remote-code: true",
+        ),
+    ),
+    Signature(
+        "gated-model",
+        re.compile(r"Cannot access gated repo for url (\S+?)\.?\s*$", re.MULTILINE),
+        _gated,
+        covers=("invalid-model",),
+    ),
+    Signature(
+        "model-not-found",
+        re.compile(r"Repository Not Found for url: (\S+?)\.?(?:\s|$)"),
+        _not_found,
+        covers=("invalid-model",),
+    ),
+    Signature(
+        "invalid-model",
+        re.compile(r"Invalid repository ID or local directory specified: '([^']+)'"),
+        _invalid_repo,
+    ),
+    Signature(
+        "invalid-reasoning-parser",
+        re.compile(r"invalid reasoning parser: (\S+)(?: \(chose from \{([^}]*)\}\))?"),
+        _parser("reasoning parser", "reasoning-parser"),
+    ),
+    Signature(
+        "invalid-tool-call-parser",
+        re.compile(r"invalid tool call parser: (\S+)(?: \(chose from \{([^}]*)\}\))?"),
+        _parser("tool call parser", "tool-call-parser"),
+    ),
+    Signature(
+        "world-size",
+        re.compile(
+            r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)"
+        ),
+        _world_size,
+    ),
+    Signature(
+        "unsupported-gpu-arch",
+        re.compile(
+            r"no kernel image is available for execution on the device"
+            r"|with CUDA capability sm_\d+ is not compatible with the current PyTorch"
+        ),
+        _arch,
+    ),
+    Signature(
+        "attention-backend-invalid",
+        re.compile(r"Selected backend (\S+) is not valid for this configuration\. Reason: (.*)"),
+        _backend,
+    ),
+    Signature(
+        "auto-tool-choice-without-parser",
+        re.compile(r"--enable-auto-tool-choice requires --tool-call-parser"),
+        _fixed(
+            "enable-auto-tool-choice needs a tool call parser",
+            "set service.args.tool-call-parser (e.g. kimi_k2) or drop enable-auto-tool-choice",
+        ),
+    ),
+    Signature(
+        "flashinfer-moe-fp4",
+        re.compile(r"Found VLLM_USE_FLASHINFER_MOE_FP4=1, but no FlashInfer NVFP4 MoE backend"),
+        _fixed(
+            "VLLM_USE_FLASHINFER_MOE_FP4=1 forces FlashInfer NVFP4 MoE kernels that do not "
+            "support this configuration",
+            "remove VLLM_USE_FLASHINFER_MOE_FP4 from env: (or pick service.args.moe-backend)",
+        ),
+    ),
+    Signature(
+        "engine-ready-timeout",
+        re.compile(r"Timed out waiting for engine core processes to start"),
+        _fixed(
+            "the engine processes did not report ready in time",
+            "raise VLLM_ENGINE_READY_TIMEOUT_S in env: (default 600)",
+        ),
+    ),
+    Signature(
+        "illegal-memory-access",
+        re.compile(r"CUDA error: an illegal memory access was encountered"),
+        _fixed(
+            "a GPU kernel crashed (illegal memory access)",
+            "try service.args.compilation-config: {cudagraph_mode: PIECEWISE}",
+        ),
+    ),
+    Signature(
+        "cuda-oom",
+        re.compile(r"CUDA out of memory"),
+        _fixed(
+            "the GPUs ran out of memory",
+            "lower service.args.gpu-memory-utilization or max-num-seqs, or spread the model "
+            "over more GPUs",
+        ),
+    ),
+    Signature(
+        "unknown-vllm-env",
+        re.compile(r"Unknown vLLM environment variable detected: (\w+)"),
+        _unknown_env,
+        level="warning",
+    ),
+]
+
+
+def diagnose(text: str) -> list[Diagnosis]:
+    """Every known signature found in `text`, errors first, most specific first, one each."""
+    found: list[Diagnosis] = []
+    covered: set[str] = set()
+    for signature in SIGNATURES:
+        if signature.key in covered:
+            continue
+        matches = list(signature.pattern.finditer(text))
+        if not matches:
+            continue
+        if signature.level == "warning":
+            found += [_diagnosis(signature, m, text) for m in _unique_by_group(matches)]
+        else:
+            found.append(_diagnosis(signature, matches[-1], text))
+        covered.update(signature.covers)
+    return sorted(found, key=lambda d: d.level != "error")
+
+
+def _unique_by_group(matches: list[re.Match[str]]) -> list[re.Match[str]]:
+    seen: dict[str, re.Match[str]] = {}
+    for match in matches:
+        seen.setdefault(match.group(1), match)
+    return list(seen.values())
+
+
+def _diagnosis(signature: Signature, match: re.Match[str], text: str) -> Diagnosis:
+    cause, fix, details = signature.explain(match, text)
+    return Diagnosis(
+        key=signature.key,
+        cause=masking.mask(cause),
+        fix=fix,
+        evidence_line=masking.mask(_line_at(text, match.start())),
+        details=details,
+        level=signature.level,
+    )
+
+
+def _line_at(text: str, index: int) -> str:
+    start = text.rfind("\n", 0, index) + 1
+    end = text.find("\n", index)
+    return text[start : end if end != -1 else len(text)].strip()
+
+
+def tail(text: str, lines: int = 30) -> list[str]:
+    """The last `lines` non-empty lines, masked (what to show when nothing is recognised)."""
+    kept = [line for line in text.splitlines() if line.strip()]
+    return [masking.mask(line) for line in kept[-lines:]]

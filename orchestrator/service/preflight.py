@@ -1,0 +1,338 @@
+"""Preflight: what would make the launch fail, caught before a 13-minute start-up finds it.
+
+Pure: `preflight(plan, facts)` reads facts the probe gathered on the host and returns
+findings; nothing here talks to a host. The facts (every key optional: a missing key skips
+its checks):
+
+    ports        {port: {"pid": int | None, "cmdline": [str] | str | None}}  listening ports
+    gpus         [{"index": int, "name": str, ...}] from nvidia-smi, or None without it
+    installed    {distribution: version} in the service's venv
+    service_pid  pid of the service orch runs (None when not running)
+    service_pids further pids of that service (its workers), optional
+
+Errors stop the launch; warnings are shown. The parser lists are vLLM 0.17.1's (facts §7);
+with another pinned vLLM the parser names are not checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator import masking
+from orchestrator.errors import PreflightError
+from orchestrator.plan.models import ArgValue, Plan, canonical_name
+from orchestrator.service.launch import SECRET_REF
+from orchestrator.steps.base import Finding
+from orchestrator.steps.python_env import family_mismatches, same_version
+
+REASONING_PARSERS_0_17 = frozenset(
+    [
+        "deepseek_r1",
+        "deepseek_v3",
+        "ernie45",
+        "glm45",
+        "openai_gptoss",
+        "granite",
+        "holo2",
+        "hunyuan_a13b",
+        "kimi_k2",
+        "minimax_m2",
+        "minimax_m2_append_think",
+        "mistral",
+        "nemotron_v3",
+        "olmo3",
+        "qwen3",
+        "seed_oss",
+        "step3",
+        "step3p5",
+    ]
+)
+# The tool call parsers vLLM 0.17.1 is known to ship (its 0.12 registry plus later additions).
+TOOL_CALL_PARSERS_0_17 = frozenset(
+    [
+        "deepseek_v3",
+        "deepseek_v31",
+        "deepseek_v32",
+        "ernie45",
+        "glm45",
+        "glm47",
+        "granite",
+        "granite-20b-fc",
+        "hermes",
+        "hunyuan_a13b",
+        "internlm",
+        "jamba",
+        "kimi_k2",
+        "llama3_json",
+        "llama4_json",
+        "llama4_pythonic",
+        "longcat",
+        "minimax",
+        "minimax_m2",
+        "mistral",
+        "olmo3",
+        "openai",
+        "phi4_mini_json",
+        "pythonic",
+        "qwen3_coder",
+        "qwen3_xml",
+        "seed_oss",
+        "step3",
+        "xlam",
+    ]
+)
+# Environment names a vLLM release stopped reading (facts §7, §7.1): name -> (since, fix).
+RETIRED_ENV: dict[str, tuple[tuple[int, ...], str]] = {
+    "VLLM_ATTENTION_BACKEND": (
+        (0, 15),
+        "remove it from env: and set service.args.attention-backend{value} instead",
+    ),
+    "VLLM_USE_FLASHINFER_MOE_FP4": (
+        (0, 33),
+        "remove it from env: (this vLLM picks the NvFp4 MoE kernels itself; "
+        "service.args.moe-backend chooses one explicitly)",
+    ),
+}
+
+
+def preflight(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    """Every problem the facts reveal, errors first."""
+    if plan.service is None:
+        return []
+    found: list[Finding] = []
+    found += _port_findings(plan, facts)
+    found += _gpu_findings(plan, facts)
+    found += _family_findings(plan, facts)
+    found += _env_findings(plan, facts)
+    found += _parser_findings(plan, facts)
+    return sorted(found, key=lambda f: f.level != "error")
+
+
+def raise_on_errors(findings: list[Finding]) -> None:
+    """A PreflightError listing every error finding (with its fix), if there is one."""
+    errors = [f for f in findings if f.level == "error"]
+    if not errors:
+        return
+    lines = [f"preflight found {len(errors)} problem(s) that would make the launch fail:"]
+    for finding in errors:
+        lines.append(f"  - {finding.message}")
+        if finding.fix:
+            lines.append(f"    fix: {finding.fix}")
+    raise PreflightError("\n".join(lines))
+
+
+def _port_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    assert plan.service is not None
+    ports = facts.get("ports")
+    if not isinstance(ports, Mapping):
+        return []
+    port = plan.service.port
+    holder = ports.get(port, ports.get(str(port)))
+    if holder is None:
+        return []
+    holder = holder if isinstance(holder, Mapping) else {}
+    own = {facts.get("service_pid"), *(facts.get("service_pids") or [])} - {None}
+    pid = holder.get("pid")
+    if pid is not None and pid in own:
+        return []
+    command = _display_cmdline(holder.get("cmdline"))
+    who = f"pid {pid}" if pid is not None else "a process orch cannot see (another user's?)"
+    if command:
+        who += f": {command}"
+    if pid is None and own:
+        return [
+            Finding(
+                "warning",
+                f"port {port} is held by {who}; it may be the running service itself",
+                "check with `ss -ltnp` on the host",
+            )
+        ]
+    return [
+        Finding(
+            "error",
+            f"port {port} (service.port) is already in use by {who}",
+            "stop that process, or set service.port to a free port",
+        )
+    ]
+
+
+def _display_cmdline(cmdline: object) -> str:
+    if isinstance(cmdline, list):
+        words = [str(w) for w in cmdline]
+    elif isinstance(cmdline, str):
+        words = cmdline.split()
+    else:
+        return ""
+    shown: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            shown.append(masking.MASK)
+            hide_next = False
+        elif word == "--api-key":
+            shown.append(word)
+            hide_next = True
+        elif word.startswith("--api-key="):
+            shown.append(f"--api-key={masking.MASK}")
+        else:
+            shown.append(word)
+    text = " ".join(shown)
+    return masking.mask(text if len(text) <= 200 else text[:197] + "...")
+
+
+def _int_arg(args: Mapping[str, ArgValue], *names: str) -> int | None:
+    for name in names:
+        for key in (name, name.replace("-", "_")):
+            value = args.get(key)
+            if isinstance(value, bool) or value is None:
+                continue
+            try:
+                return int(str(value))
+            except ValueError:
+                return None
+    return None
+
+
+def required_gpus(args: Mapping[str, ArgValue]) -> int:
+    """GPUs one host needs: tensor x pipeline x local data parallel size (split over nodes)."""
+    tp = _int_arg(args, "tensor-parallel-size") or 1
+    pp = _int_arg(args, "pipeline-parallel-size") or 1
+    dp = _int_arg(args, "data-parallel-size-local", "data-parallel-size") or 1
+    nnodes = _int_arg(args, "nnodes") or 1
+    return max(1, -(-tp * pp // nnodes)) * dp
+
+
+def visible_gpus(gpus: list[Mapping[str, Any]], cuda_visible_devices: str | None) -> int:
+    """How many GPUs CUDA will show: all of them, or the CUDA_VISIBLE_DEVICES entries up to the
+    first one that names no GPU (CUDA ignores the rest)."""
+    if cuda_visible_devices is None:
+        return len(gpus)
+    indexes = {str(g.get("index")) for g in gpus}
+    count = 0
+    for entry in (e.strip() for e in cuda_visible_devices.split(",")):
+        if entry.startswith(("GPU-", "MIG-")):
+            count += 1  # a UUID: nvidia-smi facts carry no UUIDs to compare with
+        elif entry in indexes:
+            count += 1
+        else:
+            break
+    return min(count, len(gpus))
+
+
+def _gpu_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    assert plan.service is not None
+    gpus = facts.get("gpus")
+    if plan.service.engine != "vllm" or not isinstance(gpus, list):
+        return []
+    cvd = plan.env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and SECRET_REF.search(cvd):
+        cvd = None
+    visible = visible_gpus(gpus, cvd)
+    needed = required_gpus(plan.service.args)
+    if visible >= needed:
+        return []
+    where = f"CUDA_VISIBLE_DEVICES={cvd!r} leaves {visible}" if cvd is not None else f"{visible}"
+    return [
+        Finding(
+            "error",
+            f"the service needs {needed} GPUs (tensor x pipeline x data parallel) but {where} "
+            f"of the host's {len(gpus)} GPUs visible",
+            "lower service.args.tensor-parallel-size (or pipeline/data parallel size), or list "
+            "more devices in env: CUDA_VISIBLE_DEVICES",
+        )
+    ]
+
+
+def _family_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    installed_raw = facts.get("installed")
+    if not isinstance(installed_raw, Mapping):
+        return []
+    installed = {canonical_name(str(k)): str(v) for k, v in installed_raw.items()}
+    pins = plan.install.pins()
+    out: list[Finding] = []
+    for mismatch in family_mismatches(installed, plan.install.families, pins):
+        target = mismatch.target
+        if target is None:
+            fix = "pin every member of the family to one version in install.packages"
+        else:
+            wrong = [n for n, v in sorted(mismatch.members.items()) if not same_version(v, target)]
+            fix = "pin " + ", ".join(f"{n}=={target}" for n in wrong) + " in install.packages"
+        out.append(Finding("error", mismatch.describe(), fix))
+    return out
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...] | None:
+    match = re.match(r"\d+(?:\.\d+)*", text or "")
+    return tuple(int(p) for p in match.group(0).split(".")) if match else None
+
+
+def vllm_version(plan: Plan, facts: Mapping[str, Any]) -> str | None:
+    """The vLLM version that will run: the pin, else the installed one."""
+    pinned = plan.install.pins().get("vllm")
+    if pinned:
+        return pinned
+    installed = facts.get("installed")
+    if isinstance(installed, Mapping):
+        for name, version in installed.items():
+            if canonical_name(str(name)) == "vllm":
+                return str(version)
+    return None
+
+
+def _env_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    version = vllm_version(plan, facts)
+    have = _version_tuple(version)
+    if have is None:
+        return []
+    out: list[Finding] = []
+    for name, (since, fix) in RETIRED_ENV.items():
+        if name in plan.env and have >= since:
+            value = plan.env[name]
+            shown = f": {value}" if not SECRET_REF.search(value) else ""
+            out.append(
+                Finding(
+                    "warning",
+                    f"env {name} is unknown to vLLM {version} (gone since "
+                    f"{'.'.join(map(str, since))}): it is ignored apart from a warning",
+                    fix.format(value=shown),
+                )
+            )
+    return out
+
+
+def _parser_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    assert plan.service is not None
+    args = plan.service.args
+    out: list[Finding] = []
+    tool_parser = args.get("tool-call-parser", args.get("tool_call_parser"))
+    if args.get("enable-auto-tool-choice", args.get("enable_auto_tool_choice")) is True and (
+        not tool_parser
+    ):
+        out.append(
+            Finding(
+                "error",
+                "service.args.enable-auto-tool-choice needs a tool call parser; vLLM exits with "
+                "`--enable-auto-tool-choice requires --tool-call-parser`",
+                "set service.args.tool-call-parser (e.g. kimi_k2) or drop enable-auto-tool-choice",
+            )
+        )
+    version = _version_tuple(vllm_version(plan, facts))
+    if version is not None and version[:2] != (0, 17):
+        return out
+    checks = [
+        ("reasoning-parser", REASONING_PARSERS_0_17),
+        ("tool-call-parser", TOOL_CALL_PARSERS_0_17),
+    ]
+    for flag, known in checks:
+        value = args.get(flag, args.get(flag.replace("-", "_")))
+        if isinstance(value, str) and value and value not in known:
+            out.append(
+                Finding(
+                    "warning",
+                    f"service.args.{flag} {value!r} is not among vLLM 0.17.1's known names",
+                    f"check the spelling; known: {', '.join(sorted(known))}",
+                )
+            )
+    return out

@@ -1,0 +1,164 @@
+"""Start-up phases parsed from captured-style vLLM logs (0.17.1 and 0.33 wordings)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from orchestrator.service.phases import ORDER, PhaseTracker
+
+FIXTURES = Path(__file__).parent / "fixtures"
+_STAMP = re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d)\b")
+
+
+def log_time(line: str, previous: float) -> float:
+    """The line's own timestamp as seconds (lines without one, e.g. tqdm, keep the previous)."""
+    match = _STAMP.search(line)
+    if not match:
+        return previous
+    return datetime.strptime("2026-" + match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+
+
+def replay(name: str) -> PhaseTracker:
+    """Feed a fixture line by line, as if each line arrived at its own timestamp."""
+    lines = (FIXTURES / name).read_text().splitlines()
+    now = log_time(lines[0], 0.0)
+    tracker = PhaseTracker(origin=now)
+    for line in lines:
+        now = log_time(line, now)
+        tracker.feed([line], now)
+    return tracker
+
+
+def by_phase(tracker: PhaseTracker) -> dict[str, dict[str, object]]:
+    return {entry["phase"]: entry for entry in tracker.summary()}
+
+
+def test_vllm_0_17_1_startup_phases_durations_and_facts() -> None:
+    tracker = replay("startup-0.17.1.log")
+    phases = by_phase(tracker)
+    assert [e["phase"] for e in tracker.summary()] == list(ORDER)
+    assert tracker.ready
+    # Controller-clock durations: weights run until the slowest worker (TP1) reported.
+    assert phases["process"]["duration_s"] == 41.0
+    assert phases["weights"]["duration_s"] == 451.0
+    assert phases["weights"]["vllm_seconds"] == pytest.approx(431.004211)
+    assert phases["weights"]["memory_gib"] == 71.2
+    assert phases["compile"]["start_s"] == 504.0  # "Using cache directory" at 09:22:31
+    assert phases["compile"]["duration_s"] == 99.0
+    assert phases["compile"]["vllm_seconds"] == 99.02
+    assert phases["kv_cache"]["duration_s"] == 33.0  # from compile end to "KV cache size"
+    assert phases["kv_cache"]["tokens"] == 452608
+    assert phases["kv_cache"]["max_concurrency"] == {"tokens_per_request": 262144, "x": 1.73}
+    assert phases["cuda_graphs"]["duration_s"] == 26.0
+    assert phases["cuda_graphs"]["vllm_seconds"] == 25.0
+    assert phases["cuda_graphs"]["memory_gib"] == 1.23
+    assert phases["api_server"]["url"] == "http://0.0.0.0:8000"
+    assert phases["ready"]["start_s"] == 676.0
+    assert tracker.facts["vllm_version"] == "0.17.1"
+    assert tracker.facts["model"] == "nvidia/Kimi-K2.5-NVFP4"
+    assert tracker.facts["kv_cache_tokens"] == 452608
+    assert tracker.facts["kv_cache_memory_gib"] == 9.87
+    assert tracker.facts["engine_init_seconds"] == 171.55
+    assert tracker.facts["ready_after_s"] == 676.0
+
+
+def test_vllm_0_33_wording_is_understood() -> None:
+    tracker = replay("startup-0.33.0.log")
+    phases = by_phase(tracker)
+    assert tracker.ready
+    assert phases["compile"]["vllm_seconds"] == 12.31  # "torch.compile took"
+    assert phases["compile"]["start_s"] == 199.0  # "Starting torch.compile"
+    assert phases["kv_cache"]["tokens"] == 399424  # merged KV size / concurrency line
+    assert phases["kv_cache"]["max_concurrency"] == {"tokens_per_request": 196608, "x": 2.03}
+    assert phases["cuda_graphs"]["vllm_seconds"] == 17.0
+    assert phases["api_server"]["url"] == "http://0.0.0.0:8001"  # "Starting vLLM server on"
+    assert tracker.facts["vllm_version"] == "0.33.0"
+
+
+def test_live_view_shows_phase_progress_and_elapsed_time() -> None:
+    tracker = PhaseTracker(origin=100.0)
+    tracker.feed(["(APIServer pid=1) INFO 03-02 09:14:07 [api_server.py:1] vLLM server version "
+                  "0.17.1, serving model m"], 101.0)
+    status = tracker.current(now=103.0)
+    assert status is not None
+    assert (status.name, status.elapsed_s, status.total_s) == ("process", 3.0, 3.0)
+    tracker.feed(["(Worker_TP0 pid=2) INFO 03-02 09:14:48 [r.py:1] Starting to load model m...",
+                  "(Worker_TP0 pid=2) Loading safetensors checkpoint shards:  50% Completed | "
+                  "60/119 [03:31<03:27,  3.52s/it]"], 110.0)
+    status = tracker.current(now=130.0)
+    assert status is not None
+    assert status.name == "weights"
+    assert status.progress == "60/119 shards (50%)"
+    assert status.elapsed_s == 20.0 and status.total_s == 30.0
+    assert status.describe() == "loading weights (20.0s, 60/119 shards (50%); 30.0s since launch)"
+    tracker.feed(["INFO Model loading took 71.2 GiB memory and 430.1 seconds"], 200.0)
+    status = tracker.current(now=260.0)
+    assert status is not None
+    assert status.label == "after loading weights" and status.progress is None
+    assert status.describe().startswith("after loading weights (1:00")
+
+
+def test_chunks_split_mid_line_are_joined() -> None:
+    text = (FIXTURES / "startup-0.17.1.log").read_text()
+    whole = PhaseTracker(origin=0.0)
+    whole.feed_text(text, 5.0)
+    pieces = PhaseTracker(origin=0.0)
+    for start in range(0, len(text), 37):  # arbitrary cuts, many inside lines
+        pieces.feed_text(text[start : start + 37], 5.0)
+    assert pieces.summary() == whole.summary()
+    assert pieces.facts == whole.facts and pieces.ready
+
+
+def test_missing_start_markers_start_where_the_previous_phase_ended() -> None:
+    # --enforce-eager: no compile, no CUDA graphs; KV cache begins when weights end.
+    tracker = PhaseTracker(origin=0.0)
+    tracker.feed(["Starting to load model m..."], 1.0)
+    tracker.feed(["Model loading took 10.0 GiB memory and 9.5 seconds"], 11.0)
+    tracker.feed(["GPU KV cache size: 1,000 tokens"], 15.0)
+    tracker.feed(["Starting vLLM API server 0 on http://127.0.0.1:8000"], 16.0)
+    tracker.feed(["INFO:     Application startup complete."], 17.0)
+    phases = by_phase(tracker)
+    assert "compile" not in phases and "cuda_graphs" not in phases
+    assert (phases["kv_cache"]["start_s"], phases["kv_cache"]["end_s"]) == (11.0, 15.0)
+    assert phases["api_server"]["duration_s"] == 1.0
+
+
+def test_a_phase_starting_closes_an_earlier_open_one() -> None:
+    tracker = PhaseTracker(origin=0.0)
+    tracker.feed(["Starting to load model m..."], 1.0)
+    tracker.feed(["Capturing CUDA graphs (decode, FULL):  10%|#  | 7/67"], 50.0)  # no end line seen
+    phases = by_phase(tracker)
+    assert phases["weights"]["end_s"] == 50.0
+    assert phases["cuda_graphs"]["end_s"] is None
+    status = tracker.current(now=55.0)
+    assert status is not None and status.progress == "10%"
+
+
+def test_a_new_attempt_in_the_same_log_starts_over() -> None:
+    first = (FIXTURES / "startup-0.17.1.log").read_text().splitlines()[:20]
+    tracker = PhaseTracker(origin=0.0)
+    tracker.feed(first, 10.0)
+    assert "weights" in tracker.phases
+    tracker.feed(["(APIServer pid=9) INFO 03-02 10:00:00 [api_server.py:1] vLLM server version "
+                  "0.17.1, serving model m2"], 500.0)
+    assert tracker.attempts == 2
+    assert list(tracker.phases) == ["process"]
+    assert tracker.origin == 500.0 and tracker.facts["model"] == "m2"
+
+
+def test_repeated_ready_and_unrelated_lines_change_nothing() -> None:
+    tracker = replay("startup-0.17.1.log")
+    before = tracker.summary()
+    tracker.feed(["INFO:     Application startup complete.", "GET /health 200 OK", ""], 10**10)
+    assert tracker.summary() == before
+
+
+def test_summary_is_json_serialisable_and_empty_tracker_has_no_status() -> None:
+    import json
+
+    assert PhaseTracker().current() is None
+    json.dumps(replay("startup-0.33.0.log").summary())
