@@ -1,0 +1,31 @@
+"""`orch schema`: print the plan's JSON Schema (for editors; see docs/plans.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from orchestrator.plan.docs import json_schema
+
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if args.output is None:
+        print(text, end="")
+        return 0
+    from orchestrator.errors import PlanError
+
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise PlanError(f"cannot write the schema to {args.output}: {error.strerror}") from None
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,56 @@
+"""`orch validate PLAN...`: load each plan (layers, vars, models) and print one line per plan.
+
+Exit 0 when every plan is valid, 1 otherwise. `-f` and `--set` apply to every plan given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plans", nargs="+", type=Path, metavar="PLAN", help="plan file(s) (YAML)")
+    parser.add_argument(
+        "-f",
+        "--overlay",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="overlay merged over each plan (repeatable)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="set one value, e.g. --set service.port=8001 (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator.errors import PlanError
+    from orchestrator.masking import mask
+    from orchestrator.plan.loader import load_plan
+    from orchestrator.plan.secrets import secret_names
+
+    failed = 0
+    for path in args.plans:
+        try:
+            loaded = load_plan(path, args.overlay, args.sets)
+        except PlanError as error:
+            if args.debug:
+                raise
+            failed += 1
+            print(mask(f"FAIL {path}\n{error}"), file=sys.stderr, flush=True)
+            continue
+        plan = loaded.plan
+        details = [plan.name, f"{len(loaded.layers)} layer{'s' if len(loaded.layers) != 1 else ''}"]
+        secrets = secret_names(plan)
+        if secrets:
+            details.append(f"secrets: {', '.join(secrets)}")
+        print(mask(f"ok   {path} ({'; '.join(details)})"), flush=True)
+    return 1 if failed else 0

@@ -1,0 +1,290 @@
+"""Load a plan: read its layers, merge them, fill in `${vars.NAME}`, validate.
+
+Layers, lowest first: the `extends:` chain (bases before the files that extend them), the
+plan file, each `-f` overlay (which may have its own `extends:`), then each `--set`. See
+`layers.py` for the merge rules. Every failure is one PlanError that points at the layer,
+line and column responsible; no partial plan ever leaves this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from orchestrator.errors import OrchError, PlanError
+from orchestrator.masking import mask
+from orchestrator.plan.layers import (
+    apply_set,
+    get_path,
+    merge,
+    parse_set,
+    set_argument,
+    update_origins,
+)
+from orchestrator.plan.models import Plan
+from orchestrator.plan.source import Document, FieldPath, Origin, display_path, read_document
+from orchestrator.plan.validation import Positions, Problem, dotted, problem_error, validate
+from orchestrator.plan.variables import ReferenceProblem, resolve_vars, substitute_vars
+
+M = TypeVar("M", bound=BaseModel)
+
+# Fields holding controller-side paths, resolved against the directory of the layer that set them.
+_LOCAL_PATHS: tuple[tuple[str, ...], ...] = (("files", "*", "template"), ("bench", "dataset"))
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    """A validated plan and where each of its values came from."""
+
+    plan: Plan
+    path: Path  # the plan file (absolute)
+    base_dir: Path  # its directory
+    layers: list[str]  # files and --set arguments, in merge order
+    origins: dict[str, str]  # dotted field path -> "file:line" or "--set a.b=c"
+    data: dict[str, Any]  # merged mapping after vars substitution, before validation
+    digest: str  # sha256 of the canonical JSON of the resolved plan (masked)
+
+
+def load_plan(
+    path: Path | str, overlays: Sequence[Path | str] = (), sets: Sequence[str] = ()
+) -> LoadedPlan:
+    """Read, layer, substitute and validate a plan; raise one PlanError on any problem."""
+    main = Path(path)
+    cache: dict[Path, Document] = {}
+    documents = _chain(main, "plan file", cache, ())
+    root = documents[-1][0].values[()]  # missing top-level keys point at the plan file
+    for overlay in overlays:
+        documents += _chain(Path(overlay), "overlay file", cache, ())
+
+    data: dict[str, Any] = {}
+    keys: dict[FieldPath, Origin] = {}
+    values: dict[FieldPath, Origin] = {}
+    layers: list[str] = []
+    directories: dict[str, Path] = {}
+    for doc, directory in documents:
+        keys = update_origins(keys, data, (), doc.data, doc.keys.get)
+        values = update_origins(values, data, (), doc.data, doc.values.get)
+        data = merge(data, doc.data)
+        layers.append(doc.name)
+        directories[doc.name] = directory
+    texts = {doc.name: doc.text for doc, _ in documents}
+
+    for text in sets:
+        argument = set_argument(text)
+        segments, value = parse_set(text)
+        new_data, field_path = apply_set(data, segments, value, argument=argument)
+        _, below = get_path(data, field_path)
+        key_origin = Origin(argument, None, len("--set "))
+        value_origin = Origin(argument, None, len(argument) - len(text) + text.index("=") + 1)
+        for size in range(1, len(field_path)):  # maps the --set created on its way down
+            keys.setdefault(field_path[:size], key_origin)
+        keys = update_origins(keys, below, field_path, value, _always(key_origin))
+        values = update_origins(values, below, field_path, value, _always(value_origin))
+        data = new_data
+        layers.append(argument)
+
+    positions = Positions(keys=keys, values=values, texts=texts, order=layers, root=root)
+    data = _substitute(data, positions)
+    _anchor_local_paths(data, positions, directories)
+    plan = validate(Plan, data, positions)
+    _check_local_files(plan, positions)
+
+    resolved = main.resolve()
+    origins = {
+        dotted(field_path): str(origin)
+        for field_path, origin in keys.items()
+        if field_path and get_path(data, field_path)[0]
+    }
+    return LoadedPlan(
+        plan=plan,
+        path=resolved,
+        base_dir=resolved.parent,
+        layers=layers,
+        origins=origins,
+        data=data,
+        digest=plan_digest(plan),
+    )
+
+
+def _always(origin: Origin) -> Callable[[FieldPath], Origin]:
+    return lambda _path: origin
+
+
+def plan_digest(plan: Plan) -> str:
+    """sha256 hex of the plan's canonical JSON, with registered secrets masked."""
+    canonical = json.dumps(plan.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(mask(canonical).encode()).hexdigest()
+
+
+def load_validated_yaml(
+    path: Path | str, model_cls: type[M], *, error: type[OrchError] = PlanError
+) -> M:
+    """Read one YAML file and validate it with `model_cls`; failures are positioned like plan
+    errors and raised as `error` (e.g. InventoryError)."""
+    try:
+        doc = read_document(Path(path))
+        positions = Positions(
+            keys=doc.keys, values=doc.values, texts={doc.name: doc.text}, order=[doc.name]
+        )
+        return validate(model_cls, doc.data, positions)
+    except PlanError as failure:
+        if issubclass(error, PlanError):
+            raise
+        raise error(str(failure)) from None
+
+
+def _chain(
+    path: Path, what: str, cache: dict[Path, Document], stack: tuple[Path, ...]
+) -> list[tuple[Document, Path]]:
+    """The documents of `path`'s extends chain, bases first, then `path` itself."""
+    resolved = path.resolve()
+    if resolved not in cache:
+        cache[resolved] = read_document(path, what=what)
+    doc = cache[resolved]
+    stack = (*stack, resolved)
+    out: list[tuple[Document, Path]] = []
+    for index, base, origin in _bases(doc):
+        target = (resolved.parent / base).resolve()
+        if target in stack:
+            chain = " -> ".join(display_path(p) for p in (*stack[stack.index(target) :], target))
+            raise _at(
+                doc,
+                origin,
+                f"extends cycle: {chain}",
+                field=_extends_field(doc, index),
+                hint="a plan cannot extend itself, directly or through its bases",
+            )
+        if not target.is_file():
+            raise _at(
+                doc,
+                origin,
+                f"base plan not found: {display_path(target)}",
+                field=_extends_field(doc, index),
+                expected="a plan file path relative to this file",
+            )
+        out += _chain(target, "base plan", cache, stack)
+    out.append((doc, resolved.parent))
+    return out
+
+
+def _bases(doc: Document) -> list[tuple[int, str, Origin]]:
+    extends = doc.data.get("extends")
+    if extends is None:
+        return []
+    items = [extends] if isinstance(extends, str) else extends
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        origin = doc.values[("extends",)]
+        raise _at(
+            doc,
+            origin,
+            "extends must name base plan files",
+            field="extends",
+            expected="a file name or a list of file names, relative to this file",
+        )
+    if isinstance(extends, str):
+        return [(0, extends, doc.values[("extends",)])]
+    return [(i, item, doc.values[("extends", i)]) for i, item in enumerate(items)]
+
+
+def _extends_field(doc: Document, index: int) -> str:
+    return "extends" if isinstance(doc.data.get("extends"), str) else f"extends.{index}"
+
+
+def _at(doc: Document, origin: Origin, message: str, **extra: Any) -> PlanError:
+    positions = Positions(keys={}, values={}, texts={doc.name: doc.text})
+    error = problem_error(Problem((), message, origin), positions)
+    return PlanError(
+        error.message,
+        file=error.file,
+        line=error.line,
+        column=error.column,
+        snippet=error.snippet,
+        field=extra.get("field"),
+        expected=extra.get("expected"),
+        hint=extra.get("hint"),
+    )
+
+
+def _substitute(data: dict[str, Any], positions: Positions) -> dict[str, Any]:
+    raw_vars = data.get("vars")
+    try:
+        variables = resolve_vars(raw_vars) if isinstance(raw_vars, dict) else {}
+        out = {
+            key: (
+                variables
+                if key == "vars" and isinstance(raw_vars, dict)
+                else substitute_vars(value, variables, (key,))
+            )
+            for key, value in data.items()
+        }
+    except ReferenceProblem as problem:
+        raise problem_error(
+            Problem(
+                problem.path,
+                problem.message,
+                positions.locate(problem.path),
+                expected=problem.expected,
+                hint=problem.hint,
+            ),
+            positions,
+        ) from None
+    return out
+
+
+def _local_path_fields(data: dict[str, Any]) -> list[FieldPath]:
+    found: list[FieldPath] = []
+    for pattern in _LOCAL_PATHS:
+        frontier: list[FieldPath] = [()]
+        for segment in pattern:
+            nxt: list[FieldPath] = []
+            for prefix in frontier:
+                exists, node = get_path(data, prefix)
+                if segment == "*" and exists and isinstance(node, list):
+                    nxt += [(*prefix, i) for i in range(len(node))]
+                elif segment != "*" and exists and isinstance(node, dict) and segment in node:
+                    nxt.append((*prefix, segment))
+            frontier = nxt
+        found += frontier
+    return found
+
+
+def _anchor_local_paths(
+    data: dict[str, Any], positions: Positions, directories: dict[str, Path]
+) -> None:
+    """Make relative template/dataset paths absolute, relative to the file that wrote them."""
+    for field_path in _local_path_fields(data):
+        _, value = get_path(data, field_path)
+        if not isinstance(value, str) or not value or value.startswith(("/", "~")):
+            continue
+        origin = positions.locate(field_path)
+        directory = directories.get(origin.layer, Path.cwd()) if origin else Path.cwd()
+        _, parent = get_path(data, field_path[:-1])
+        parent[field_path[-1]] = str(directory / value)
+
+
+def _check_local_files(plan: Plan, positions: Positions) -> None:
+    checks: list[tuple[FieldPath, str | None, str]] = [
+        (("files", i, "template"), spec.template, "template") for i, spec in enumerate(plan.files)
+    ]
+    if plan.bench is not None:
+        checks.append((("bench", "dataset"), plan.bench.dataset, "dataset"))
+    for field_path, value, what in checks:
+        if value is None:
+            continue
+        file = Path(value).expanduser()
+        if not file.is_file():
+            raise problem_error(
+                Problem(
+                    field_path,
+                    f"{what} file not found: {display_path(file)}",
+                    positions.locate(field_path),
+                    expected="a readable local file (a relative path is relative to the plan file that sets it)",
+                ),
+                positions,
+            )

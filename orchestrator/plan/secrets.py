@@ -1,0 +1,82 @@
+"""Secrets: `${env:NAME}` references, resolved on the controller from its environment.
+
+The plan object only ever holds the reference. Values are read once, before any connection
+(a missing secret fails the run at once, not after a 13-minute start-up), registered with
+`orchestrator.masking` so that every later `mask()` hides them, and substituted only into
+what goes to a host through a private channel (the service's mode-0600 environment file).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator import masking
+from orchestrator.errors import SecretError
+from orchestrator.plan.models import Plan
+from orchestrator.plan.variables import ENV_REF
+
+
+def secret_uses(plan: Plan) -> dict[str, list[str]]:
+    """Every secret name -> the dotted fields that reference it, in plan order."""
+    uses: dict[str, list[str]] = {}
+    _walk(plan.model_dump(mode="python"), "", uses)
+    return uses
+
+
+def secret_names(plan: Plan) -> list[str]:
+    """Every `${env:NAME}` the plan references, in order of first use."""
+    return list(secret_uses(plan))
+
+
+def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """NAME -> value for every secret the plan uses, read from `environ` (default: the
+    process environment). Raises SecretError naming every missing (or empty) one and where
+    it is used. Each value is registered for masking."""
+    env = os.environ if environ is None else environ
+    uses = secret_uses(plan)
+    missing = [name for name in uses if not env.get(name)]
+    if missing:
+        lines = [f"{name} (used by {', '.join(uses[name])})" for name in missing]
+        noun = "secret is" if len(missing) == 1 else "secrets are"
+        raise SecretError(
+            f"{len(missing)} {noun} not set in the environment: " + "; ".join(lines),
+            hint="export "
+            + " ".join(f"{name}=..." for name in missing)
+            + " before running orch (the value is never written to logs or the run folder)",
+        )
+    values = {name: env[name] for name in uses}
+    for value in values.values():
+        masking.register(value)
+    return values
+
+
+def substitute(text: str, secrets: Mapping[str, str]) -> str:
+    """`text` with each `${env:NAME}` replaced by its value. Use only for what goes to a
+    host privately (an env file), never for output."""
+
+    def value(match: Any) -> str:
+        name = match.group(1)
+        if name not in secrets:
+            raise SecretError(
+                f"secret {name} was not resolved before use",
+                hint="resolve_secrets(plan) must run first and the text must come from that plan",
+            )
+        return secrets[name]
+
+    return ENV_REF.sub(value, text)
+
+
+def _walk(value: Any, path: str, uses: dict[str, list[str]]) -> None:
+    if isinstance(value, str):
+        for match in ENV_REF.finditer(value):
+            fields = uses.setdefault(match.group(1), [])
+            if path not in fields:
+                fields.append(path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk(item, f"{path}.{key}" if path else str(key), uses)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _walk(item, f"{path}.{index}" if path else str(index), uses)

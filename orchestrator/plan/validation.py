@@ -1,0 +1,262 @@
+"""Validate merged YAML data with a pydantic model and turn every failure into one positioned
+PlanError: file, line and column of the layer that set the value, the field path, what was
+expected, the source line with a caret, and a "did you mean" hint for misspelt keys.
+
+Pydantic reports an error `loc` that mixes data keys with union member tags
+(`('hosts', 'list[str]')`); we walk the loc over the data to recover the data path and
+describe a union failure once, from the field's type, instead of once per member.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.errors import PlanError
+from orchestrator.plan.layers import child, get_path
+from orchestrator.plan.source import FieldPath, Origin, arg_snippet, kind_of, snippet
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Positions:
+    """Where every path of the merged data came from."""
+
+    keys: dict[FieldPath, Origin]
+    values: dict[FieldPath, Origin]
+    texts: dict[str, str]  # layer name -> file text (files only)
+    order: list[str] = field(default_factory=list)  # layer names, lowest first
+    root: Origin | None = None
+
+    def locate(self, path: FieldPath, *, key: bool = False) -> Origin | None:
+        """The origin of `path`'s key (or value), falling back to its nearest ancestor."""
+        table = self.keys if key else self.values
+        for size in range(len(path), 0, -1):
+            found = table.get(path[:size])
+            if found is not None:
+                return found
+        return self.root or table.get(())
+
+
+@dataclass
+class Problem:
+    path: FieldPath
+    message: str
+    origin: Origin | None
+    expected: str | None = None
+    hint: str | None = None
+
+
+class PlanProblems(PlanError):
+    """A PlanError that also lists the further problems found in the same plan."""
+
+    def __init__(self, first: PlanError, more: Sequence[str]) -> None:
+        super().__init__(
+            first.message,
+            file=first.file,
+            line=first.line,
+            column=first.column,
+            field=first.field,
+            expected=first.expected,
+            snippet=first.snippet,
+            hint=first.hint,
+        )
+        self.more = list(more)
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if not self.more:
+            return text
+        return (
+            text
+            + f"\n  {len(self.more)} more problem(s):\n"
+            + "\n".join(f"    {m}" for m in self.more)
+        )
+
+
+def validate(model: type[M], data: Any, positions: Positions) -> M:
+    """`model` validated from `data`, or a PlanError pointing at the first problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        problems = problems_from(error, model, data, positions)
+        raise as_plan_error(problems, positions) from None
+
+
+def dotted(path: FieldPath) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def problem_error(problem: Problem, positions: Positions) -> PlanError:
+    """One problem as a PlanError with its snippet."""
+    origin = problem.origin
+    text = positions.texts.get(origin.layer) if origin else None
+    shown = ""
+    if origin is not None and origin.line is not None and text is not None:
+        shown = snippet(text, origin.line, origin.column or 1)
+    elif origin is not None and origin.line is None and origin.column is not None:
+        shown = arg_snippet(origin.layer, origin.column)
+    return PlanError(
+        problem.message,
+        file=origin.layer if origin else None,
+        line=origin.line if origin else None,
+        column=origin.column if origin and origin.line is not None else None,
+        field=dotted(problem.path) or None,
+        expected=problem.expected,
+        snippet=shown or None,
+        hint=problem.hint,
+    )
+
+
+def as_plan_error(problems: list[Problem], positions: Positions) -> PlanError:
+    def order(problem: Problem) -> tuple[int, int, int]:
+        origin = problem.origin
+        if origin is None:
+            return (len(positions.order), 0, 0)
+        layer = positions.order.index(origin.layer) if origin.layer in positions.order else -1
+        return (layer, origin.line or 0, origin.column or 0)
+
+    problems = sorted(problems, key=order)
+    first = problem_error(problems[0], positions)
+    more = []
+    for problem in problems[1:]:
+        where = str(problem.origin) if problem.origin else "<plan>"
+        if problem.origin and problem.origin.line is not None and problem.origin.column:
+            where += f":{problem.origin.column}"
+        more.append(f"{where}: {dotted(problem.path)}: {problem.message}")
+    return PlanProblems(first, more) if more else first
+
+
+def problems_from(
+    error: ValidationError, model: type[BaseModel], data: Any, positions: Positions
+) -> list[Problem]:
+    """One Problem per failing data path (union member failures folded into one)."""
+    groups: dict[FieldPath, list[dict[str, Any]]] = {}
+    unions: set[FieldPath] = set()
+    for item in error.errors(include_url=False):
+        path, tagged = _data_path(item["loc"], data, item["type"])
+        groups.setdefault(path, []).append(dict(item))
+        if tagged:
+            unions.add(path)
+    problems = []
+    for path, items in groups.items():
+        if path in unions:
+            problems.append(_union_problem(model, data, path, positions))
+        else:
+            problems.append(_problem(model, data, path, items[0], positions))
+    return problems
+
+
+def _data_path(loc: tuple[int | str, ...], data: Any, kind: str) -> tuple[FieldPath, bool]:
+    """The data path of an error loc, and whether a union member tag cut it short."""
+    path: list[str | int] = []
+    node = data
+    for index, segment in enumerate(loc):
+        found, inner = child(node, segment)
+        if found:
+            node = inner
+        elif not (kind == "missing" and index == len(loc) - 1):
+            return tuple(path), True
+        path.append(segment)
+    return tuple(path), False
+
+
+def _union_problem(
+    model: type[BaseModel], data: Any, path: FieldPath, positions: Positions
+) -> Problem:
+    from orchestrator.plan.docs import expected_at
+
+    _, value = get_path(data, path)
+    expected = expected_at(model, path) or "a different kind of value"
+    return Problem(
+        path,
+        f"expected {expected}, got {kind_of(value)}",
+        positions.locate(path),
+        expected=expected,
+    )
+
+
+def _problem(
+    model: type[BaseModel], data: Any, path: FieldPath, item: dict[str, Any], positions: Positions
+) -> Problem:
+    from orchestrator.plan.docs import expected_at, field_index, model_at
+
+    kind: str = item["type"]
+    name = path[-1] if path else ""
+    parent = path[:-1]
+    where = f"in {dotted(parent)}" if parent else "at the top level"
+    if kind == "extra_forbidden":
+        section = model_at(model, parent)
+        known = list(section.model_fields) if section else []
+        hint = _did_you_mean(str(name), known)
+        if hint is None:
+            elsewhere = [p for p in field_index(model).get(str(name), []) if p != dotted(path)]
+            if elsewhere:
+                hint = f"{name!r} belongs elsewhere: {', '.join(elsewhere)}"
+        return Problem(
+            path,
+            f"unknown key {name!r} {where}",
+            positions.locate(path, key=True),
+            expected=f"one of: {', '.join(known)}" if known else None,
+            hint=hint,
+        )
+    if kind == "missing":
+        expected = expected_at(model, path)
+        return Problem(
+            path,
+            f"missing required key {name!r} {where}",
+            positions.locate(parent, key=True),
+            expected=f"{name}: {expected}" if expected else None,
+        )
+    origin = positions.locate(path)
+    expected = expected_at(model, path)
+    if kind in ("value_error", "assertion_error"):
+        cause = (item.get("ctx") or {}).get("error")
+        at: FieldPath = tuple(getattr(cause, "at", ()) or ())
+        message = str(cause) if cause is not None else item["msg"]
+        if at:
+            path = (*path, *at)
+            origin = positions.locate(path)
+        from orchestrator.plan.docs import annotation_at
+
+        found = annotation_at(model, path[: len(path) - len(at)])
+        info = found[1] if found else None
+        described = info.description if info is not None and info.description else None
+        return Problem(path, message, origin, expected=described or expected)
+    if kind == "literal_error":
+        options = [
+            v.strip("'\"")
+            for v in str((item.get("ctx") or {}).get("expected", ""))
+            .replace(" or ", ", ")
+            .split(", ")
+        ]
+        return Problem(
+            path,
+            f"{kind_of(item['input'])} is not one of the allowed values",
+            origin,
+            expected=expected,
+            hint=_did_you_mean(str(item["input"]), options),
+        )
+    message = item["msg"]
+    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type",):
+        message = f"expected {expected or message}, got {kind_of(item['input'])}"
+    else:
+        message = f"{_lower_first(message)}, got {kind_of(item['input'])}"
+    return Problem(path, message, origin, expected=expected)
+
+
+def _lower_first(text: str) -> str:
+    text = text.removeprefix("Input ")
+    return text[:1].lower() + text[1:]
+
+
+def _did_you_mean(word: str, options: list[str]) -> str | None:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if not close:
+        close = [o for o in options if o.replace("_", "-") == word.replace("_", "-").lower()]
+    return f"did you mean {close[0]!r}?" if close else None
