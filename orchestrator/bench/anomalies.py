@@ -1,0 +1,55 @@
+"""Anomaly flags: the things in a sweep a reader must not miss (pure).
+
+- throughput_drop: output throughput fell although the load rose (C=2 below C=1 in the
+  run that motivated orch);
+- spread: repeats of one level disagree by more than 10% (max - min over mean);
+- errors: some requests failed;
+- client_saturated: the benchmark process used more than 90% of a core, so its own
+  scheduling may have inflated the latencies it reports;
+- server_disagrees: the server's token counter and the client's count differ by more than
+  10% (wrong endpoint, a shared server, or missing usage);
+- partial: the level was cut short (Ctrl-C, server gone).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DROP_TOLERANCE = 0.01
+SPREAD_LIMIT = 0.10
+CPU_LIMIT = 0.90
+SERVER_MISMATCH = 0.10
+
+
+def level_flags(result: Mapping[str, Any]) -> list[str]:
+    """Flags that one level's result carries on its own."""
+    flags: list[str] = []
+    if result.get("failed", 0):
+        flags.append("errors")
+    if result.get("spread", 0.0) > SPREAD_LIMIT:
+        flags.append("spread")
+    if result.get("client_cpu_utilization", 0.0) > CPU_LIMIT:
+        flags.append("client_saturated")
+    server = result.get("server_metrics") or {}
+    server_rate = server.get("server_output_throughput")
+    client_rate = result.get("output_throughput", 0.0)
+    if server_rate and client_rate and abs(server_rate - client_rate) / client_rate > SERVER_MISMATCH:
+        flags.append("server_disagrees")
+    if result.get("partial"):
+        flags.append("partial")
+    return flags
+
+
+def throughput_drops(levels: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices (in load order) of levels whose throughput fell below the previous level's,
+    given (load, output throughput) pairs; loads are sorted before comparing."""
+    order = sorted(range(len(levels)), key=lambda i: levels[i][0])
+    drops: list[int] = []
+    for previous, current in itertools.pairwise(order):
+        load_a, rate_a = levels[previous]
+        load_b, rate_b = levels[current]
+        if load_b > load_a and rate_b < rate_a * (1 - DROP_TOLERANCE):
+            drops.append(current)
+    return drops

@@ -1,0 +1,140 @@
+"""Send one streamed request and fill its record: connection reuse, timeouts, error kinds.
+
+`StreamClient` keeps idle keep-alive connections (LIFO, so a closed-loop worker tends to
+get its own connection back) and never raises for a failed request: the failure is written
+into the record (`error_kind`), because connection errors are counted and must never end
+a sweep. Only cancellation (Ctrl-C) propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Mapping
+
+from orchestrator.bench.http_stream import StreamConnection, Target, open_connection
+from orchestrator.bench.record import RequestRecord
+
+_perf_ns = time.perf_counter_ns
+
+
+class StreamClient:
+    """Streams POST requests to one endpoint of one server."""
+
+    def __init__(
+        self,
+        target: Target,
+        path: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        completions: bool = False,
+        timeout: float = 600.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.target = target
+        self.completions = completions
+        self.timeout = timeout
+        self._ssl = ssl_context
+        self._idle: list[StreamConnection] = []
+        self.simulator_header: str | None = None
+        self.refused_in_a_row = 0
+        lines = [
+            f"POST {target.prefix}{path} HTTP/1.1",
+            f"Host: {target.host_header}",
+            "User-Agent: orch-bench",
+            "Accept: text/event-stream",
+            "Accept-Encoding: identity",
+            "Content-Type: application/json",
+        ]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        self._head = ("\r\n".join(lines) + "\r\nx-request-id: ").encode("latin-1")
+
+    def _on_header(self, name: bytes, value: bytes) -> None:
+        if name == b"x-orch-simulator":
+            self.simulator_header = value.decode("latin-1")
+
+    async def send(self, body: bytes, record: RequestRecord) -> None:
+        """Send `body`, stream the answer into `record`. Retries once, invisibly, when a
+        reused keep-alive connection turns out to be closed before any byte came back."""
+        record.start_ns = _perf_ns()
+        for attempt in (0, 1):
+            reused = await self._attempt(body, record)
+            if not (
+                reused
+                and attempt == 0
+                and record.error_kind == "connection_closed"
+                and record.headers_ns == 0
+            ):
+                break
+            record.error_kind = record.error_message = None
+            record.end_ns = 0
+        record.finish()
+        if record.error_kind == "connect_refused":
+            self.refused_in_a_row += 1
+        elif record.ok:
+            self.refused_in_a_row = 0
+
+    async def _attempt(self, body: bytes, record: RequestRecord) -> bool:
+        connection: StreamConnection | None = None
+        while self._idle and connection is None:
+            candidate = self._idle.pop()
+            if not candidate.closed:
+                connection = candidate
+        reused = connection is not None
+        request = b"".join(
+            (
+                self._head,
+                record.request_id.encode("ascii"),
+                b"\r\nContent-Length: ",
+                str(len(body)).encode("ascii"),
+                b"\r\n\r\n",
+                body,
+            )
+        )
+        try:
+            async with asyncio.timeout(self.timeout):
+                if connection is None:
+                    connection = await self._connect(record)
+                    if connection is None:
+                        return False
+                done = connection.begin(record, completions=self.completions)
+                assert connection.transport is not None
+                connection.transport.write(request)
+                await done
+        except TimeoutError:
+            record.fail("timeout", f"no complete answer within {self.timeout:g} s")
+            record.end_ns = _perf_ns()
+            if connection is not None:
+                connection.abort()
+            return reused
+        except asyncio.CancelledError:
+            record.fail("cancelled", "the level was stopped while the request was running")
+            record.end_ns = _perf_ns()
+            if connection is not None:
+                connection.abort()
+            raise
+        if connection.reusable and not connection.closed:
+            self._idle.append(connection)
+        elif not connection.closed:
+            connection.abort()
+        return reused
+
+    async def _connect(self, record: RequestRecord) -> StreamConnection | None:
+        try:
+            return await open_connection(
+                self.target, ssl_context=self._ssl, on_header=self._on_header
+            )
+        except ConnectionRefusedError as error:
+            record.fail("connect_refused", f"{self.target.root}: {error.strerror or error}")
+        except ssl.SSLError as error:
+            record.fail("tls_error", f"{self.target.root}: {error}")
+        except OSError as error:
+            record.fail("connect_error", f"{self.target.root}: {error.strerror or error}")
+        record.end_ns = _perf_ns()
+        return None
+
+    def close(self) -> None:
+        for connection in self._idle:
+            connection.abort()
+        self._idle.clear()

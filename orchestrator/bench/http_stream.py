@@ -1,0 +1,377 @@
+"""The hot path: a small HTTP/1.1 client for streamed (SSE) completions on asyncio.
+
+Why not httpx or aiohttp: a benchmark client must not be the bottleneck nor blur the
+timings it reports. Measured on one core (docs/bench.md), httpx streams a fraction of what
+a busy server sends, and even aiohttp spends most of its time outside the bytes we need.
+This client is an `asyncio.Protocol`: `data_received` is the earliest point where Python
+sees the bytes, so the arrival stamp (`perf_counter_ns`) is taken there, before any
+parsing. It then decodes chunked transfer encoding, splits SSE events and classifies each
+event with a few byte searches; JSON is parsed only after the response ends, and only for
+the usage chunk and error events.
+
+One `StreamConnection` carries one request at a time (keep-alive, no pipelining).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from orchestrator.bench.record import RequestRecord
+from orchestrator.errors import BenchError
+
+_perf_ns = time.perf_counter_ns
+_BODY_CAP = 64 * 1024  # bytes of a non-SSE body kept for the error message
+
+# body framing
+_CHUNKED, _LENGTH, _UNTIL_CLOSE = 1, 2, 3
+# parser states
+_IDLE, _HEADERS, _BODY, _TRAILERS, _DONE = 0, 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go: scheme, host, port and the path prefix of the server root."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str  # "" or "/something", without a trailing slash
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    @property
+    def root(self) -> str:
+        return f"{self.scheme}://{self.host_header}{self.prefix}"
+
+
+def parse_target(url: str) -> Target:
+    """'http://127.0.0.1:8000' (optionally ending in /v1) -> Target; BenchError if not a URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BenchError(
+            f"{url!r} is not a server URL",
+            hint="give the server root, e.g. http://127.0.0.1:8000",
+        )
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as error:
+        raise BenchError(f"{url!r}: {error}") from None
+    prefix = parts.path.rstrip("/")
+    if prefix.endswith("/v1"):
+        prefix = prefix[:-3]
+    return Target(parts.scheme, parts.hostname, port, prefix)
+
+
+class StreamConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection that parses streamed responses as they arrive."""
+
+    def __init__(self, on_header: Callable[[bytes, bytes], None] | None = None) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reusable = True
+        self._on_header = on_header
+        self._record: RequestRecord | None = None
+        self._future: asyncio.Future[None] | None = None
+        self._completions = False
+        self._state = _IDLE
+        self._pending = b""
+        self._framing = _CHUNKED
+        self._left = 0  # body bytes left in the current chunk (or of Content-Length)
+        self._crlf = 0  # bytes of the CRLF after a chunk still to skip
+        self._sse = False
+        self._sse_tail = b""
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.reusable = False
+        if self._record is None or self._state == _DONE:
+            return
+        if self._state == _BODY and self._framing == _UNTIL_CLOSE:
+            self._complete(_perf_ns())
+            return
+        reason = str(exc) if exc else "the server closed the connection mid-response"
+        self._record.fail("connection_closed", reason)
+        self._complete(_perf_ns())
+
+    def data_received(self, data: bytes) -> None:
+        now = _perf_ns()  # arrival stamp: before any parsing
+        if self._record is None:
+            self.reusable = False  # bytes nobody asked for
+            return
+        if self._pending:
+            data = self._pending + data
+            self._pending = b""
+        if self._state == _HEADERS:
+            end = data.find(b"\r\n\r\n")
+            if end < 0:
+                self._pending = data
+                return
+            self._headers(data[:end], now)
+            data = data[end + 4 :]
+            if self._state == _DONE:
+                return
+        if self._state == _BODY:
+            self._body(data, now)
+        elif self._state == _TRAILERS:
+            self._trailers(data, now)
+
+    # -- requests ---------------------------------------------------------------------
+    def begin(self, record: RequestRecord, *, completions: bool) -> asyncio.Future[None]:
+        """Arm the parser for the next response; the caller then writes the request."""
+        loop = asyncio.get_running_loop()
+        self._record = record
+        self._future = loop.create_future()
+        self._completions = completions
+        self._state = _HEADERS
+        self._pending = b""
+        self._sse_tail = b""
+        return self._future
+
+    def abort(self) -> None:
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- parsing ----------------------------------------------------------------------
+    def _headers(self, block: bytes, now: int) -> None:
+        record = self._record
+        assert record is not None
+        record.headers_ns = now
+        lines = block.split(b"\r\n")
+        status_line = lines[0].split(None, 2)
+        try:
+            record.status = int(status_line[1])
+        except (IndexError, ValueError):
+            record.fail("bad_response", f"not an HTTP status line: {lines[0][:80]!r}")
+            self.reusable = False
+            self._complete(now)
+            return
+        framing, length, event_stream = _UNTIL_CLOSE, 0, False
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            value = value.strip()
+            if name == b"transfer-encoding" and b"chunked" in value.lower():
+                framing = _CHUNKED
+            elif name == b"content-length" and framing != _CHUNKED:
+                framing, length = _LENGTH, int(value or b"0")
+            elif name == b"content-type":
+                event_stream = value.lower().startswith(b"text/event-stream")
+            elif name == b"connection" and value.lower() == b"close":
+                self.reusable = False
+            if self._on_header is not None:
+                self._on_header(name, value)
+        if status_line[0] == b"HTTP/1.0":
+            self.reusable = False
+        self._framing = framing
+        self._left = length if framing == _LENGTH else 0
+        self._crlf = 0
+        self._sse = event_stream and record.status == 200
+        if framing == _UNTIL_CLOSE:
+            self.reusable = False
+        self._state = _BODY
+        if framing == _LENGTH and length == 0:
+            self._complete(now)
+
+    def _body(self, data: bytes, now: int) -> None:
+        if self._framing != _CHUNKED:
+            if self._framing == _LENGTH:
+                extra = len(data) - self._left
+                if extra > 0:
+                    data = data[: self._left]
+                    self.reusable = False
+                self._left -= len(data)
+            self._content(data, now)
+            if self._framing == _LENGTH and self._left <= 0:
+                self._complete(now)
+            return
+        pieces: list[bytes] = []
+        pos, n = 0, len(data)
+        left, crlf = self._left, self._crlf
+        finished = False
+        while True:
+            if left:
+                take = n - pos
+                if take <= 0:
+                    break
+                if take > left:
+                    take = left
+                pieces.append(data[pos : pos + take])
+                pos += take
+                left -= take
+                if left:
+                    break
+                crlf = 2
+            if crlf:
+                skip = min(crlf, n - pos)
+                pos += skip
+                crlf -= skip
+                if crlf:
+                    break
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                self._pending = data[pos:]
+                break
+            size_text = data[pos:eol]
+            pos = eol + 2
+            try:
+                size = int(size_text.split(b";", 1)[0], 16)
+            except ValueError:
+                self._record_fail("bad_response", f"bad chunk size {size_text[:40]!r}")
+                self.reusable = False
+                finished = True
+                break
+            if size == 0:
+                finished = True
+                break
+            left = size
+        self._left, self._crlf = left, crlf
+        if pieces:
+            self._content(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+        if finished:
+            if self._record is not None and self._record.error_kind == "bad_response":
+                self._complete(now)
+            else:
+                self._state = _TRAILERS
+                self._trailers(data[pos:], now)
+
+    def _trailers(self, data: bytes, now: int) -> None:
+        # After the last chunk: optional trailer fields, then an empty line.
+        if data.startswith(b"\r\n"):
+            rest = data[2:]
+        else:
+            end = data.find(b"\r\n\r\n")
+            if end < 0:
+                self._pending = data
+                return
+            rest = data[end + 4 :]
+        if rest:
+            self.reusable = False
+        self._complete(now)
+
+    def _record_fail(self, kind: str, message: str) -> None:
+        if self._record is not None:
+            self._record.fail(kind, message)
+
+    def _content(self, body: bytes, now: int) -> None:
+        record = self._record
+        assert record is not None
+        if not self._sse:
+            kept = record.body_raw or b""
+            if len(kept) < _BODY_CAP:
+                record.body_raw = kept + body[: _BODY_CAP - len(kept)]
+            return
+        if self._sse_tail:
+            body = self._sse_tail + body
+        if b"\r" in body:
+            # SSE allows CRLF and CR line ends; hold back a final CR that may pair with LF.
+            hold = body.endswith(b"\r")
+            if hold:
+                body = body[:-1]
+            body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if hold:
+                body += b"\r"
+        events = body.split(b"\n\n")
+        self._sse_tail = events.pop()
+        completions = self._completions
+        for event in events:
+            if event[:6] == b"data: " and b"\n" not in event:
+                payload = event[6:]
+            else:
+                joined = _data_of(event)
+                if joined is None:
+                    continue
+                payload = joined
+            # -- classify with byte searches only (see the module docstring) ---------
+            if payload[:1] == b"[":
+                if payload.startswith(b"[DONE]"):
+                    continue
+            elif payload[:8] == b'{"error"' or payload.startswith(b'{"object":"error"'):
+                record.error_raw = payload
+                continue
+            content = False
+            reasoning = False
+            if completions:
+                i = payload.find(b'"text":"')
+                content = i >= 0 and payload[i + 8 : i + 9] != b'"'
+            else:
+                i = payload.find(b'"content":"')
+                content = i >= 0 and payload[i + 11 : i + 12] != b'"'
+                if b'"reasoning' in payload:
+                    i = payload.find(b'"reasoning":"')
+                    if i >= 0 and payload[i + 13 : i + 14] != b'"':
+                        reasoning = True
+                    else:
+                        i = payload.find(b'"reasoning_content":"')
+                        reasoning = i >= 0 and payload[i + 21 : i + 22] != b'"'
+                if not content and b'"arguments":"' in payload:
+                    i = payload.find(b'"arguments":"')
+                    content = payload[i + 13 : i + 14] != b'"'
+            if content:
+                record.token_ns.append(now)
+                record.content_chunks += 1
+                if not record.first_content_ns:
+                    record.first_content_ns = now
+            elif reasoning:
+                record.token_ns.append(now)
+                record.reasoning_chunks += 1
+            if b'"finish_reason":"' in payload:
+                i = payload.find(b'"finish_reason":"') + 17
+                record.finish_reason = payload[i : payload.find(b'"', i)].decode("ascii", "replace")
+            if b'"usage":{' in payload:
+                record.usage_raw = payload
+
+    def _complete(self, now: int) -> None:
+        record, future = self._record, self._future
+        self._state = _DONE
+        self._record = None
+        self._future = None
+        if record is not None:
+            record.end_ns = now
+        if future is not None and not future.done():
+            future.set_result(None)
+
+
+def _data_of(event: bytes) -> bytes | None:
+    """The data of one SSE event in its general form (several lines, comments, fields)."""
+    data: list[bytes] = []
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value[:1] == b" " else value)
+    return b"\n".join(data) if data else None
+
+
+async def open_connection(
+    target: Target,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    on_header: Callable[[bytes, bytes], None] | None = None,
+) -> StreamConnection:
+    """A new connection to `target` (OSError and TimeoutError propagate to the caller)."""
+    loop = asyncio.get_running_loop()
+    context = ssl_context
+    if target.scheme == "https" and context is None:
+        context = ssl.create_default_context()
+    _, protocol = await loop.create_connection(
+        lambda: StreamConnection(on_header),
+        target.host,
+        target.port,
+        ssl=context,
+        server_hostname=target.host if context is not None else None,
+    )
+    return protocol

@@ -1,0 +1,217 @@
+"""One level of a sweep: warm-up, then each repeat (GC frozen, /metrics scraped), and the
+level's result: the vllm-compatible figures pooled over repeats, plus ours."""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from rich.console import Console
+
+from orchestrator.bench.anomalies import level_flags
+from orchestrator.bench.client import StreamClient
+from orchestrator.bench.level_metrics import summarize_level
+from orchestrator.bench.load import Phase, Shape, Stop, run_phase
+from orchestrator.bench.progress import live_progress
+from orchestrator.bench.record import METRIC_DEFINITIONS, RequestMetrics, derive, jsonl_row
+from orchestrator.bench.results import normalized
+from orchestrator.bench.server_metrics import Scraper, Snapshot, summarize_snapshots
+from orchestrator.bench.stats import relative_spread, summarize
+from orchestrator.bench.target import ServerInfo
+from orchestrator.bench.workload import Workload
+from orchestrator.plan.models import Bench
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    mode: Literal["closed", "batch", "rate"]
+    concurrency: int | None = None
+    rate: float | None = None
+    requests: int | None = None  # None: run for the configured duration
+
+    @property
+    def label(self) -> str:
+        if self.mode == "rate":
+            return f"r{self.rate:g}"
+        return f"c{self.concurrency}"
+
+
+@dataclass
+class LevelRun:
+    """What one level produced: its result (the level JSON) and its JSONL rows."""
+
+    spec: LevelSpec
+    result: dict[str, Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.result.get("partial"))
+
+
+@dataclass
+class Context:
+    """What every level of a sweep shares."""
+
+    config: Bench
+    client: StreamClient
+    workload: Workload
+    server: ServerInfo
+    metrics_url: str | None
+    metrics_headers: dict[str, str]
+    stop: Stop
+    console: Console | None
+    labels: dict[str, str]
+
+
+def _shape(spec: LevelSpec, config: Bench, count: int | None) -> Shape:
+    return Shape(
+        mode=spec.mode,
+        concurrency=spec.concurrency or 1,
+        rate=spec.rate or 0.0,
+        count=count,
+        duration_s=config.duration if count is None else None,
+        arrivals=config.arrivals,
+        burstiness=config.burstiness,
+        seed=config.seed,
+    )
+
+
+async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
+    config = ctx.config
+    label = spec.label
+    warmup_records = []
+    if config.warmup and not ctx.stop.is_set:
+        warm = Shape(mode="closed", concurrency=min(spec.concurrency or 1, config.warmup), count=config.warmup)
+        phase = await run_phase(ctx.client, ctx.workload, warm, ctx.stop, id_prefix=f"{label}-w", warmup=True)
+        warmup_records = phase.records
+    phases: list[tuple[Phase, list[Snapshot]]] = []
+    for repeat in range(config.repeats):
+        if ctx.stop.is_set:
+            break
+        scraper = None
+        if ctx.metrics_url and config.metrics_interval:
+            scraper = Scraper(ctx.metrics_url, config.metrics_interval, time.perf_counter_ns(), ctx.metrics_headers)
+            scraper.start()
+        phase = Phase()
+        gc.collect()
+        gc.freeze()  # nothing allocated before the level is ever scanned during it
+        try:
+            async with live_progress(ctx.console, label, phase, spec.requests):
+                await run_phase(
+                    ctx.client,
+                    ctx.workload,
+                    _shape(spec, config, spec.requests),
+                    ctx.stop,
+                    id_prefix=f"{label}-{repeat}",
+                    phase=phase,
+                )
+        finally:
+            gc.unfreeze()
+            snapshots = scraper.stop() if scraper is not None else []
+        phases.append((phase, snapshots))
+    return compose(ctx, spec, phases, warmup_records)
+
+
+def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapshot]]], warmup_records: list[Any]) -> LevelRun:
+    """The level's result from its phases (pure apart from reading the clock for `date`)."""
+    config = ctx.config
+    label = spec.label
+    rows: list[dict[str, Any]] = []
+    for record in warmup_records:
+        rows.append(jsonl_row(record, derive(record, record.start_ns), label))
+    pooled: list[RequestMetrics] = []
+    repeats: list[dict[str, Any]] = []
+    servers: list[dict[str, Any]] = []
+    total_duration = cpu = 0.0
+    lags: list[float] = []
+    stopped = None
+    for phase, snapshots in phases:
+        metrics = [derive(r, phase.origin_ns) for r in phase.records]
+        rows.extend(jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True))
+        token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok for t in r.token_ns]
+        one = summarize_level(metrics, duration_s=phase.duration_s, slo=config.slo, token_times_s=token_times)
+        server = summarize_snapshots(snapshots)
+        servers.append(server)
+        repeats.append(
+            {
+                "duration": one["duration"],
+                "completed": one["completed"],
+                "failed": one["failed"],
+                "output_throughput": one["output_throughput"],
+                "mean_ttft_ms": one["mean_ttft_ms"],
+                "mean_e2el_ms": one["mean_e2el_ms"],
+                "max_output_tokens_per_s": one["max_output_tokens_per_s"],
+                "max_concurrent_requests": one["max_concurrent_requests"],
+                "server_output_throughput": server.get("server_output_throughput"),
+                "stopped": phase.stopped,
+            }
+        )
+        pooled.extend(metrics)
+        total_duration += phase.duration_s
+        cpu += phase.cpu_s
+        lags.extend(m.start_s - m.scheduled_s for m in metrics if m.scheduled_s is not None)
+        stopped = stopped or phase.stopped
+    stopped = stopped or ctx.stop.reason
+    partial = stopped is not None or len(phases) < config.repeats
+    figures = summarize_level(pooled, duration_s=total_duration, slo=config.slo)
+    if repeats:
+        figures["max_output_tokens_per_s"] = max(r["max_output_tokens_per_s"] for r in repeats)
+        figures["max_concurrent_requests"] = max(r["max_concurrent_requests"] for r in repeats)
+    chat = config.endpoint == "chat"
+    result: dict[str, Any] = {
+        "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": "openai-chat" if chat else "openai",
+        "backend": "openai-chat" if chat else "openai",
+        "label": ctx.labels.get("label"),
+        "model_id": ctx.server.model,
+        "tokenizer_id": ctx.server.model,
+        "num_prompts": len(pooled),
+        "request_rate": spec.rate if spec.mode == "rate" else "inf",
+        "burstiness": config.burstiness if spec.mode == "rate" else 1.0,
+        "max_concurrency": spec.concurrency if spec.mode != "rate" else None,
+    }
+    for key, value in ctx.labels.items():
+        result.setdefault(key, value)
+    result.update(figures)
+    result.update(
+        {
+            "level": label,
+            "mode": spec.mode,
+            "partial": partial,
+            "stopped": stopped,
+            "warmup_requests": len(warmup_records),
+            "repeats": repeats,
+            "spread": relative_spread([r["output_throughput"] for r in repeats]),
+            "client_cpu_s": cpu,
+            "client_cpu_utilization": cpu / total_duration if total_duration > 0 else 0.0,
+            "client_schedule_lag_ms": summarize([x * 1000 for x in lags]) if lags else None,
+            "server_metrics": _merge_servers(servers),
+            "server_version": ctx.server.version,
+            "simulated": ctx.server.simulated,
+            "simulator_profile": ctx.server.profile,
+            "time_scale": ctx.server.time_scale,
+            "metric_definitions": METRIC_DEFINITIONS,
+        }
+    )
+    if ctx.server.simulated and ctx.server.time_scale:
+        result["normalized"] = normalized(figures, ctx.server.time_scale)
+    result["flags"] = level_flags(result)
+    return LevelRun(spec, result, rows)
+
+
+def _merge_servers(servers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    scraped = [s for s in servers if s.get("scrapes")]
+    if not scraped:
+        return None
+    if len(scraped) == 1:
+        return scraped[0]
+    rates = [s["server_output_throughput"] for s in scraped if "server_output_throughput" in s]
+    merged = dict(scraped[-1])
+    if rates:
+        merged["server_output_throughput"] = sum(rates) / len(rates)
+    merged["repeats"] = scraped
+    return merged

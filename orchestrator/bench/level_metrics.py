@@ -1,0 +1,129 @@
+"""Aggregate one level's per-request metrics into the figures of its result file.
+
+Keys follow `vllm bench serve --save-result` where the meaning matches (duration,
+completed, failed, total_*_tokens, *_throughput, max_output_tokens_per_s,
+max_concurrent_requests, mean/median/std/pNN of ttft, tpot, itl, e2el in ms); the rest are
+ours (ttft_content, reasoning split, errors by kind, finish reasons, goodput detail).
+Failed requests are kept out of every latency figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.bench.record import RequestMetrics
+from orchestrator.bench.stats import DEFAULT_PERCENTILES, summarize
+from orchestrator.plan.models import Slo
+
+LATENCY_METRICS = ("ttft", "ttft_content", "tpot", "itl", "e2el")
+
+
+def meets_slo(metrics: RequestMetrics, slo: Slo) -> bool:
+    """A successful request that meets every objective that is set."""
+    if not metrics.ok:
+        return False
+    checks = (
+        (slo.ttft_ms, metrics.ttft_ms),
+        (slo.tpot_ms, metrics.tpot_ms),
+        (slo.e2el_ms, metrics.e2el_ms),
+    )
+    for limit, value in checks:
+        if limit is not None and (value is None or value > limit):
+            return False
+    return True
+
+
+def slo_is_set(slo: Slo) -> bool:
+    return any(x is not None for x in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
+
+
+def max_concurrent(intervals: Sequence[tuple[float, float]]) -> int:
+    """The largest number of overlapping [start, end) intervals."""
+    events: list[tuple[float, int]] = []
+    for start, end in intervals:
+        events.append((start, 1))
+        events.append((end, -1))
+    events.sort()  # an end (-1) sorts before a start (+1) at the same instant
+    peak = current = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def peak_tokens_per_second(token_times_s: Sequence[float]) -> float:
+    """The busiest one-second bin of token arrivals (vllm's max_output_tokens_per_s)."""
+    if not token_times_s:
+        return 0.0
+    bins = Counter(math.floor(t) for t in token_times_s)
+    return float(max(bins.values()))
+
+
+def summarize_level(
+    requests: Sequence[RequestMetrics],
+    *,
+    duration_s: float,
+    slo: Slo,
+    token_times_s: Sequence[float] = (),
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+) -> dict[str, Any]:
+    """Headline figures of one level over its measured (non-warm-up) requests."""
+    ok = [m for m in requests if m.ok]
+    failed = [m for m in requests if not m.ok]
+    duration = max(duration_s, 1e-9)
+    output_tokens = sum(m.output_tokens for m in ok)
+    input_tokens = sum(m.input_tokens or 0 for m in ok)
+    good = sum(1 for m in ok if meets_slo(m, slo))
+    out: dict[str, Any] = {
+        "duration": duration_s,
+        "completed": len(ok),
+        "failed": len(failed),
+        "total_input_tokens": input_tokens,
+        "total_output_tokens": output_tokens,
+        "request_throughput": len(ok) / duration,
+        "request_goodput": good / duration if slo_is_set(slo) else None,
+        "output_throughput": output_tokens / duration,
+        "total_token_throughput": (input_tokens + output_tokens) / duration,
+        "max_output_tokens_per_s": peak_tokens_per_second(token_times_s),
+        "max_concurrent_requests": max_concurrent([(m.start_s, m.end_s) for m in requests]),
+    }
+    samples: dict[str, list[float]] = {
+        "ttft": [m.ttft_ms for m in ok if m.ttft_ms is not None],
+        "ttft_content": [m.ttft_content_ms for m in ok if m.ttft_content_ms is not None],
+        "tpot": [m.tpot_ms for m in ok if m.tpot_ms is not None],
+        "itl": [x for m in ok for x in m.itls_ms],
+        "e2el": [m.e2el_ms for m in ok if m.e2el_ms is not None],
+    }
+    for name in LATENCY_METRICS:
+        stats = summarize(samples[name], percentiles)
+        for stat, value in stats.items():
+            out[f"{stat}_{name}_ms"] = value
+    reasoning = sum(m.reasoning_tokens for m in ok)
+    sources = Counter(m.token_source for m in ok)
+    out.update(
+        {
+            "total_reasoning_tokens": reasoning,
+            "total_content_tokens": output_tokens - reasoning,
+            "reasoning_throughput": reasoning / duration,
+            "content_throughput": (output_tokens - reasoning) / duration,
+            "mean_output_tokens": output_tokens / len(ok) if ok else 0.0,
+            "token_source": _token_source(sources),
+            "requests_meeting_slo": good if slo_is_set(slo) else None,
+            "slo_attainment": (good / len(ok) if ok else 0.0) if slo_is_set(slo) else None,
+            "errors": dict(Counter(m.error_kind or "unknown" for m in failed)),
+            "finish_reasons": dict(Counter(m.finish_reason or "none" for m in ok)),
+            "hit_max_tokens": sum(1 for m in ok if m.finish_reason == "length"),
+        }
+    )
+    return out
+
+
+def _token_source(sources: Counter[str]) -> str:
+    if not sources:
+        return "none"
+    if len(sources) == 1:
+        return next(iter(sources))
+    return "mixed"

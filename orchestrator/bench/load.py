@@ -1,0 +1,192 @@
+"""Load shapes: closed loop (C workers back to back), batch (C at once, until all finish)
+and open loop (requests due at precomputed arrival times), each stoppable mid-way.
+
+A `Stop` ends a phase early: on Ctrl-C the running requests are cancelled at once (and
+recorded as such); when the server is gone (connections refused) they get a short grace
+to fail on their own. What finished is kept either way; the caller marks it partial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.bench.arrivals import arrival_offsets
+from orchestrator.bench.client import StreamClient
+from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.workload import Workload
+
+_perf_ns = time.perf_counter_ns
+GONE_AFTER_REFUSALS = 2  # connections refused in a row before the server counts as gone
+GONE_GRACE_S = 1.0
+
+
+class Stop:
+    """Why and whether the current phase must end early (first reason wins)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.reason: str | None = None
+
+    def set(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.event.set()
+
+    @property
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one phase sends."""
+
+    mode: Literal["closed", "batch", "rate"]
+    concurrency: int = 1
+    rate: float = 0.0
+    count: int | None = None  # requests; None means run for `duration`
+    duration_s: float | None = None
+    arrivals: Literal["poisson", "constant"] = "poisson"
+    burstiness: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Phase:
+    """The records of one phase and its wall and CPU time."""
+
+    records: list[RequestRecord] = field(default_factory=list)
+    origin_ns: int = 0
+    end_ns: int = 0
+    cpu_s: float = 0.0
+    stopped: str | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, (self.end_ns - self.origin_ns) / 1e9)
+
+
+async def run_phase(
+    client: StreamClient,
+    workload: Workload,
+    shape: Shape,
+    stop: Stop,
+    *,
+    id_prefix: str,
+    warmup: bool = False,
+    phase: Phase | None = None,
+) -> Phase:
+    """Run one phase until its requests are done or `stop` is set. Pass `phase` to watch
+    its records fill while it runs (progress display)."""
+    phase = phase if phase is not None else Phase()
+    records = phase.records
+
+    def new_record(index: int, scheduled_ns: int = 0) -> RequestRecord:
+        record = RequestRecord(f"{id_prefix}-{index}", warmup=warmup, scheduled_ns=scheduled_ns)
+        records.append(record)
+        return record
+
+    async def send(index: int, record: RequestRecord) -> None:
+        await client.send(workload.body(index), record)
+        if client.refused_in_a_row >= GONE_AFTER_REFUSALS:
+            stop.set("server_gone")
+
+    driver: Callable[[], Awaitable[None]]
+    if shape.mode == "closed":
+        driver = lambda: _closed(shape, stop, new_record, send)  # noqa: E731
+    elif shape.mode == "batch":
+        driver = lambda: _batch(shape, stop, new_record, send)  # noqa: E731
+    else:
+        driver = lambda: _open(shape, stop, new_record, send, phase)  # noqa: E731
+
+    cpu0 = time.process_time()
+    phase.origin_ns = _perf_ns()
+    task = asyncio.ensure_future(driver())
+    waiter = asyncio.ensure_future(stop.event.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            if stop.reason == "server_gone":
+                await asyncio.wait({task}, timeout=GONE_GRACE_S)
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+    phase.end_ns = _perf_ns()
+    phase.cpu_s = time.process_time() - cpu0
+    phase.stopped = stop.reason
+    return phase
+
+
+NewRecord = Callable[..., RequestRecord]
+Send = Callable[[int, RequestRecord], Awaitable[None]]
+
+
+async def _closed(shape: Shape, stop: Stop, new_record: NewRecord, send: Send) -> None:
+    counter = itertools.count()
+    deadline = _perf_ns() + int(shape.duration_s * 1e9) if shape.duration_s else 0
+
+    async def worker() -> None:
+        while not stop.is_set:
+            index = next(counter)
+            if shape.count is not None and index >= shape.count:
+                return
+            if deadline and _perf_ns() >= deadline:
+                return
+            await send(index, new_record(index))
+
+    await asyncio.gather(*(worker() for _ in range(shape.concurrency)))
+
+
+async def _batch(shape: Shape, stop: Stop, new_record: NewRecord, send: Send) -> None:
+    deadline = _perf_ns() + int(shape.duration_s * 1e9) if shape.duration_s else 0
+    index = 0
+    while not stop.is_set:
+        if shape.count is not None and index >= shape.count:
+            return
+        if deadline and _perf_ns() >= deadline:
+            return
+        size = shape.concurrency
+        if shape.count is not None:
+            size = min(size, shape.count - index)
+        batch = [(i, new_record(i)) for i in range(index, index + size)]
+        index += size
+        await asyncio.gather(*(send(i, record) for i, record in batch))
+
+
+async def _open(
+    shape: Shape, stop: Stop, new_record: NewRecord, send: Send, phase: Phase
+) -> None:
+    count = shape.count
+    if count is None:  # a duration: as many arrivals as fit
+        count = max(1, int((shape.duration_s or 0) * shape.rate) + 1)
+    offsets = arrival_offsets(
+        count, shape.rate, kind=shape.arrivals, burstiness=shape.burstiness, seed=shape.seed
+    )
+    if shape.count is None and shape.duration_s is not None:
+        offsets = [o for o in offsets if o < shape.duration_s] or [0.0]
+    origin = phase.origin_ns
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for index, offset in enumerate(offsets):
+            due = origin + int(offset * 1e9)
+            delay = (due - _perf_ns()) / 1e9
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.event.wait(), delay)
+            if stop.is_set:
+                break
+            tasks.append(asyncio.ensure_future(send(index, new_record(index, due))))
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()

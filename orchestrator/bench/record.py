@@ -1,0 +1,207 @@
+"""One request's raw measurements, and the per-request metrics derived from them.
+
+The streaming client fills a `RequestRecord` on the hot path with integers only
+(`time.perf_counter_ns()` stamps taken when bytes arrive). Everything that costs more,
+such as parsing the usage chunk or an error event, happens in `finish()` after the
+response is over, and the metrics (`RequestMetrics`) are derived later by pure code.
+
+Definitions (written into every result file as well):
+- TTFT: request start to the first token-bearing chunk, reasoning or content.
+- TTFT (content): request start to the first content chunk (what `vllm bench serve` calls
+  TTFT on a reasoning model, since it ignores reasoning deltas).
+- ITL: every gap between consecutive token-bearing chunks, pooled across requests.
+- TPOT: (E2EL - TTFT) / (output tokens - 1), output tokens including reasoning.
+- E2EL: request start to the end of the response body.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+METRIC_DEFINITIONS: dict[str, str] = {
+    "ttft": "request start to the first token-bearing chunk (reasoning or content)",
+    "ttft_content": "request start to the first content chunk",
+    "itl": "every gap between consecutive token-bearing chunks, pooled across requests",
+    "tpot": "(e2el - ttft) / (output_tokens - 1); output tokens include reasoning",
+    "e2el": "request start to the end of the response body",
+    "output_tokens": "usage.completion_tokens when the server sent usage, else token-bearing chunks counted",
+    "timestamps": "time.perf_counter_ns() when the bytes arrive, before any JSON parsing",
+}
+
+
+@dataclass(slots=True, eq=False)
+class RequestRecord:
+    """Raw facts of one request. Times are perf_counter nanoseconds (0 = never)."""
+
+    request_id: str
+    warmup: bool = False
+    scheduled_ns: int = 0  # open loop: when the request was due to start
+    start_ns: int = 0
+    headers_ns: int = 0
+    end_ns: int = 0
+    status: int = 0
+    token_ns: list[int] = field(default_factory=list)
+    reasoning_chunks: int = 0
+    content_chunks: int = 0
+    first_content_ns: int = 0
+    finish_reason: str | None = None
+    usage_raw: bytes | None = None
+    error_raw: bytes | None = None
+    body_raw: bytes | None = None  # non-SSE body (error responses), capped
+    error_kind: str | None = None
+    error_message: str | None = None
+    # filled by finish()
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    usage_reasoning_tokens: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    def fail(self, kind: str, message: str) -> None:
+        """Record the first failure only: later ones are consequences of it."""
+        if self.error_kind is None:
+            self.error_kind = kind
+            self.error_message = message
+
+    def finish(self) -> None:
+        """Parse what the hot path kept as raw bytes (usage, error event, error body)."""
+        if self.usage_raw is not None:
+            usage = _json_object(self.usage_raw).get("usage")
+            if isinstance(usage, dict):
+                self.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+                self.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+                details = usage.get("completion_tokens_details")
+                if isinstance(details, dict):
+                    self.usage_reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
+        if self.error_raw is not None:
+            payload = _json_object(self.error_raw)
+            error = payload.get("error", payload)
+            kind, message = "stream_error", self.error_raw.decode("utf-8", "replace")[:500]
+            if isinstance(error, dict):
+                kind = f"stream_error:{error.get('type') or 'unknown'}"
+                message = str(error.get("message", message))[:500]
+            self.fail(kind, message)
+        if self.status and self.status != 200:
+            text = (self.body_raw or b"").decode("utf-8", "replace")
+            payload = _json_object(self.body_raw or b"")
+            error = payload.get("error")
+            if isinstance(error, dict) and "message" in error:
+                text = str(error["message"])
+            elif isinstance(error, str):
+                text = error
+            self.fail(f"http_{self.status}", text.strip()[:500] or f"HTTP {self.status}")
+        if self.finish_reason == "error":
+            self.fail("finish_error", "the server ended the request with finish_reason=error")
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetrics:
+    """Per-request figures in milliseconds and tokens, derived from a record."""
+
+    ok: bool
+    start_s: float  # relative to the level's origin
+    end_s: float
+    ttft_ms: float | None
+    ttft_content_ms: float | None
+    e2el_ms: float | None
+    tpot_ms: float | None
+    itls_ms: tuple[float, ...]
+    output_tokens: int
+    token_source: str  # "usage" or "counted"
+    reasoning_tokens: int
+    content_tokens: int
+    input_tokens: int | None
+    finish_reason: str | None
+    error_kind: str | None
+    scheduled_s: float | None = None
+
+
+def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
+    """Metrics of one record; times relative to `origin_ns` (the level's start)."""
+    ns_ms = 1e-6
+    tokens = record.token_ns
+    counted = len(tokens)
+    if record.completion_tokens is not None:
+        output, source = record.completion_tokens, "usage"
+    else:
+        output, source = counted, "counted"
+    if record.usage_reasoning_tokens is not None:
+        reasoning = record.usage_reasoning_tokens
+    else:
+        reasoning = min(record.reasoning_chunks, output)
+    ttft = (tokens[0] - record.start_ns) * ns_ms if tokens else None
+    ttft_content = (
+        (record.first_content_ns - record.start_ns) * ns_ms if record.first_content_ns else None
+    )
+    e2el = (record.end_ns - record.start_ns) * ns_ms if record.end_ns else None
+    tpot = None
+    if ttft is not None and e2el is not None and output > 1:
+        tpot = (e2el - ttft) / (output - 1)
+    itls = tuple((b - a) * ns_ms for a, b in itertools.pairwise(tokens))
+    return RequestMetrics(
+        ok=record.ok,
+        start_s=(record.start_ns - origin_ns) / 1e9,
+        end_s=((record.end_ns or record.start_ns) - origin_ns) / 1e9,
+        ttft_ms=ttft,
+        ttft_content_ms=ttft_content,
+        e2el_ms=e2el,
+        tpot_ms=tpot,
+        itls_ms=itls,
+        output_tokens=output,
+        token_source=source,
+        reasoning_tokens=reasoning,
+        content_tokens=max(0, output - reasoning),
+        input_tokens=record.prompt_tokens,
+        finish_reason=record.finish_reason,
+        error_kind=record.error_kind,
+        scheduled_s=(record.scheduled_ns - origin_ns) / 1e9 if record.scheduled_ns else None,
+    )
+
+
+def jsonl_row(record: RequestRecord, metrics: RequestMetrics, level: str) -> dict[str, Any]:
+    """One line of requests-<level>.jsonl: the derived figures plus the raw counters."""
+    return {
+        "level": level,
+        "request_id": record.request_id,
+        "warmup": record.warmup,
+        "ok": metrics.ok,
+        "status": record.status,
+        "error_kind": record.error_kind,
+        "error": record.error_message,
+        "scheduled_s": _round(metrics.scheduled_s),
+        "start_s": _round(metrics.start_s),
+        "end_s": _round(metrics.end_s),
+        "ttft_ms": _round(metrics.ttft_ms),
+        "ttft_content_ms": _round(metrics.ttft_content_ms),
+        "tpot_ms": _round(metrics.tpot_ms),
+        "e2el_ms": _round(metrics.e2el_ms),
+        "input_tokens": metrics.input_tokens,
+        "output_tokens": metrics.output_tokens,
+        "token_source": metrics.token_source,
+        "counted_chunks": len(record.token_ns),
+        "reasoning_tokens": metrics.reasoning_tokens,
+        "content_tokens": metrics.content_tokens,
+        "finish_reason": metrics.finish_reason,
+        "itls_ms": [round(x, 3) for x in metrics.itls_ms],
+    }
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,161 @@
+"""The server's own view of a level: `/metrics` scraped at its start, its end and every
+interval during it, and the server-side throughput as a cross-check of the client's.
+
+The scraper runs in a thread with httpx (not on the event loop that stamps token
+arrivals) and keeps only the raw `vllm:` lines; parsing waits until the level is over.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+_WANTED = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",  # before vLLM 0.12
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+    "vllm:request_success_total",
+    "vllm:num_preemptions_total",
+)
+GAUGES = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+}
+COUNTERS = {
+    "generation_tokens": "vllm:generation_tokens_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "requests_finished": "vllm:request_success_total",
+    "preemptions": "vllm:num_preemptions_total",
+}
+
+
+def parse_samples(lines: Iterable[str]) -> dict[str, float]:
+    """Prometheus text lines -> metric name -> value summed over label sets (labels are
+    parsed as a set, so their order does not matter); comments and garbage are skipped."""
+    totals: dict[str, float] = {}
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, _, rest = line.partition("{")
+            rest = rest.rpartition("}")[2]
+        else:
+            name, _, rest = line.partition(" ")
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        name = name.strip()
+        totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    t_s: float  # seconds since the level's origin
+    values: Mapping[str, float]
+
+    def gauge(self, key: str) -> float | None:
+        for name in GAUGES[key]:
+            if name in self.values:
+                return self.values[name]
+        return None
+
+    def counter(self, key: str) -> float | None:
+        return self.values.get(COUNTERS[key])
+
+
+def summarize_snapshots(snapshots: list[Snapshot]) -> dict[str, Any]:
+    """Per-level server view: gauge peaks and means, counter deltas, server throughput."""
+    if not snapshots:
+        return {"scrapes": 0}
+    out: dict[str, Any] = {"scrapes": len(snapshots)}
+    for key in GAUGES:
+        values = [v for v in (s.gauge(key) for s in snapshots) if v is not None]
+        if values:
+            out[f"max_{key}"] = max(values)
+            out[f"mean_{key}"] = sum(values) / len(values)
+    first, last = snapshots[0], snapshots[-1]
+    span = last.t_s - first.t_s
+    for key in COUNTERS:
+        a, b = first.counter(key), last.counter(key)
+        if a is not None and b is not None:
+            out[f"delta_{key}"] = b - a
+    generated = out.get("delta_generation_tokens")
+    if generated is not None and span > 0:
+        out["server_output_throughput"] = generated / span
+        out["span_s"] = span
+    out["timeline"] = [
+        {
+            "t_s": round(s.t_s, 3),
+            **{k: s.gauge(k) for k in GAUGES if s.gauge(k) is not None},
+            **{k: s.counter(k) for k in ("generation_tokens",) if s.counter(k) is not None},
+        }
+        for s in snapshots
+    ]
+    return out
+
+
+@dataclass
+class Scraper:
+    """Scrapes `url` at start(), every `interval` seconds, and at stop()."""
+
+    url: str
+    interval: float
+    origin_ns: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    _raw: list[tuple[float, list[str]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _client: httpx.Client | None = None
+    failures: int = 0
+
+    def _scrape(self) -> None:
+        assert self._client is not None
+        try:
+            before = time.perf_counter_ns()
+            response = self._client.get(self.url)
+            after = time.perf_counter_ns()
+        except httpx.HTTPError:
+            self.failures += 1
+            return
+        if response.status_code != 200:
+            self.failures += 1
+            return
+        lines = [line for line in response.text.splitlines() if line.startswith(_WANTED)]
+        self._raw.append((((before + after) / 2 - self.origin_ns) / 1e9, lines))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._scrape()
+
+    def start(self) -> None:
+        self._client = httpx.Client(timeout=min(5.0, max(1.0, self.interval)), headers=dict(self.headers))
+        self._scrape()
+        self._thread = threading.Thread(target=self._loop, name="orch-metrics", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[Snapshot]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._client is not None:
+            self._scrape()
+            self._client.close()
+        return [Snapshot(t, parse_samples(lines)) for t, lines in self._raw]

@@ -1,0 +1,270 @@
+"""A benchmark sweep end to end: probe the server, run the levels (a list, rates, or the
+`auto` knee search), write every level as it finishes, and return the sweep's result.
+
+Public API: `run_sweep(config, base_url=..., model=..., api_key=..., out_dir=...,
+console=..., labels=...) -> SweepResult`. Ctrl-C (SIGINT) or the server going away ends
+the sweep early: finished levels stay as written, the level in progress is written with
+`"partial": true`, and `SweepResult.stopped` says why. Nothing is raised for that; a
+`BenchError` means the benchmark could not run at all (server unreachable, bad input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.bench import auto as auto_search
+from orchestrator.bench.anomalies import level_flags, throughput_drops
+from orchestrator.bench.arrivals import requests_for_rate
+from orchestrator.bench.client import StreamClient
+from orchestrator.bench.http_stream import parse_target
+from orchestrator.bench.level import Context, LevelRun, LevelSpec, run_level
+from orchestrator.bench.load import Stop
+from orchestrator.bench.results import csv_row, ensure_dir, write_level, write_sweep
+from orchestrator.bench.table import render_table
+from orchestrator.bench.target import ServerInfo, probe_server
+from orchestrator.bench.workload import Workload
+from orchestrator.masking import mask
+from orchestrator.plan.models import Bench
+
+
+@dataclass
+class SweepResult:
+    """The levels in the order they ran, the knee (auto), and why it stopped early, if so."""
+
+    levels: list[LevelRun]
+    out_dir: Path
+    server: ServerInfo
+    knee: int | None = None
+    knee_reason: str | None = None
+    stopped: str | None = None  # "interrupted", "server_gone" or None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped == "interrupted"
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return [level.result for level in self.levels]
+
+    def ordered(self) -> list[dict[str, Any]]:
+        """Level results by mode, then load (auto narrowing runs levels out of order)."""
+        def key(result: dict[str, Any]) -> tuple[int, float]:
+            if result["mode"] == "rate":
+                return (1, float(result["request_rate"]))
+            return (0, float(result["max_concurrency"]))
+
+        return sorted(self.results, key=key)
+
+    def render(self, title: str | None = None) -> Table:
+        scale = self.server.time_scale if self.server.simulated else None
+        name = title or f"Benchmark: {self.server.model}"
+        if self.knee is not None:
+            name += f" (knee at concurrency {self.knee})"
+        return render_table(self.ordered(), knee=self.knee, time_scale=scale, title=name)
+
+
+def plan_levels(config: Bench) -> list[LevelSpec]:
+    """The fixed levels of a sweep (auto levels are decided as it goes). Rates replace the
+    default concurrency list; both run when both are given explicitly."""
+    specs: list[LevelSpec] = []
+    explicit_concurrency = "concurrency" in config.model_fields_set
+    mode: Literal["closed", "batch"] = "batch" if config.mode == "batch" else "closed"
+    if isinstance(config.concurrency, list) and (explicit_concurrency or not config.rate):
+        for c in config.concurrency:
+            specs.append(LevelSpec(mode, concurrency=c, requests=_count(config, c)))
+    for rate in config.rate:
+        count = None if config.duration else requests_for_rate(config.requests_per_level, rate)
+        specs.append(LevelSpec("rate", rate=rate, requests=count))
+    return specs
+
+
+def _count(config: Bench, concurrency: int) -> int | None:
+    return None if config.duration else config.requests_for(concurrency)
+
+
+def run_sweep(
+    config: Bench,
+    *,
+    base_url: str,
+    model: str | None,
+    api_key: str | None,
+    out_dir: Path,
+    console: Console | None,
+    labels: dict[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> SweepResult:
+    """Run the whole sweep (blocking) and write its files into `out_dir`."""
+    target = parse_target(base_url)
+    ensure_dir(out_dir)
+    server = probe_server(target.root, model=model, api_key=api_key)
+    workload = Workload(config, server.model, base_dir=base_dir)
+    coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console, labels or {})
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # Called from async code: run on a thread of our own with its own loop.
+    box: list[SweepResult] = []
+    errors: list[BaseException] = []
+
+    def runner() -> None:
+        try:
+            box.append(asyncio.run(coroutine))
+        except BaseException as error:  # handed back to the caller's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=runner, name="orch-bench")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return box[0]
+
+
+async def _sweep(
+    config: Bench,
+    root: str,
+    server: ServerInfo,
+    workload: Workload,
+    api_key: str | None,
+    out_dir: Path,
+    console: Console | None,
+    labels: dict[str, str],
+) -> SweepResult:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    client = StreamClient(
+        parse_target(root),
+        workload.path,
+        headers=headers,
+        completions=workload.completions,
+        timeout=config.request_timeout,
+    )
+    stop = Stop()
+    ctx = Context(
+        config=config,
+        client=client,
+        workload=workload,
+        server=server,
+        metrics_url=f"{root}/metrics",
+        metrics_headers=headers,
+        stop=stop,
+        console=console,
+        labels=labels,
+    )
+    sweep = SweepResult(levels=[], out_dir=out_dir, server=server)
+    started = datetime.now(UTC)
+    restore = _catch_sigint(stop)
+    try:
+        if config.concurrency == "auto":
+            await _auto(ctx, sweep)
+        for spec in plan_levels(config):
+            if stop.is_set:
+                break
+            await _run_and_write(ctx, sweep, spec)
+    finally:
+        restore()
+        client.close()
+        sweep.stopped = stop.reason
+        _finish(sweep, config, root, labels, started)
+    return sweep
+
+
+async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> LevelRun:
+    level = await run_level(ctx, spec)
+    sweep.levels.append(level)
+    write_level(sweep.out_dir, spec.label, level.result, level.rows)
+    if ctx.console is not None:
+        r = level.result
+        note = " (partial)" if level.partial else ""
+        ctx.console.print(
+            f"  {spec.label:>8}: {r['output_throughput']:,.1f} tok/s, "
+            f"mean latency {r['mean_e2el_ms'] / 1000:.2f} s, {r['failed']} failed{note}"
+        )
+    return level
+
+
+async def _auto(ctx: Context, sweep: SweepResult) -> None:
+    config = ctx.config
+    observed: dict[int, auto_search.Observation] = {}
+    mode: Literal["closed", "batch"] = "batch" if config.mode == "batch" else "closed"
+    for _ in range(64):  # bounded: doubling plus bisection needs far fewer
+        decision = auto_search.decide(observed, config.auto)
+        if decision.next_level is None:
+            sweep.knee, sweep.knee_reason = decision.knee, decision.reason
+            return
+        c = decision.next_level
+        level = await _run_and_write(ctx, sweep, LevelSpec(mode, concurrency=c, requests=_count(config, c)))
+        if ctx.stop.is_set:
+            return
+        r = level.result
+        total = r["completed"] + r["failed"]
+        attainment = r.get("slo_attainment")
+        observed[c] = auto_search.Observation(
+            throughput=r["output_throughput"],
+            slo_ok=attainment is None or attainment >= config.slo.attainment,
+            usable=total > 0 and r["failed"] <= total / 2,
+        )
+
+
+def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str], started: datetime) -> None:
+    """Cross-level flags (throughput drops), the CSV and summary.json."""
+    for mode in ("closed", "batch", "rate"):
+        members = [lv for lv in sweep.levels if lv.spec.mode == mode and lv.result["completed"]]
+        loads = [
+            (float((lv.spec.rate if mode == "rate" else lv.spec.concurrency) or 0), lv.result["output_throughput"])
+            for lv in members
+        ]
+        for index in throughput_drops(loads):
+            members[index].result["flags"] = ["throughput_drop", *level_flags(members[index].result)]
+            write_level(sweep.out_dir, members[index].spec.label, members[index].result, members[index].rows)
+    ordered = sweep.ordered()
+    sweep.summary = {
+        "base_url": mask(root),
+        "model": sweep.server.model,
+        "server_version": sweep.server.version,
+        "simulated": sweep.server.simulated,
+        "simulator_profile": sweep.server.profile,
+        "time_scale": sweep.server.time_scale,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "stopped": sweep.stopped,
+        "knee": sweep.knee,
+        "knee_reason": sweep.knee_reason,
+        "labels": labels,
+        "config": config.model_dump(mode="json"),
+        "levels": [csv_row(r) for r in ordered],
+        "anomalies": {r["level"]: r["flags"] for r in ordered if r["flags"]},
+        "files": {r["level"]: f"level-{r['level']}.json" for r in ordered},
+    }
+    write_sweep(sweep.out_dir, ordered, sweep.summary)
+
+
+def _catch_sigint(stop: Stop) -> Any:
+    """First Ctrl-C stops the sweep gracefully; a second one interrupts for good."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        stop.set("interrupted")
+        loop.remove_signal_handler(signal.SIGINT)
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError):
+        return lambda: None
+
+    def restore() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+
+    return restore

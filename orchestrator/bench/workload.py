@@ -1,0 +1,145 @@
+"""What each request asks for: prompts (fixed, synthetic or a JSONL dataset) rendered once
+into ready-to-send request bodies, so the hot path never serializes JSON."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import BenchError
+from orchestrator.plan.models import Bench
+
+DEFAULT_PROMPT = (
+    "Write a detailed step-by-step guide to planting, growing and harvesting a vegetable "
+    "garden, from preparing the soil to storing the harvest."
+)
+
+ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+# Short, common English words: each is about one token for the usual BPE tokenizers, so a
+# synthetic prompt of N words is about N tokens. The server's usage reports the truth.
+_WORDS = [
+    "the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are",
+    "with", "as", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by",
+    "word", "but", "what", "some", "we", "can", "out", "other", "were", "all", "there", "when",
+    "up", "use", "your", "how", "said", "an", "each", "she", "which", "do", "their", "time",
+    "if", "will", "way", "about", "many", "then", "them", "write", "would", "like", "so",
+    "these", "her", "long", "make", "thing", "see", "him", "two", "has", "look", "more", "day",
+    "could", "go", "come", "did", "number", "sound", "no", "most", "people", "my", "over",
+    "know", "water", "than", "call", "first", "who", "may", "down", "side", "been", "now",
+    "find",
+]
+_SYNTHETIC_VARIANTS = 64  # distinct synthetic prompts, so prefix caching cannot skip them
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
+    max_tokens: int | None = None
+
+
+def synthetic_prompt(input_len: int, rng: random.Random) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(input_len))
+
+
+def load_dataset(path: Path) -> list[Prompt]:
+    """JSONL, one request per line: {"prompt": str} or {"messages": [...]}, optionally
+    with "max_tokens" (or "output_len")."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise BenchError(f"cannot read the dataset {path}: {error.strerror or error}") from None
+    prompts: list[Prompt] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            item = json.loads(line)
+        except ValueError as error:
+            raise BenchError(f"{where}: not valid JSON ({error})") from None
+        if not isinstance(item, dict):
+            raise BenchError(f"{where}: expected a JSON object with `prompt` or `messages`")
+        limit = item.get("max_tokens", item.get("output_len"))
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise BenchError(f"{where}: max_tokens must be a positive integer, got {limit!r}")
+        if isinstance(item.get("prompt"), str):
+            prompts.append(Prompt(text=item["prompt"], max_tokens=limit))
+        elif isinstance(item.get("messages"), list) and item["messages"]:
+            prompts.append(Prompt(messages=tuple(item["messages"]), max_tokens=limit))
+        else:
+            raise BenchError(
+                f"{where}: expected a `prompt` string or a non-empty `messages` list",
+                hint='e.g. {"prompt": "Explain TCP slow start"}',
+            )
+    if not prompts:
+        raise BenchError(f"the dataset {path} holds no requests")
+    return prompts
+
+
+def prompts_for(config: Bench, *, seed: int = 0, base_dir: Path | None = None) -> list[Prompt]:
+    """The prompts of a benchmark, in the order requests cycle through them."""
+    if config.dataset:
+        path = Path(config.dataset)
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return load_dataset(path)
+    if config.input_len:
+        rng = random.Random(seed)
+        return [Prompt(text=synthetic_prompt(config.input_len, rng)) for _ in range(_SYNTHETIC_VARIANTS)]
+    return [Prompt(text=config.prompt or DEFAULT_PROMPT)]
+
+
+def request_body(prompt: Prompt, config: Bench, model: str | None) -> dict[str, Any]:
+    """The JSON body of one streamed request."""
+    limit = prompt.max_tokens or config.max_tokens
+    body: dict[str, Any] = {}
+    if model:
+        body["model"] = model
+    if config.endpoint == "chat":
+        if prompt.messages is not None:
+            body["messages"] = list(prompt.messages)
+        else:
+            body["messages"] = [{"role": "user", "content": prompt.text or ""}]
+        # vLLM prefers max_completion_tokens; other servers still read max_tokens.
+        body["max_tokens"] = limit
+        body["max_completion_tokens"] = limit
+        kwargs = dict(config.chat_template_kwargs)
+        if config.thinking is not None:
+            kwargs.setdefault("thinking", config.thinking)
+            kwargs.setdefault("enable_thinking", config.thinking)
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
+    else:
+        if prompt.text is None:
+            raise BenchError("the completions endpoint needs `prompt` entries, not `messages`")
+        body["prompt"] = prompt.text
+        body["max_tokens"] = limit
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if config.ignore_eos:
+        body["ignore_eos"] = True
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    body.update(config.extra_body)
+    return body
+
+
+class Workload:
+    """Pre-encoded request bodies; request i uses body i modulo their number."""
+
+    def __init__(self, config: Bench, model: str | None, *, base_dir: Path | None = None) -> None:
+        self.prompts = prompts_for(config, seed=config.seed, base_dir=base_dir)
+        self.bodies = [
+            json.dumps(request_body(p, config, model), separators=(",", ":")).encode()
+            for p in self.prompts
+        ]
+        self.path = ENDPOINT_PATHS[config.endpoint]
+        self.completions = config.endpoint == "completions"
+
+    def body(self, index: int) -> bytes:
+        return self.bodies[index % len(self.bodies)]
