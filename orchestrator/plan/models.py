@@ -302,6 +302,12 @@ class Slo(StrictModel):
     ttft_ms: float | None = Field(None, gt=0, description="Time to first token.")
     tpot_ms: float | None = Field(None, gt=0, description="Time per output token.")
     e2el_ms: float | None = Field(None, gt=0, description="End-to-end latency.")
+    attainment: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="A level meets the objectives when at least this fraction of its requests do.",
+    )
 
 
 class AutoSweep(StrictModel):
@@ -310,6 +316,12 @@ class AutoSweep(StrictModel):
     )
     start: int = Field(1, ge=1, description="First concurrency level.")
     max_concurrency: int = Field(1024, ge=1, description="Upper bound of the search.")
+    resolution: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="Narrowing stops when the knee is bracketed within this fraction of it.",
+    )
 
 
 _MULTIPLE = re.compile(r"^(\d+(?:\.\d+)?)x$")
@@ -326,6 +338,13 @@ class Bench(StrictModel):
     ignore_eos: bool = Field(False, description="Generate max_tokens regardless of end of sequence.")
     temperature: float | None = Field(None, ge=0)
     thinking: bool | None = Field(None, description="Thinking on or off (chat_template_kwargs).")
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra `chat_template_kwargs` sent with chat requests."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra fields merged into every request body."
+    )
+    seed: int = Field(0, description="Seed of synthetic prompts and open-loop arrivals.")
     mode: Literal["closed", "batch"] = Field(
         "closed",
         description="`closed`: C workers back to back; `batch`: C requests at once, until all finish.",
@@ -346,6 +365,11 @@ class Bench(StrictModel):
     warmup: int = Field(1, ge=0, description="Warm-up requests per level, not measured.")
     repeats: int = Field(1, ge=1, description="Repeat each level and report the spread.")
     request_timeout: Duration = Field(600.0, gt=0, description="Per-request timeout.")
+    metrics_interval: Duration | None = Field(
+        1.0,
+        gt=0,
+        description="Scrape the server's /metrics this often during a level; null turns it off.",
+    )
     slo: Slo = Field(default_factory=Slo)
     auto: AutoSweep = Field(default_factory=AutoSweep)
     via: Literal["direct", "ssh"] = Field(
