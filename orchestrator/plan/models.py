@@ -15,6 +15,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+
+class FieldError(ValueError):
+    """A validation failure that belongs to part of the validated value: `at` is the path
+    below it (e.g. `(2,)` for the third list item), so the loader can point at that part."""
+
+    def __init__(self, message: str, *, at: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.at = at
+
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
 
@@ -34,7 +44,8 @@ def parse_duration(value: Any) -> float:
     raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration)]
+# The JSON Schema accepts the written forms ("30m") as well as seconds.
+Duration = Annotated[float, BeforeValidator(parse_duration, json_schema_input_type=float | str)]
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
 
@@ -117,11 +128,14 @@ class Install(StrictModel):
     @classmethod
     def _exact_pins(cls, value: list[str]) -> list[str]:
         seen: dict[str, str] = {}
-        for spec in value:
-            name, _ = parse_pin(spec)
+        for index, spec in enumerate(value):
+            try:
+                name, _ = parse_pin(spec)
+            except ValueError as error:
+                raise FieldError(str(error), at=(index,)) from None
             key = canonical_name(name)
             if key in seen:
-                raise ValueError(f"{name} is pinned twice ({seen[key]!r} and {spec!r})")
+                raise FieldError(f"{name} is pinned twice ({seen[key]!r} and {spec!r})", at=(index,))
             seen[key] = spec
         return value
 
@@ -183,6 +197,8 @@ class SimSpec(StrictModel):
 
 
 class RestartPolicy(StrictModel):
+    """Relaunch budget of the model server (orch restarts it, not systemd)."""
+
     max_restarts: int = Field(
         3, ge=0, description="Relaunches allowed within one apply before a crash loop is reported."
     )
@@ -219,7 +235,9 @@ class ServiceSpec(StrictModel):
         None, description="API key the server requires; use a secret reference `${env:NAME}`."
     )
     sim: SimSpec = Field(default_factory=SimSpec, description="Simulator settings (engine: sim).")
-    restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    restart: RestartPolicy = Field(
+        default_factory=RestartPolicy, description="How often orch relaunches a dead server."
+    )
 
     @field_validator("args")
     @classmethod
@@ -248,16 +266,22 @@ class Health(StrictModel):
 
 
 class FunctionCall(StrictModel):
+    """One call of the function and the value it must return."""
+
     args: list[Any] = Field(default_factory=list, description="Positional arguments.")
     returns: Any = Field(description="Expected return value (compared with ==).")
 
 
 class PythonFunctionExpect(StrictModel):
+    """The answer's Python code block must define this function and pass these calls."""
+
     name: str = Field(description="Name of the function the answer must define.")
     calls: list[FunctionCall] = Field(default_factory=list, description="Calls and their results.")
 
 
 class SmokeExpect(StrictModel):
+    """Expectations on a smoke check's answer; all of them must hold."""
+
     success: bool = Field(True, description="The request must succeed (HTTP 200, no error event).")
     non_empty: bool = Field(True, description="The content must not be empty.")
     reasoning: Literal["present", "absent"] | None = Field(
@@ -293,7 +317,9 @@ class SmokeCheck(StrictModel):
     max_tokens: int = Field(1024, ge=1, description="Completion token limit.")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature.")
     timeout: Duration = Field(300.0, gt=0, description="Request timeout.")
-    expect: SmokeExpect = Field(default_factory=SmokeExpect)
+    expect: SmokeExpect = Field(
+        default_factory=SmokeExpect, description="What the answer must satisfy."
+    )
 
 
 class Slo(StrictModel):
@@ -311,6 +337,8 @@ class Slo(StrictModel):
 
 
 class AutoSweep(StrictModel):
+    """The search for the concurrency where throughput stops growing (`concurrency: auto`)."""
+
     threshold: float = Field(
         0.05, gt=0, lt=1, description="Stop when output throughput grows less than this fraction."
     )
@@ -336,7 +364,7 @@ class Bench(StrictModel):
     input_len: int | None = Field(None, ge=1, description="Synthetic prompts of this many tokens.")
     max_tokens: int = Field(1024, ge=1, description="Completion token limit per request.")
     ignore_eos: bool = Field(False, description="Generate max_tokens regardless of end of sequence.")
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature.")
     thinking: bool | None = Field(None, description="Thinking on or off (chat_template_kwargs).")
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra `chat_template_kwargs` sent with chat requests."
@@ -370,8 +398,10 @@ class Bench(StrictModel):
         gt=0,
         description="Scrape the server's /metrics this often during a level; null turns it off.",
     )
-    slo: Slo = Field(default_factory=Slo)
-    auto: AutoSweep = Field(default_factory=AutoSweep)
+    slo: Slo = Field(default_factory=Slo, description="Latency objectives for goodput.")
+    auto: AutoSweep = Field(
+        default_factory=AutoSweep, description="Search settings of `concurrency: auto`."
+    )
     via: Literal["direct", "ssh"] = Field(
         "direct", description="Reach the server directly, or through an SSH port forward."
     )
@@ -406,6 +436,8 @@ class Bench(StrictModel):
 
 
 class CollectItem(StrictModel):
+    """A remote file copied into the run folder after the run."""
+
     path: str = Field(description="Remote file to copy into the run folder.")
     optional: bool = Field(True, description="A missing file is not an error.")
 
@@ -432,7 +464,7 @@ class Plan(StrictModel):
         description="Service environment. Values may be secret references `${env:NAME}`.",
     )
     service: ServiceSpec | None = Field(None, description="The model server.")
-    health: Health = Field(default_factory=Health)
+    health: Health = Field(default_factory=Health, description="Waiting for readiness.")
     smoke: list[SmokeCheck] = Field(default_factory=list, description="Checks after start-up.")
     bench: Bench | None = Field(None, description="Benchmark sweeps.")
     collect: list[CollectItem] = Field(
@@ -457,5 +489,8 @@ class Plan(StrictModel):
     @model_validator(mode="after")
     def _install_needs_python(self) -> Plan:
         if self.install.packages and self.python is None:
-            raise ValueError("install.packages needs a `python:` section (where to install)")
+            raise FieldError(
+                "install.packages needs a `python:` section (where to install)",
+                at=("install", "packages"),
+            )
         return self
