@@ -1,0 +1,144 @@
+"""The local transport: the host is this machine (`connection: local`).
+
+Same contract as SSH so steps do not care where they run: commands go through a shell
+(bash when present, else /bin/sh, as an SSH login shell would), `put` is an atomic write
+(temporary file in the same directory, then `os.replace`), `forward` is the identity.
+A command that outlives its `timeout` is killed with its whole process group and raises
+`CommandFailed` with exit code 124.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from orchestrator import masking
+from orchestrator.errors import CommandFailed
+from orchestrator.transport.base import Result, Transport, no_forward
+from orchestrator.transport.command import Command
+
+TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
+
+
+def default_shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+class LocalTransport(Transport):
+    """Runs on the controller itself."""
+
+    def __init__(self, host: str = "localhost", *, shell: str | None = None) -> None:
+        super().__init__(host)
+        self.shell = shell or default_shell()
+
+    def run(
+        self,
+        command: Command,
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+        idempotent: bool = True,  # nothing to reconnect locally; accepted for symmetry
+    ) -> Result:
+        shown = str(command)
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(
+                [self.shell, "-c", command.raw()],
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # so a timeout can kill the command's children too
+            )
+        except OSError as error:
+            raise CommandFailed(
+                shown, 127, f"cannot start {self.shell}: {error.strerror}", host=self.host
+            ) from error
+        try:
+            out, err = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            out, err = _leftovers(process)
+            detail = err.decode(errors="replace").rstrip()
+            note = f"orch: timed out after {timeout:g} s"
+            raise CommandFailed(
+                shown,
+                TIMEOUT_EXIT_CODE,
+                masking.mask(f"{detail}\n{note}" if detail else note),
+                host=self.host,
+                hint="raise the timeout if the command needs longer",
+            ) from None
+        except BaseException:
+            _kill_group(process)  # Ctrl-C: do not leave the command running
+            process.wait()
+            raise
+        self.round_trips += 1
+        result = Result(
+            command=shown,
+            returncode=process.returncode,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            duration=time.monotonic() - started,
+        )
+        if check and result.returncode != 0:
+            raise CommandFailed(shown, result.returncode, masking.mask(result.stderr), host=self.host)
+        return result
+
+    def put(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:
+        path = Path(remote_path)
+        self.round_trips += 1
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # mkstemp creates the file 0600: a secret is never readable by others meanwhile.
+            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    os.fchmod(handle.fileno(), mode)
+                os.replace(temp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+        except OSError as error:
+            raise CommandFailed(
+                f"put {remote_path}", 1, f"{error.filename or remote_path}: {error.strerror}",
+                host=self.host,
+            ) from error
+
+    def get(self, remote_path: str) -> bytes:
+        self.round_trips += 1
+        try:
+            return Path(remote_path).read_bytes()
+        except OSError as error:
+            raise CommandFailed(
+                f"get {remote_path}", 1, f"{remote_path}: {error.strerror}", host=self.host
+            ) from error
+
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> contextlib.AbstractContextManager[int]:
+        # The host is this machine: its ports are already ours.
+        return no_forward(remote_port)
+
+
+def _leftovers(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """What a killed command wrote; bounded, since a child that left the process group
+    could hold the pipes open forever."""
+    try:
+        return process.communicate(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        process.wait()
+        return b"", b""
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
