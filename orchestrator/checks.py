@@ -308,12 +308,12 @@ with contextlib.redirect_stdout(sys.stderr):
         try:
             value = function(*args)
         except BaseException as error:
-            results.append({"error": "%s: %s" % (type(error).__name__, error)})
+            results.append({"raised": "%s: %s" % (type(error).__name__, error)})
             continue
         try:
             results.append({"value": json.loads(json.dumps(value))})
         except (TypeError, ValueError):
-            results.append({"error": "returned %r, which is not JSON-compatible" % (value,)})
+            results.append({"not_json": repr(value)})
     emit({"results": results})
 """
 
@@ -353,9 +353,12 @@ def check_python_function(
         expected = json.loads(json.dumps(call.returns))
         shown = f"{expect.name}({', '.join(json.dumps(a) for a in call.args)})"
         record = CallResult(args=list(call.args), expected=expected)
-        if "error" in result:
-            record.error = result["error"]
-            failures.append(f"python_function: {shown} raised {result['error']}")
+        if "raised" in result:
+            record.error = result["raised"]
+            failures.append(f"python_function: {shown} raised {record.error}")
+        elif "not_json" in result:
+            record.error = f"returned {result['not_json']}, which is not JSON-compatible"
+            failures.append(f"python_function: {shown} {record.error}")
         else:
             record.returned = result["value"]
             record.passed = result["value"] == expected

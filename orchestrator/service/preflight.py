@@ -17,7 +17,7 @@ with another pinned vLLM the parser names are not checked.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator import masking
@@ -204,7 +204,7 @@ def required_gpus(args: Mapping[str, ArgValue]) -> int:
     return max(1, -(-tp * pp // nnodes)) * dp
 
 
-def visible_gpus(gpus: list[Mapping[str, Any]], cuda_visible_devices: str | None) -> int:
+def visible_gpus(gpus: Sequence[Mapping[str, Any]], cuda_visible_devices: str | None) -> int:
     """How many GPUs CUDA will show: all of them, or the CUDA_VISIBLE_DEVICES entries up to the
     first one that names no GPU (CUDA ignores the rest)."""
     if cuda_visible_devices is None:

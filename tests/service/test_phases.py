@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.service.phases import ORDER, PhaseTracker
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent / "logs"
 _STAMP = re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d)\b")
 
 

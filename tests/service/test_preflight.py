@@ -1,0 +1,185 @@
+"""Preflight: facts the probe gathered + the plan -> findings, before any launch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from plan_fixtures import load_plan, make_plan
+
+from orchestrator.errors import PreflightError
+from orchestrator.service.preflight import preflight, raise_on_errors, required_gpus, visible_gpus
+
+GPUS8 = [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"} for i in range(8)]
+KIMI_INSTALLED = {"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.4"}
+
+
+def messages(findings: list[Any]) -> list[tuple[str, str]]:
+    return [(f.level, f.message) for f in findings]
+
+
+def test_a_healthy_host_has_no_findings_except_known_warnings() -> None:
+    plan = load_plan("kimi-nvfp4")
+    facts = {"ports": {}, "gpus": GPUS8, "installed": KIMI_INSTALLED, "service_pid": None}
+    assert preflight(plan, facts) == []
+
+
+@pytest.mark.parametrize(
+    ("ports", "service_pid", "level", "text"),
+    [
+        ({8000: {"pid": 999, "cmdline": ["python3", "-m", "http.server", "8000"]}}, None,
+         "error", "port 8000 (service.port) is already in use by pid 999: python3 -m http.server 8000"),
+        ({"8000": {"pid": 999, "cmdline": "nginx: master"}}, 123, "error", "pid 999: nginx: master"),
+        ({8000: {"pid": 123, "cmdline": ["vllm", "serve"]}}, 123, None, None),
+        ({8000: {"pid": None, "cmdline": None}}, None, "error", "a process orch cannot see"),
+        ({8000: {"pid": None, "cmdline": None}}, 123, "warning", "may be the running service"),
+        ({8001: {"pid": 5, "cmdline": []}}, None, None, None),
+    ],
+)  # fmt: skip
+def test_port(ports: dict[Any, Any], service_pid: int | None, level: str | None, text: str | None) -> None:
+    findings = preflight(make_plan({}), {"ports": ports, "service_pid": service_pid})
+    if level is None:
+        assert findings == []
+        return
+    (finding,) = findings
+    assert finding.level == level
+    assert text is not None and text in finding.message
+
+
+def test_port_holder_command_line_never_shows_an_api_key() -> None:
+    holder = {"pid": 7, "cmdline": ["vllm", "serve", "m", "--api-key", "sk-live", "--api-key=sk2"]}
+    (finding,) = preflight(make_plan({}), {"ports": {8000: holder}})
+    assert "sk-live" not in finding.message and "sk2" not in finding.message
+    assert "--api-key *** --api-key=***" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "gpus", "problem"),
+    [
+        ({"tensor-parallel-size": 8}, {}, GPUS8, None),
+        ({"tensor-parallel-size": 8}, {}, GPUS8[:4], "needs 8 GPUs (tensor x pipeline x data parallel) but 4 of the host's 4"),
+        ({"tensor-parallel-size": 4, "pipeline-parallel-size": 2}, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, GPUS8,
+         "CUDA_VISIBLE_DEVICES='0,1,2,3' leaves 4 of the host's 8"),
+        ({"tensor-parallel-size": 4}, {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}, GPUS8, None),
+        ({"tensor-parallel-size": 2}, {"CUDA_VISIBLE_DEVICES": "0,9,1"}, GPUS8, "leaves 1"),
+        ({"tensor-parallel-size": 2}, {"CUDA_VISIBLE_DEVICES": ""}, GPUS8, "leaves 0"),
+        ({"tensor-parallel-size": 8}, {"CUDA_VISIBLE_DEVICES": "${env:DEVS}"}, GPUS8, None),
+        ({"data-parallel-size": 8, "enable-expert-parallel": True}, {}, GPUS8, None),
+        ({"tensor-parallel-size": 8}, {}, None, None),  # no nvidia-smi: nothing to compare
+    ],
+)  # fmt: skip
+def test_gpus(args: dict[str, Any], env: dict[str, str], gpus: Any, problem: str | None) -> None:
+    findings = preflight(make_plan({"args": args}, env=env), {"gpus": gpus})
+    if problem is None:
+        assert findings == []
+    else:
+        (finding,) = findings
+        assert finding.level == "error" and problem in finding.message
+        assert "tensor-parallel-size" in finding.fix
+
+
+def test_gpu_check_is_skipped_for_the_simulator() -> None:
+    plan = make_plan({"engine": "sim", "args": {"tensor-parallel-size": 8}})
+    assert preflight(plan, {"gpus": []}) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needed"),
+    [
+        ({}, 1),
+        ({"tensor-parallel-size": 8}, 8),
+        ({"tensor_parallel_size": "4", "pipeline-parallel-size": 2}, 8),
+        ({"tensor-parallel-size": 4, "data-parallel-size": 2}, 8),
+        ({"tensor-parallel-size": 4, "data-parallel-size": 4, "data-parallel-size-local": 2}, 8),
+        ({"tensor-parallel-size": 16, "nnodes": 2}, 8),
+        ({"tensor-parallel-size": "auto"}, 1),
+    ],
+)
+def test_required_gpus(args: dict[str, Any], needed: int) -> None:
+    assert required_gpus(args) == needed
+
+
+def test_visible_gpus_accepts_uuids() -> None:
+    assert visible_gpus(GPUS8, "GPU-aaaa,GPU-bbbb") == 2
+    assert visible_gpus(GPUS8[:1], "0,1,2") == 1
+
+
+def test_family_mismatch_is_an_error_with_the_pin_to_add() -> None:
+    plan = load_plan("kimi-nvfp4")
+    installed = {**KIMI_INSTALLED, "flashinfer_cubin": "0.6.3", "flashinfer-jit-cache": "0.6.4+cu129"}
+    (finding,) = preflight(plan, {"installed": installed})
+    assert finding.level == "error"
+    assert "flashinfer-cubin 0.6.3" in finding.message
+    assert finding.fix == "pin flashinfer-cubin==0.6.4 in install.packages"
+
+
+def test_family_mismatch_without_a_pin() -> None:
+    plan = make_plan({})
+    (finding,) = preflight(plan, {"installed": {"flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.3"}})
+    assert finding.fix == "pin every member of the family to one version in install.packages"
+
+
+@pytest.mark.parametrize(
+    ("env", "version", "expected"),
+    [
+        ({"VLLM_ATTENTION_BACKEND": "TRITON_MLA"}, "0.17.1",
+         "remove it from env: and set service.args.attention-backend: TRITON_MLA instead"),
+        ({"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, "0.12.0", None),
+        ({"VLLM_USE_FLASHINFER_MOE_FP4": "1"}, "0.33.0", "remove it from env:"),
+        ({"VLLM_USE_FLASHINFER_MOE_FP4": "1"}, "0.17.1", None),
+        ({"VLLM_ATTENTION_BACKEND": "X"}, None, None),
+    ],
+)  # fmt: skip
+def test_retired_env_names(env: dict[str, str], version: str | None, expected: str | None) -> None:
+    facts = {"installed": {"vllm": version}} if version else {}
+    findings = [f for f in preflight(make_plan({}, env=env), facts) if "env " in f.message]
+    if expected is None:
+        assert findings == []
+    else:
+        (finding,) = findings
+        assert finding.level == "warning" and expected in finding.fix
+        assert f"unknown to vLLM {version}" in finding.message
+
+
+def test_the_pin_wins_over_the_installed_version() -> None:
+    plan = make_plan({}, python={"venv": "/v"}, install={"packages": ["vllm==0.33.0"]},
+                     env={"VLLM_USE_FLASHINFER_MOE_FP4": "1"})  # fmt: skip
+    (finding,) = preflight(plan, {"installed": {"vllm": "0.17.1"}})
+    assert "vLLM 0.33.0" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("args", "version", "expected"),
+    [
+        ({"enable-auto-tool-choice": True}, None,
+         [("error", "service.args.enable-auto-tool-choice needs a tool call parser; vLLM exits "
+                    "with `--enable-auto-tool-choice requires --tool-call-parser`")]),
+        ({"enable-auto-tool-choice": True, "tool-call-parser": "kimi_k2"}, None, []),
+        ({"reasoning-parser": "kimi"}, "0.17.1",
+         [("warning", "service.args.reasoning-parser 'kimi' is not among vLLM 0.17.1's known names")]),
+        ({"tool-call-parser": "kimi-k2"}, None,
+         [("warning", "service.args.tool-call-parser 'kimi-k2' is not among vLLM 0.17.1's known names")]),
+        ({"reasoning-parser": "new_parser"}, "0.33.0", []),
+        ({"reasoning-parser": "minimax_m2_append_think", "tool-call-parser": "minimax_m2"}, "0.17.1", []),
+    ],
+)  # fmt: skip
+def test_parsers(args: dict[str, Any], version: str | None, expected: list[tuple[str, str]]) -> None:
+    facts = {"installed": {"vllm": version}} if version else {}
+    assert messages(preflight(make_plan({"args": args}), facts)) == expected
+
+
+def test_errors_come_first_and_raise_lists_every_error_with_its_fix() -> None:
+    plan = make_plan({"args": {"enable-auto-tool-choice": True, "reasoning-parser": "nope"}})
+    facts = {"ports": {8000: {"pid": 1, "cmdline": ["x"]}}}
+    findings = preflight(plan, facts)
+    assert [f.level for f in findings] == ["error", "error", "warning"]
+    with pytest.raises(PreflightError) as caught:
+        raise_on_errors(findings)
+    text = str(caught.value)
+    assert text.startswith("preflight found 2 problem(s)")
+    assert "fix: stop that process, or set service.port to a free port" in text
+    raise_on_errors([f for f in findings if f.level == "warning"])  # warnings do not raise
+
+
+def test_a_plan_without_service_has_nothing_to_check() -> None:
+    assert preflight(make_plan(None), {"ports": {8000: {"pid": 1}}}) == []
