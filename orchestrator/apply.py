@@ -146,8 +146,9 @@ def execute(options: ApplyOptions) -> int:
         jobs.append(HostJob(host, build_steps(plan, loaded.base_dir, secrets, freeze=freeze)))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
-        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(hosts)}"
-                      + (f"  run folder: {folder.path}" if folder else ""))
+        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(hosts)}")
+        if folder:
+            console.print(f"run folder: {folder.path}", soft_wrap=True)
     try:
         outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
     except KeyboardInterrupt:
@@ -166,7 +167,7 @@ def execute(options: ApplyOptions) -> int:
     if folder:
         folder.finish("failed" if failed else "complete")
         if not options.json_lines:
-            console.print(f"run folder: {folder.path}")
+            console.print(f"run folder: {folder.path}", soft_wrap=True)
     if failed:
         return 1
     return 2 if pending else 0

@@ -125,7 +125,7 @@ def converge_host(
         outcome.steps.append(result)
         emit("step_end", host=job.host, **result.to_json())
     if applied_any and not outcome.failed:
-        facts = probe(transport, request)
+        # `facts` is the re-probe after the last applied step: verify against it.
         outcome.facts = facts
         leftover = [(s.name, s.plan(facts)) for s in job.steps]
         pending = [(name, plan) for name, plan in leftover if not plan.converged]

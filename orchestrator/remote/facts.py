@@ -227,7 +227,7 @@ def _listening_ports() -> Dict[int, Dict[str, Any]]:
 
 
 def _pids_by_inode(inodes: List[str]) -> Dict[str, int]:
-    wanted = {"socket:[%s]" % inode for inode in inodes}
+    wanted = {f"socket:[{inode}]" for inode in inodes}
     found: Dict[str, int] = {}
     for pid_dir in glob.glob("/proc/[0-9]*"):
         try:
@@ -244,13 +244,13 @@ def _pids_by_inode(inodes: List[str]) -> Dict[str, int]:
 
 
 def _process(pid: int) -> Optional[Dict[str, Any]]:
-    stat = _read("/proc/%d/stat" % pid)
+    stat = _read(f"/proc/{pid}/stat")
     if stat is None:
         return None
     state = stat.rsplit(")", 1)[1].split()[0]
     if state == "Z":
         return None
-    cmdline = (_read("/proc/%d/cmdline" % pid) or "").split("\0")
+    cmdline = (_read(f"/proc/{pid}/cmdline") or "").split("\0")
     start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
     uptime = float((_read("/proc/uptime") or "0").split()[0])
     hz = os.sysconf("SC_CLK_TCK")

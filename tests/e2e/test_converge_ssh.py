@@ -1,0 +1,251 @@
+"""`orch plan` / `orch apply` end to end over a real sshd: real venvs, real pip installs of
+small real wheels, real files; the CLI runs as a subprocess like a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures.sshd import SshServer
+from fixtures.wheels import make_wheel
+
+from orchestrator.inventory import Inventory
+
+SECRET = "s3cr3t-value-for-tests"
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("wheels")
+    for name, version in [
+        ("orchtest-alpha", "1.0.0"), ("orchtest-alpha", "2.0.0"),
+        ("orchtest-beta", "1.0.0"), ("orchtest-gamma", "0.3.0"),
+        ("orchtest-fam-python", "0.6.4"), ("orchtest-fam-cubin", "0.6.4"),
+        ("orchtest-fam-cubin", "0.6.3"),
+    ]:
+        make_wheel(dest, name, version)
+    return dest
+
+
+def write_inventory(path: Path, inventory: Inventory) -> Path:
+    path.write_text(yaml.safe_dump(inventory.model_dump(mode="json")))
+    return path
+
+
+def write_plan(path: Path, venv: Path, wheels: Path, **overrides: Any) -> Path:
+    plan: dict[str, Any] = {
+        "name": "e2e",
+        "hosts": "all",
+        "python": {"venv": str(venv), "interpreter": "python3", "installer": "pip"},
+        "install": {
+            "packages": ["orchtest-alpha==2.0.0", "orchtest-beta==1.0.0", "orchtest-gamma==0.3.0"],
+            "find_links": [str(wheels)],
+            "no_index": True,
+            "families": [["orchtest-fam-python", "orchtest-fam-cubin"]],
+        },
+        "files": [
+            {"path": str(venv.parent / "etc" / "a.conf"), "content": "token=${env:ORCH_E2E_SECRET}\n", "mode": "0600"},
+            {"path": str(venv.parent / "etc" / "b.conf"), "content": "workers=${vars.workers}\n"},
+        ],
+        "vars": {"workers": 4},
+    }
+    for key, value in overrides.items():
+        plan[key] = value
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def orch(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ORCH_E2E_SECRET": SECRET, "COLUMNS": "120"}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *map(str, args)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def venv_pip(venv: Path, *args: str) -> None:
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "-q", "--disable-pip-version-check", *args],
+                   check=True, capture_output=True)
+
+
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python*/site-packages"))
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path, sshd: SshServer) -> Iterator[tuple[Path, Path]]:
+    inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
+    yield tmp_path, inventory
+
+
+def last_run(workdir: Path) -> Path:
+    runs = sorted((workdir / "runs" / "e2e").iterdir())
+    return runs[-1]
+
+
+def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
+    workdir: tuple[Path, Path], sshd: SshServer, wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+
+    first = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "changed" in first.stdout
+    assert (site_packages(venv) / "orchtest_alpha" / "__init__.py").read_text() == '__version__ = "2.0.0"\n'
+    conf = venv.parent / "etc" / "a.conf"
+    assert conf.read_text() == f"token={SECRET}\n"
+    assert oct(conf.stat().st_mode & 0o777) == "0o600"
+    assert (venv.parent / "etc" / "b.conf").read_text() == "workers=4\n"
+
+    mark = sshd.log_mark()
+    second = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert second.returncode == 0, second.stdout + second.stderr
+    trips = sshd.round_trips(sshd.inventory(1), since=mark)
+    assert 1 <= trips["h1"] <= 2, trips
+    run = last_run(tmp)
+    steps = json.loads((run / "hosts" / "h1" / "steps.json").read_text())
+    assert [s["status"] for s in steps["steps"]] == ["ok", "ok"]
+    assert json.loads((run / "meta.json").read_text())["status"] == "complete"
+    freeze = (run / "hosts" / "h1" / "freeze.txt").read_text()
+    assert "orchtest-alpha==2.0.0" in freeze
+    # The secret reached the host's file but no artifact and no output.
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(), path
+    assert SECRET not in first.stdout + first.stderr + second.stdout
+
+    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_drift_is_shown_by_plan_and_converged_by_apply(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-alpha==1.0.0")
+    (venv.parent / "etc" / "b.conf").write_text("workers=1\n")
+
+    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert "orchtest-alpha 1.0.0 -> 2.0.0" in check.stdout
+    assert "-workers=1" in check.stdout and "+workers=4" in check.stdout
+
+    apply = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    assert orch("plan", plan, "-i", inventory, cwd=tmp).returncode == 0
+
+
+def test_family_mismatch_reported_with_both_versions_and_converged(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    data = yaml.safe_load(plan.read_text())
+    data["install"]["packages"].append("orchtest-fam-python==0.6.4")
+    plan.write_text(yaml.safe_dump(data))
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    # A leftover from an earlier install, like flashinfer-cubin 0.6.3 beside flashinfer 0.6.4.
+    venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-fam-cubin==0.6.3")
+
+    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    assert check.returncode == 2
+    assert "orchtest-fam-cubin 0.6.3" in check.stdout and "orchtest-fam-python 0.6.4" in check.stdout
+    assert "pin orchtest-fam-cubin==0.6.4 in install.packages" in check.stdout
+
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    assert "Version: 0.6.4" in next(site_packages(venv).glob("orchtest_fam_cubin-*.dist-info/METADATA")).read_text()
+
+
+def test_modified_file_reported_then_reinstalled_with_clean(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    patched = site_packages(venv) / "orchtest_beta" / "core.py"
+    original = patched.read_text()
+    patched.write_text(original + "# debug patch left behind\n")
+
+    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    assert check.returncode == 0  # reported, not changed, without clean
+    assert "orchtest_beta/core.py" in check.stdout and "install.clean" in check.stdout
+
+    data = yaml.safe_load(plan.read_text())
+    data["install"]["clean"] = True
+    plan.write_text(yaml.safe_dump(data))
+    apply = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    assert "reinstall orchtest-beta==1.0.0" in apply.stdout
+    assert patched.read_text() == original
+
+
+def test_locked_redeploy_reinstalls_the_frozen_set(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    frozen = last_run(tmp)
+    # Later the host drifts: another version and an extra package.
+    venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-alpha==1.0.0", "orchtest-fam-cubin==0.6.3")
+
+    locked = orch("apply", "--locked", frozen, "-i", inventory, cwd=tmp)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    assert "uninstall 1 unpinned: orchtest-fam-cubin" in locked.stdout
+    run = last_run(tmp)
+    assert (run / "hosts" / "h1" / "freeze.txt").read_text() == (frozen / "hosts" / "h1" / "freeze.txt").read_text()
+
+
+def test_missing_secret_fails_before_connecting(workdir: tuple[Path, Path], wheels: Path) -> None:
+    tmp, inventory = workdir
+    plan = write_plan(tmp / "plan.yaml", tmp / "host" / "venv", wheels)
+    env = {k: v for k, v in os.environ.items() if k != "ORCH_E2E_SECRET"}
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "apply", str(plan), "-i", str(inventory)],
+                            cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "ORCH_E2E_SECRET" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp / "runs").exists()
+
+
+def test_three_hosts_in_parallel_and_one_unreachable_does_not_stop_the_others(
+    tmp_path: Path, netns_hosts: Any
+) -> None:
+    inventory = netns_hosts.inventory(connect_retries=0)
+    inventory.hosts["dead"] = inventory.hosts["n1"].model_copy(update={"port": 1})
+    inventory.groups["all"].append("dead")
+    inv = write_inventory(tmp_path / "inventory.yaml", inventory)
+    target = tmp_path / "shared.conf"  # the namespaces share this machine's filesystem
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "e2e", "hosts": "all",
+        "files": [{"path": str(target), "content": "same everywhere\n"}],
+    }))
+    marks = netns_hosts.log_marks()
+    result = orch("apply", plan, "-i", inv, "--json", cwd=tmp_path)
+    assert result.returncode == 1  # the dead host fails the run ...
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    ends = {e["host"]: e for e in events if e["event"] == "host_end"}
+    assert set(ends) == {"n1", "n2", "n3", "dead"}
+    assert ends["dead"]["failed"] and "dead" in ends["dead"]["error"]
+    for name in ("n1", "n2", "n3"):  # ... but every other host converged
+        assert not ends[name]["failed"], ends[name]
+    assert target.read_text() == "same everywhere\n"
+    assert all(n >= 1 for n in netns_hosts.round_trips(marks).values())
+    meta = json.loads((last_run(tmp_path) / "meta.json").read_text())
+    assert meta["status"] == "failed" and meta["hosts"] == ["n1", "n2", "n3", "dead"]
