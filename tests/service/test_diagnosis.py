@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator import masking
 from orchestrator.service.diagnosis import SIGNATURES, diagnose, tail
@@ -303,3 +305,9 @@ def test_nothing_recognised_gives_nothing_and_the_tail() -> None:
     log = "\n".join(f"line {i}" for i in range(100)) + "\n\n"
     assert diagnose(log) == []
     assert tail(log, 3) == ["line 97", "line 98", "line 99"]
+
+
+@given(st.text(max_size=400), st.sampled_from([c[0] for c in CASES]))
+def test_noise_around_a_crash_never_hides_or_breaks_it(noise: str, log: str) -> None:
+    expected = [d.key for d in diagnose(log)]
+    assert [d.key for d in diagnose(noise + "\n" + log + "\n" + noise)][:1] == expected[:1]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.service.phases import ORDER, PhaseTracker
 
@@ -111,6 +114,20 @@ def test_chunks_split_mid_line_are_joined() -> None:
         pieces.feed_text(text[start : start + 37], 5.0)
     assert pieces.summary() == whole.summary()
     assert pieces.facts == whole.facts and pieces.ready
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=6000), max_size=40), st.sampled_from(
+    ["startup-0.17.1.log", "startup-0.33.0.log"]))
+def test_any_chunking_gives_the_same_phases(cuts: list[int], name: str) -> None:
+    text = (FIXTURES / name).read_text().replace("\n", "\r\n", 3)  # a few CRLF endings too
+    whole = PhaseTracker(origin=0.0)
+    whole.feed_text(text, 1.0)
+    pieces = PhaseTracker(origin=0.0)
+    bounds = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    for start, end in itertools.pairwise(bounds):
+        pieces.feed_text(text[start:end], 1.0)
+    assert pieces.summary() == whole.summary() and pieces.facts == whole.facts
 
 
 def test_missing_start_markers_start_where_the_previous_phase_ended() -> None:
