@@ -9,7 +9,8 @@ Search (pure: the next level is a function of what was measured so far):
    break, or `max_concurrency` is reached);
 2. narrow by bisection between the last level that still gained and the first that did
    not, until the bracket is within `resolution` of its upper end. T(2m) for a midpoint m
-   lies between two levels already measured in step 1 and is interpolated between them.
+   lies between two levels already measured in step 1 and is interpolated between them
+   (1/T linear in 1/C, the shape of a continuous-batching curve).
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ def _interpolated(levels: Mapping[int, Observation], c: int) -> float | None:
         return None
     lo, hi = max(below), min(above)
     t_lo, t_hi = levels[lo].throughput, levels[hi].throughput
-    return t_lo + (t_hi - t_lo) * (c - lo) / (hi - lo)
+    if t_lo <= 0 or t_hi <= 0:
+        return t_lo + (t_hi - t_lo) * (c - lo) / (hi - lo)
+    # Continuous batching gives T(c) = c / (a + b c), i.e. 1/T linear in 1/c: interpolate
+    # there, which is exact on such a curve (a straight line would underestimate it).
+    weight = (1 / c - 1 / lo) / (1 / hi - 1 / lo)
+    return 1 / (1 / t_lo + (1 / t_hi - 1 / t_lo) * weight)
 
 
 def _done(lo: int, hi: int, resolution: float) -> bool:

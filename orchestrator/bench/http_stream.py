@@ -109,6 +109,8 @@ class StreamConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         now = _perf_ns()  # arrival stamp: before any parsing
+        if not data:
+            return
         if self._record is None:
             self.reusable = False  # bytes nobody asked for
             return
@@ -300,27 +302,26 @@ class StreamConnection(asyncio.Protocol):
             if payload[:1] == b"[":
                 if payload.startswith(b"[DONE]"):
                     continue
-            elif payload[:8] == b'{"error"' or payload.startswith(b'{"object":"error"'):
+            elif payload[:8] == b'{"error"' or payload.startswith((b'{"object":"error"', b'{"object": "error"')):
                 record.error_raw = payload
                 continue
-            content = False
             reasoning = False
             if completions:
-                i = payload.find(b'"text":"')
-                content = i >= 0 and payload[i + 8 : i + 9] != b'"'
+                content = _has_text(payload, b'"text":')
             else:
-                i = payload.find(b'"content":"')
-                content = i >= 0 and payload[i + 11 : i + 12] != b'"'
+                i = payload.find(b'"content":')
+                if i < 0:
+                    content = False
+                elif payload[i + 10 : i + 11] == b'"':  # compact JSON (vLLM): one slice
+                    content = payload[i + 11 : i + 12] != b'"'
+                else:
+                    content = _has_text(payload, b'"content":', i)
                 if b'"reasoning' in payload:
-                    i = payload.find(b'"reasoning":"')
-                    if i >= 0 and payload[i + 13 : i + 14] != b'"':
-                        reasoning = True
-                    else:
-                        i = payload.find(b'"reasoning_content":"')
-                        reasoning = i >= 0 and payload[i + 21 : i + 22] != b'"'
-                if not content and b'"arguments":"' in payload:
-                    i = payload.find(b'"arguments":"')
-                    content = payload[i + 13 : i + 14] != b'"'
+                    reasoning = _has_text(payload, b'"reasoning":') or _has_text(
+                        payload, b'"reasoning_content":'
+                    )
+                if not content and b'"arguments":' in payload:
+                    content = _has_text(payload, b'"arguments":')
             if content:
                 record.token_ns.append(now)
                 record.content_chunks += 1
@@ -329,10 +330,11 @@ class StreamConnection(asyncio.Protocol):
             elif reasoning:
                 record.token_ns.append(now)
                 record.reasoning_chunks += 1
-            if b'"finish_reason":"' in payload:
-                i = payload.find(b'"finish_reason":"') + 17
-                record.finish_reason = payload[i : payload.find(b'"', i)].decode("ascii", "replace")
-            if b'"usage":{' in payload:
+            if b'"finish_reason":"' in payload or b'"finish_reason": "' in payload:
+                reason = _string_after(payload, b'"finish_reason":')
+                if reason is not None:
+                    record.finish_reason = reason
+            if b'"usage":{' in payload or b'"usage": {' in payload:
                 record.usage_raw = payload
 
     def _complete(self, now: int) -> None:
@@ -344,6 +346,28 @@ class StreamConnection(asyncio.Protocol):
             record.end_ns = now
         if future is not None and not future.done():
             future.set_result(None)
+
+
+def _has_text(payload: bytes, key: bytes, at: int = -1) -> bool:
+    """Whether `key` (a JSON key with its colon) is followed by a non-empty string."""
+    i = payload.find(key) if at < 0 else at
+    if i < 0:
+        return False
+    j = i + len(key)
+    while payload[j : j + 1] in (b" ", b"\t"):
+        j += 1
+    return payload[j : j + 1] == b'"' and payload[j + 1 : j + 2] != b'"'
+
+
+def _string_after(payload: bytes, key: bytes) -> str | None:
+    """The string value after `key`, or None when it is null or not a string."""
+    j = payload.find(key) + len(key)
+    while payload[j : j + 1] in (b" ", b"\t"):
+        j += 1
+    if payload[j : j + 1] != b'"':
+        return None
+    end = payload.find(b'"', j + 1)
+    return payload[j + 1 : end].decode("utf-8", "replace") if end > 0 else None
 
 
 def _data_of(event: bytes) -> bytes | None:

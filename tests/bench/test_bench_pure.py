@@ -1,0 +1,126 @@
+"""Arrivals, anomaly flags, normalization, the CSV and the final table (pure logic)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+
+import pytest
+from rich.console import Console
+
+from orchestrator.bench.anomalies import level_flags, throughput_drops
+from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
+from orchestrator.bench.results import CSV_COLUMNS, normalized, render_csv
+from orchestrator.bench.table import render_table
+
+
+def test_constant_arrivals_are_evenly_spaced() -> None:
+    assert arrival_offsets(4, 2.0, kind="constant") == [0.0, 0.5, 1.0, 1.5]
+
+
+@pytest.mark.parametrize(("burstiness", "cv"), [(1.0, 1.0), (4.0, 0.5), (0.25, 2.0)])
+def test_gamma_arrivals_have_the_configured_rate_and_burstiness(burstiness: float, cv: float) -> None:
+    offsets = arrival_offsets(20_001, 10.0, burstiness=burstiness, seed=7)
+    gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(0.1, rel=0.05)
+    # gamma with shape s has a coefficient of variation of 1/sqrt(s)
+    assert statistics.pstdev(gaps) / mean == pytest.approx(cv, rel=0.08)
+
+
+def test_arrivals_are_reproducible_by_seed() -> None:
+    assert arrival_offsets(50, 3.0, seed=1) == arrival_offsets(50, 3.0, seed=1)
+    assert arrival_offsets(50, 3.0, seed=1) != arrival_offsets(50, 3.0, seed=2)
+    assert arrival_offsets(0, 3.0) == []
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [({"rate": 0.0}, "rate"), ({"rate": 1.0, "burstiness": 0.0}, "burstiness")])
+def test_arrivals_reject_bad_parameters(kwargs: dict[str, float], message: str) -> None:
+    rate = kwargs.pop("rate")
+    with pytest.raises(ValueError, match=message):
+        arrival_offsets(3, rate, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("spec", "rate", "count"), [(10, 2.0, 10), ("2x", 4.0, 8), ("1x", 0.2, 1), ("0.5x", 9.0, 4)])
+def test_requests_for_rate(spec: int | str, rate: float, count: int) -> None:
+    assert requests_for_rate(spec, rate) == count
+
+
+@pytest.mark.parametrize(
+    ("levels", "drops"),
+    [
+        ([(1, 61.3), (2, 57.8), (4, 93.7), (8, 276.6)], [1]),  # the motivating run
+        ([(1, 10.0), (2, 9.95)], []),  # within the 1% tolerance
+        ([(4, 30.0), (1, 10.0), (2, 20.0)], []),  # order of running does not matter
+        ([(1, 10.0), (2, 20.0), (4, 15.0), (8, 14.0)], [2, 3]),
+    ],
+)
+def test_throughput_drops(levels: list[tuple[float, float]], drops: list[int]) -> None:
+    assert throughput_drops(levels) == drops
+
+
+@pytest.mark.parametrize(
+    ("result", "flags"),
+    [
+        ({"failed": 0, "output_throughput": 100.0}, []),
+        ({"failed": 2}, ["errors"]),
+        ({"spread": 0.15}, ["spread"]),
+        ({"client_cpu_utilization": 0.97}, ["client_saturated"]),
+        ({"output_throughput": 100.0, "server_metrics": {"server_output_throughput": 150.0}}, ["server_disagrees"]),
+        ({"output_throughput": 100.0, "server_metrics": {"server_output_throughput": 104.0}}, []),
+        ({"partial": True}, ["partial"]),
+    ],
+)
+def test_level_flags(result: dict[str, object], flags: list[str]) -> None:
+    assert level_flags(result) == flags
+
+
+def test_normalized_figures_are_in_model_time() -> None:
+    raw = {"duration": 2.0, "mean_ttft_ms": 10.0, "output_throughput": 5000.0, "completed": 8, "mode": "closed"}
+    assert normalized(raw, 0.05) == {
+        "time_scale": 0.05,
+        "duration": pytest.approx(40.0),
+        "mean_ttft_ms": pytest.approx(200.0),
+        "output_throughput": pytest.approx(250.0),
+    }
+
+
+def _result(c: int, throughput: float, **extra: object) -> dict[str, object]:
+    return {
+        "level": f"c{c}", "mode": "closed", "max_concurrency": c, "request_rate": "inf",
+        "output_throughput": throughput, "mean_e2el_ms": 8360.0, "median_e2el_ms": 8360.0,
+        "p99_e2el_ms": 8360.0, "mean_ttft_ms": 120.0, "mean_itl_ms": 16.3, "failed": 0,
+        "flags": [], **extra,
+    }
+
+
+def test_csv_has_one_row_per_level_with_the_documented_columns() -> None:
+    text = render_csv([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])])
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == list(CSV_COLUMNS)
+    assert [r["concurrency"] for r in rows] == ["1", "2"]
+    assert rows[1]["flags"] == "throughput_drop"
+    assert rows[0]["normalized_output_throughput"] == ""
+
+
+def _text(table: object) -> str:
+    console = Console(width=160, record=True, color_system=None)
+    console.print(table)
+    return console.export_text()
+
+
+def test_the_table_reads_like_the_motivating_run() -> None:
+    text = _text(render_table([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])], knee=1))
+    for heading in ("Concurrency", "Throughput (tok/s)", "Avg latency (s)", "P50 (s)", "P99 (s)", "TTFT (ms)", "ITL (ms)"):
+        assert heading in text
+    assert "61.3" in text and "8.36" in text and "16.3" in text
+    assert "knee" in text and "throughput_drop" in text
+    assert "model time" not in text
+
+
+def test_a_simulated_run_is_shown_in_model_time_and_says_so() -> None:
+    result = _result(1, 1226.0, normalized={"output_throughput": 61.3, "mean_e2el_ms": 8360.0, "mean_ttft_ms": 2400.0})
+    text = _text(render_table([result], time_scale=0.05))
+    assert "61.3" in text and "1,226" not in text
+    assert "time scale 0.05" in text and "model time" in text
