@@ -185,19 +185,21 @@ def field_index(model: type[BaseModel] = Plan) -> dict[str, list[str]]:
 
 
 def sections(model: type[BaseModel] = Plan) -> Iterator[tuple[str, type[BaseModel]]]:
-    """(path, model) for the root and every nested model, breadth first, each model once."""
+    """(path, model) for the root and every nested model, in the order a plan file lists
+    them (depth first), each model once."""
     seen: set[type[BaseModel]] = set()
-    queue: list[tuple[str, type[BaseModel]]] = [("", model)]
-    while queue:
-        path, current = queue.pop(0)
+
+    def visit(path: str, current: type[BaseModel]) -> Iterator[tuple[str, type[BaseModel]]]:
         if current in seen:
-            continue
+            return
         seen.add(current)
         yield path, current
         for name, info in current.model_fields.items():
             child = f"{path}.{name}" if path else name
             for nested, suffix in _nested_models(info.annotation):
-                queue.append((child + suffix, nested))
+                yield from visit(child + suffix, nested)
+
+    yield from visit("", model)
 
 
 def _nested_models(annotation: Any, suffix: str = "") -> Iterator[tuple[type[BaseModel], str]]:

@@ -151,7 +151,10 @@ class FileSpec(StrictModel):
     content: str | None = Field(None, description="Literal content (may use `${vars.NAME}`).")
     template: str | None = Field(
         None,
-        description="Path of a local template, relative to the plan file; `${vars.NAME}` is filled in.",
+        description=(
+            "Path of a local template, relative to the plan file that sets it; "
+            "`${vars.NAME}` is filled in."
+        ),
     )
     mode: str = Field("0644", description="Octal permission bits, e.g. `0644` or `0600`.")
 
@@ -360,7 +363,9 @@ class Bench(StrictModel):
 
     endpoint: Literal["chat", "completions"] = Field("chat", description="API endpoint.")
     prompt: str | None = Field(None, description="Fixed prompt (default: a step-by-step guide).")
-    dataset: str | None = Field(None, description="JSONL file of prompts (local path).")
+    dataset: str | None = Field(
+        None, description="JSONL file of prompts (local path, relative to the plan file that sets it)."
+    )
     input_len: int | None = Field(None, ge=1, description="Synthetic prompts of this many tokens.")
     max_tokens: int = Field(1024, ge=1, description="Completion token limit per request.")
     ignore_eos: bool = Field(False, description="Generate max_tokens regardless of end of sequence.")

@@ -50,6 +50,15 @@ class Problem:
     origin: Origin | None
     expected: str | None = None
     hint: str | None = None
+    # Start the message with the field path ("service.port: expected ..."); unknown and
+    # missing keys name the key in their message already.
+    name_field: bool = True
+
+    @property
+    def headline(self) -> str:
+        if self.name_field and self.path:
+            return f"{dotted(self.path)}: {self.message}"
+        return self.message
 
 
 class PlanProblems(PlanError):
@@ -102,7 +111,7 @@ def problem_error(problem: Problem, positions: Positions) -> PlanError:
     elif origin is not None and origin.line is None and origin.column is not None:
         shown = arg_snippet(origin.layer, origin.column)
     return PlanError(
-        problem.message,
+        problem.headline,
         file=origin.layer if origin else None,
         line=origin.line if origin else None,
         column=origin.column if origin and origin.line is not None else None,
@@ -128,7 +137,7 @@ def as_plan_error(problems: list[Problem], positions: Positions) -> PlanError:
         where = str(problem.origin) if problem.origin else "<plan>"
         if problem.origin and problem.origin.line is not None and problem.origin.column:
             where += f":{problem.origin.column}"
-        more.append(f"{where}: {dotted(problem.path)}: {problem.message}")
+        more.append(f"{where}: {problem.headline}")
     return PlanProblems(first, more) if more else first
 
 
@@ -204,6 +213,7 @@ def _problem(
             positions.locate(path, key=True),
             expected=f"one of: {', '.join(known)}" if known else None,
             hint=hint,
+            name_field=False,
         )
     if kind == "missing":
         expected = expected_at(model, path)
@@ -212,6 +222,7 @@ def _problem(
             f"missing required key {name!r} {where}",
             positions.locate(parent, key=True),
             expected=f"{name}: {expected}" if expected else None,
+            name_field=False,
         )
     origin = positions.locate(path)
     expected = expected_at(model, path)
@@ -219,15 +230,12 @@ def _problem(
         cause = (item.get("ctx") or {}).get("error")
         at: FieldPath = tuple(getattr(cause, "at", ()) or ())
         message = str(cause) if cause is not None else item["msg"]
-        if at:
-            path = (*path, *at)
-            origin = positions.locate(path)
-        from orchestrator.plan.docs import annotation_at
-
-        found = annotation_at(model, path[: len(path) - len(at)])
-        info = found[1] if found else None
-        described = info.description if info is not None and info.description else None
-        return Problem(path, message, origin, expected=described or expected)
+        return Problem(
+            (*path, *at),
+            message,
+            positions.locate((*path, *at)),
+            expected=_described(model, path, (*path, *at)) if path else None,
+        )
     if kind == "literal_error":
         options = [
             v.strip("'\"")
@@ -243,11 +251,32 @@ def _problem(
             hint=_did_you_mean(str(item["input"]), options),
         )
     message = item["msg"]
-    if kind.endswith(("_type", "_parsing")) or kind in ("model_attributes_type",):
-        message = f"expected {expected or message}, got {kind_of(item['input'])}"
+    value = item["input"]
+    hint = None
+    if kind.endswith(("_type", "_parsing")):
+        message = f"expected {expected or message}, got {kind_of(value)}"
+        if kind == "string_type" and isinstance(value, int | float):
+            hint = f'quote it: "{_yaml_text(value)}" (YAML reads it as a {type(value).__name__})'
     else:
-        message = f"{_lower_first(message)}, got {kind_of(item['input'])}"
-    return Problem(path, message, origin, expected=expected)
+        message = f"{_lower_first(message)}, got {kind_of(value)}"
+    return Problem(path, message, origin, expected=expected, hint=hint)
+
+
+def _yaml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _described(model: type[BaseModel], top: FieldPath, path: FieldPath) -> str | None:
+    """The description of the nearest described field from `path` up to `top`."""
+    from orchestrator.plan.docs import annotation_at, expected_at
+
+    for size in range(len(path), len(top) - 1, -1):
+        found = annotation_at(model, path[:size])
+        if found and found[1] is not None and found[1].description:
+            return found[1].description
+    return expected_at(model, path)
 
 
 def _lower_first(text: str) -> str:

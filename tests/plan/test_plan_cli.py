@@ -1,0 +1,59 @@
+"""`orch validate` and `orch schema` as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BAD = ROOT / "tests" / "plan" / "bad"
+
+
+def orch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+
+
+def test_validate_reports_each_plan_and_fails_on_a_bad_one() -> None:
+    result = orch(
+        "validate", "plans/kimi-nvfp4.yaml", str(BAD / "unknown-service-key.yaml"),
+        "plans/sim/kimi-nvfp4.yaml", str(BAD / "yaml-colon-in-value.yaml"),
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines == [
+        "ok   plans/kimi-nvfp4.yaml (kimi-nvfp4; 2 layers; secrets: HF_TOKEN)",
+        "ok   plans/sim/kimi-nvfp4.yaml (sim-kimi-nvfp4; 3 layers)",
+    ]
+    assert "Traceback" not in result.stderr
+    assert "unknown key 'modle' in service" in result.stderr
+    assert "hint: did you mean 'model'?" in result.stderr
+    assert "YAML syntax error" in result.stderr
+    assert result.stderr.count("FAIL ") == 2
+
+
+def test_validate_applies_overlays_and_sets() -> None:
+    result = orch("validate", "plans/kimi-nvfp4.yaml", "--set", "service.port=http")
+    assert result.returncode == 1
+    assert "--set service.port=http: service.port: expected an integer" in result.stderr
+    assert "Traceback" not in result.stderr
+    ok = orch("validate", "plans/kimi-nvfp4.yaml", "-f", "plans/sim/kimi-nvfp4.yaml")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_validate_with_debug_shows_the_traceback() -> None:
+    result = orch("--debug", "validate", str(BAD / "empty.yaml"))
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "PlanError" in result.stderr
+
+
+def test_schema_prints_json() -> None:
+    result = orch("schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "orch plan"
+    assert "service" in schema["properties"]
