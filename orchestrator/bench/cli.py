@@ -119,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         masking.register(api_key)
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     console = Console()
+    if not console.is_terminal:  # a log file or a pipe: do not squeeze the table into 80 columns
+        console = Console(width=max(console.width, 132))
     labels = {"label": args.label} if args.label else {}
     console.print(f"benchmarking {masking.mask(args.url)}, results in {out}")
     result = run_sweep(
