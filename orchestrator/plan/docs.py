@@ -282,7 +282,7 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema of a plan file (for editors: see docs/plans.md)."""
     schema = Plan.model_json_schema()
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$schema": "http://json-schema.org/draft-07/schema#",  # what editors support
         **schema,
         "title": "orch plan",
     }
