@@ -1,0 +1,204 @@
+"""Routes of the simulated vLLM API server: what each endpoint answers (facts §1).
+
+`--api-key` guards paths starting with /v1 only, as vLLM's middleware does; /health,
+/metrics and /version stay open. Every response also carries the `x-orch-simulator` header
+(added by the HTTP layer).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+
+from orchestrator.sim import wire
+from orchestrator.sim.api_requests import ApiError, parse_chat, parse_completion
+from orchestrator.sim.engine import Engine
+from orchestrator.sim.failures import ENGINE_DEAD
+from orchestrator.sim.http11 import Request, Responder
+from orchestrator.sim.logs import VllmLog
+from orchestrator.sim.metrics import EngineMetrics, render
+from orchestrator.sim.options import SimOptions
+from orchestrator.sim.scheduler import Sequence
+from orchestrator.sim.sinks import ChatStream, ChatWhole, CompletionStream, CompletionWhole
+from orchestrator.sim.textgen import build_script
+
+Route = Callable[[Request, Responder], None]
+
+_NOT_FOUND = b'{"detail":"Not Found"}'
+_NOT_ALLOWED = b'{"detail":"Method Not Allowed"}'
+_UNAUTHORIZED = b'{"error":"Unauthorized"}'
+
+
+class SimApp:
+    def __init__(
+        self, options: SimOptions, engine: Engine, metrics: EngineMetrics, log: VllmLog
+    ) -> None:
+        self.o = options
+        self.engine = engine
+        self.metrics = metrics
+        self.log = log
+        self.model = options.served_names[0]
+        self.counter = 0  # keys the deterministic response of requests without a seed
+        self.routes: dict[str, dict[str, Route]] = {
+            "/health": {"GET": self.health},
+            "/ping": {"GET": self.health, "POST": self.health},
+            "/version": {"GET": self.version},
+            "/load": {"GET": self.load},
+            "/metrics": {"GET": self.metrics_page},
+            "/v1/models": {"GET": self.models},
+            "/v1/chat/completions": {"POST": self.chat},
+            "/v1/completions": {"POST": self.completions},
+        }
+
+    def handle(self, request: Request, responder: Responder) -> None:
+        try:
+            self._route(request, responder)
+        except ApiError as error:
+            responder.send(error.status, error.body(), wire.JSON_CONTENT_TYPE)
+        except Exception as error:  # a bug must not take the server down
+            self.log.error("APIServer", "simulator.py:1", "".join(traceback.format_exception(error)).rstrip())
+            body = wire.error_body(str(error), "InternalServerError", None, 500)
+            responder.send(500, body, wire.JSON_CONTENT_TYPE)
+
+    def _route(self, request: Request, responder: Responder) -> None:
+        methods = self.routes.get(request.path)
+        if methods is None:
+            responder.send(404, _NOT_FOUND, wire.JSON_CONTENT_TYPE)
+            return
+        key = self.o.api_key
+        if (
+            key is not None
+            and request.path.startswith("/v1")
+            and request.headers.get("authorization") != f"Bearer {key}"
+        ):
+            responder.send(401, _UNAUTHORIZED, wire.JSON_CONTENT_TYPE)
+            return
+        method = "GET" if request.method == "HEAD" and "GET" in methods else request.method
+        route = methods.get(method)
+        if route is None:
+            allow = ", ".join(sorted(methods))
+            responder.send(405, _NOT_ALLOWED, wire.JSON_CONTENT_TYPE, [("allow", allow)])
+            return
+        route(request, responder)
+
+    # plain endpoints --------------------------------------------------------------
+    def health(self, request: Request, responder: Responder) -> None:
+        responder.send(503 if self.engine.dead else 200)
+
+    def version(self, request: Request, responder: Responder) -> None:
+        body = {
+            "version": self.o.version.text,
+            "orch_simulator": {"profile": self.o.profile.name, "time_scale": self.o.time_scale},
+        }
+        responder.send(200, wire.dumps(body).encode(), wire.JSON_CONTENT_TYPE)
+
+    def load(self, request: Request, responder: Responder) -> None:
+        running, waiting, _ = self.engine.counts()
+        body = wire.dumps({"server_load": running + waiting}).encode()
+        responder.send(200, body, wire.JSON_CONTENT_TYPE)
+
+    def metrics_page(self, request: Request, responder: Responder) -> None:
+        info = {
+            "profile": self.o.profile.name,
+            "time_scale": repr(self.o.time_scale),
+            "vllm_version": self.o.version.text,
+        }
+        cache = {
+            "block_size": "16",
+            "cache_dtype": "auto",
+            "gpu_memory_utilization": "0.9",
+            "num_gpu_blocks": str(self.o.profile.kv_cache_tokens // 16),
+        }
+        text = render(self.metrics, self.model, self.engine.counts(), info, cache)
+        responder.send(200, text.encode(), wire.METRICS_CONTENT_TYPE)
+
+    def models(self, request: Request, responder: Responder) -> None:
+        body = wire.model_list(self.o.served_names, self.o.model, self.o.max_model_len)
+        responder.send(200, body, wire.JSON_CONTENT_TYPE)
+
+    # generation -------------------------------------------------------------------
+    def _key(self, seed: int | None) -> str:
+        if seed is not None:
+            return f"seed:{seed}"
+        key = str(self.counter)
+        self.counter += 1
+        return key
+
+    def _request_id(self, prefix: str, request: Request, given: str | None) -> str:
+        return prefix + (request.headers.get("x-request-id") or given or uuid.uuid4().hex)
+
+    def _refuse_if_dead(self) -> None:
+        if self.engine.dead:
+            raise ApiError(500, ENGINE_DEAD, "InternalServerError")
+
+    def _submit(self, seq: Sequence, responder: Responder) -> None:
+        engine = self.engine
+        responder.on_close = lambda: engine.abort(seq)
+        engine.submit(seq)
+
+    def chat(self, request: Request, responder: Responder) -> None:
+        self._refuse_if_dead()
+        gen = parse_chat(request.body, self.o)
+        script = build_script(gen.prompt_text, self._key(gen.seed), thinking=gen.thinking)
+        request_id = self._request_id("chatcmpl-", request, gen.request_id)
+        created = int(time.time())
+        natural = None if gen.ignore_eos else script.natural_tokens
+        seq = Sequence(gen.prompt_tokens, gen.max_tokens, natural)
+        split = self.o.splits_reasoning
+        if gen.stream:
+            chunks = wire.ChatChunks(
+                request_id,
+                created,
+                self.model,
+                self.o.version,
+                continuous_usage=gen.continuous_usage,
+                prompt_tokens=gen.prompt_tokens,
+            )
+            seq.sink = ChatStream(
+                responder,
+                script,
+                chunks,
+                split_reasoning=split,
+                include_reasoning=gen.include_reasoning,
+                include_usage=gen.include_usage,
+            )
+            responder.start_stream(200, wire.SSE_CONTENT_TYPE)
+        else:
+            seq.sink = ChatWhole(
+                responder,
+                script,
+                request_id,
+                created,
+                self.model,
+                self.o.version,
+                gen.prompt_tokens,
+                split,
+                gen.include_reasoning,
+            )
+        self._submit(seq, responder)
+
+    def completions(self, request: Request, responder: Responder) -> None:
+        self._refuse_if_dead()
+        gen = parse_completion(request.body, self.o)
+        script = build_script(gen.prompt_text, self._key(gen.seed), thinking=False)
+        request_id = self._request_id("cmpl-", request, gen.request_id)
+        created = int(time.time())
+        natural = None if gen.ignore_eos else script.natural_tokens
+        seq = Sequence(gen.prompt_tokens, gen.max_tokens, natural)
+        if gen.stream:
+            chunks = wire.CompletionChunks(
+                request_id,
+                created,
+                self.model,
+                continuous_usage=gen.continuous_usage,
+                prompt_tokens=gen.prompt_tokens,
+            )
+            seq.sink = CompletionStream(responder, script, chunks, include_usage=gen.include_usage)
+            responder.start_stream(200, wire.SSE_CONTENT_TYPE)
+        else:
+            seq.sink = CompletionWhole(
+                responder, script, request_id, created, self.model, gen.prompt_tokens
+            )
+        self._submit(seq, responder)

@@ -1,0 +1,180 @@
+"""Engine metrics with vLLM's names and labels, in Prometheus text exposition (facts §6).
+
+Counted by hand rather than with prometheus_client because an observation happens for every
+generated token; the text mirrors prometheus_client's own output (counters as `_total` plus a
+`_created` gauge, histograms as cumulative `_bucket`/`_count`/`_sum`, labels sorted).
+Durations are wall-clock seconds as measured; divide by the time scale for model seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+from orchestrator.sim.scheduler import Sequence
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+               2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+                   50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000,
+                 50000, 100000)  # fmt: skip
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+
+
+def format_value(value: float) -> str:
+    """A sample value as Prometheus clients print it (Go-style exponent for large floats)."""
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    text = repr(float(value))
+    dot = text.find(".")
+    if value > 0 and "e" not in text and dot > 6:
+        mantissa = (text[0] + "." + text[1:dot] + text[dot + 1 :]).rstrip("0").rstrip(".")
+        return f"{mantissa}e+0{dot - 1}"
+    return text
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    inner = ",".join(
+        f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+        for k, v in sorted(pairs.items())
+    )
+    return "{" + inner + "}"
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.count += 1
+
+
+class EngineMetrics:
+    """Counts what the scheduler does (it is the scheduler's `StepObserver`)."""
+
+    def __init__(self) -> None:
+        self.created = time.time()
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.preemptions = 0
+        self.finish_counts: dict[str, int] = dict.fromkeys(FINISH_REASONS, 0)
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.e2e = Histogram(REQUEST_BUCKETS)
+        self.queue = Histogram(REQUEST_BUCKETS)
+        self.request_prompt = Histogram(TOKEN_BUCKETS)
+        self.request_generation = Histogram(TOKEN_BUCKETS)
+
+    # StepObserver -----------------------------------------------------------------
+    def admitted(self, seq: Sequence, now: float, first: bool) -> None:
+        if first:
+            self.prompt_tokens += seq.prompt_tokens
+            self.queue.observe(now - seq.arrival)
+
+    def token(self, seq: Sequence, now: float) -> None:
+        self.generation_tokens += 1
+        if seq.generated == 1:
+            self.ttft.observe(now - seq.arrival)
+        else:
+            self.itl.observe(now - seq.last_token_at)
+
+    def finished_request(self, seq: Sequence, now: float, reason: str) -> None:
+        self.finish_counts[reason] = self.finish_counts.get(reason, 0) + 1
+        self.e2e.observe(now - seq.arrival)
+        self.request_prompt.observe(seq.prompt_tokens)
+        self.request_generation.observe(seq.generated)
+
+    def finished(self, seq: Sequence, now: float) -> None:
+        self.finished_request(seq, now, seq.finish_reason or "stop")
+
+    def preempted(self, seq: Sequence) -> None:
+        self.preemptions += 1
+
+
+def render(
+    metrics: EngineMetrics,
+    model_name: str,
+    gauges: tuple[int, int, float],
+    info: dict[str, str],
+    cache_info: dict[str, str],
+) -> str:
+    """The /metrics page."""
+    base = {"model_name": model_name, "engine": "0"}
+    labels = _labels(base)
+    created = format_value(metrics.created)
+    out: list[str] = []
+
+    def family(name: str, kind: str, help_text: str, samples: list[str]) -> None:
+        out.append(f"# HELP {name} {help_text}")
+        out.append(f"# TYPE {name} {kind}")
+        out.extend(samples)
+
+    def counter(name: str, help_text: str, series: list[tuple[dict[str, str], float]]) -> None:
+        totals, stamps = [], []
+        for extra, value in series:
+            lab = _labels({**base, **extra})
+            totals.append(f"{name}_total{lab} {format_value(float(value))}")
+            stamps.append(f"{name}_created{lab} {created}")
+        family(f"{name}_total", "counter", help_text, totals)
+        family(f"{name}_created", "gauge", help_text, stamps)
+
+    def histogram(name: str, help_text: str, hist: Histogram) -> None:
+        samples = []
+        cumulative = 0
+        for bound, count in zip((*hist.buckets, math.inf), hist.counts, strict=True):
+            cumulative += count
+            le = _labels({**base, "le": format_value(float(bound))})
+            samples.append(f"{name}_bucket{le} {format_value(float(cumulative))}")
+        samples.append(f"{name}_count{labels} {format_value(float(hist.count))}")
+        samples.append(f"{name}_sum{labels} {format_value(hist.total)}")
+        family(name, "histogram", help_text, samples)
+        family(f"{name}_created", "gauge", help_text, [f"{name}_created{labels} {created}"])
+
+    running, waiting, kv = gauges
+    family("orch_simulator_info", "gauge", "This server is the orch vLLM simulator.",
+           [f"orch_simulator_info{_labels(info)} 1.0"])  # fmt: skip
+    family("vllm:num_requests_running", "gauge",
+           "Number of requests in model execution batches.",
+           [f"vllm:num_requests_running{labels} {format_value(float(running))}"])  # fmt: skip
+    family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+           [f"vllm:num_requests_waiting{labels} {format_value(float(waiting))}"])  # fmt: skip
+    family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+           [f"vllm:kv_cache_usage_perc{labels} {format_value(kv)}"])  # fmt: skip
+    family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
+           [f"vllm:cache_config_info{_labels({**base, **cache_info})} 1.0"])  # fmt: skip
+    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+            [({}, metrics.preemptions)])  # fmt: skip
+    counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+            [({}, metrics.prompt_tokens)])  # fmt: skip
+    counter("vllm:generation_tokens", "Number of generation tokens processed.",
+            [({}, metrics.generation_tokens)])  # fmt: skip
+    counter("vllm:request_success", "Count of successfully processed requests.",
+            [({"finished_reason": r}, v) for r, v in metrics.finish_counts.items()])  # fmt: skip
+    histogram("vllm:time_to_first_token_seconds",
+              "Histogram of time to first token in seconds.", metrics.ttft)  # fmt: skip
+    histogram("vllm:inter_token_latency_seconds",
+              "Histogram of inter-token latency in seconds.", metrics.itl)  # fmt: skip
+    histogram("vllm:e2e_request_latency_seconds",
+              "Histogram of e2e request latency in seconds.", metrics.e2e)  # fmt: skip
+    histogram("vllm:request_queue_time_seconds",
+              "Histogram of time spent in WAITING phase for request.", metrics.queue)  # fmt: skip
+    histogram("vllm:request_prompt_tokens",
+              "Number of prefill tokens processed.", metrics.request_prompt)  # fmt: skip
+    histogram("vllm:request_generation_tokens",
+              "Number of generation tokens processed.", metrics.request_generation)  # fmt: skip
+    return "\n".join(out) + "\n"

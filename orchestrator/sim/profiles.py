@@ -1,0 +1,205 @@
+"""Throughput and start-up profiles of the simulator, calibrated to the motivating deployment.
+
+The engine model (see `scheduler.py`): each engine step admits waiting requests (charging
+`prefill_per_token_s` per prompt token admitted), then gives one token to every running
+sequence; a step with `b` running sequences takes `step_base_s + step_per_seq_s * b` model
+seconds. Every duration below is in model seconds; `--time-scale` multiplies all of them.
+
+Calibration (batch mode: C requests sent at once, `max_tokens` 1024, the step-by-step-guide
+prompt, natural response length about 510 tokens, throughput = all generated tokens / wall time
+until the last request finishes). Figures are from `benchmarks/sim_capacity.py --calibration`,
+which runs the same scheduler in virtual time; tests/sim/test_calibration.py holds them to 5%:
+
+| profile                          | target C=1 | model C=1 | target peak        | model peak |
+|----------------------------------|-----------:|----------:|--------------------|-----------:|
+| kimi-k2.5-nvfp4-8x-rtx-pro-6000  | 61.3       | 61.3      | 1,238 at C=128     | 1,238      |
+|                                  |            |           | (about 800 at C=32)| 822 at C=32|
+| minimax-m2.5-4x-ep               | 84         | 84.0      | ~4,000 at C=256    | 4,000      |
+| kimi-k2.5-int4-8x-rtx-pro-6000   | 82         | 82.0      | 2,276 at C=128     | 2,276      |
+
+Each profile's default `max_num_seqs` is its peak concurrency: more concurrent requests wait,
+so throughput plateaus there as it did on the real hardware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Response length model shared by all profiles: a response ends by itself after
+# MEAN_RESPONSE_TOKENS tokens on average (reasoning included), spread uniformly by
+# +-RESPONSE_SPREAD around that mean (61.3 tok/s x 8.36 s = 512 tokens in the motivating run).
+MEAN_RESPONSE_TOKENS = 510
+RESPONSE_SPREAD = 0.15
+
+
+@dataclass(frozen=True)
+class StartupTimes:
+    """Model seconds of each start-up phase (facts §8.2), before `--time-scale`."""
+
+    init: float = 0.0  # process start, config resolution, distributed init
+    weights: float = 0.0  # safetensors shards
+    shards: int = 1
+    dynamo: float = 0.0  # torch.compile: bytecode transform
+    compile: float = 0.0  # torch.compile: graph compilation (cold cache)
+    kv_profile: float = 0.0  # memory profiling, KV cache allocation
+    cuda_graphs: float = 0.0  # CUDA graph capture
+    api: float = 0.0  # API server routes, uvicorn start
+
+    @property
+    def total(self) -> float:
+        return (
+            self.init
+            + self.weights
+            + self.dynamo
+            + self.compile
+            + self.kv_profile
+            + self.cuda_graphs
+            + self.api
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    summary: str
+    architecture: str
+    step_base_s: float  # t0: step time independent of the batch
+    step_per_seq_s: float  # k: extra step time per running sequence
+    prefill_per_token_s: float  # prefill cost per prompt token, charged in the admitting step
+    kv_cache_tokens: int  # KV cache capacity ("GPU KV cache size")
+    max_num_seqs: int  # default running-batch limit
+    max_model_len: int  # default context length
+    peak_concurrency: int  # where the peak target was measured
+    targets: dict[int, float]  # concurrency -> measured tok/s on the real deployment
+    startup: StartupTimes = field(default_factory=StartupTimes)
+    tensor_parallel: int = 1
+    attention_backend: str = "FLASH_ATTN"
+    moe_backend: str | None = None
+    weights_gib: float = 1.0
+    kv_cache_gib: float = 1.0
+    pcie_only: bool = False
+
+    def step_seconds(self, running: int, prefill_tokens: int = 0) -> float:
+        """Model seconds of one engine step with `running` sequences."""
+        return (
+            self.step_base_s
+            + self.step_per_seq_s * running
+            + self.prefill_per_token_s * prefill_tokens
+        )
+
+
+KIMI_NVFP4 = Profile(
+    name="kimi-k2.5-nvfp4-8x-rtx-pro-6000",
+    summary="Kimi-K2.5 NVFP4, TP8 over PCIe on 8x RTX PRO 6000 (allreduce-bound)",
+    architecture="KimiK25ForConditionalGeneration",
+    step_base_s=0.015643,
+    step_per_seq_s=0.0006443,
+    prefill_per_token_s=0.00025,
+    kv_cache_tokens=449_536,
+    max_num_seqs=128,
+    max_model_len=262_144,
+    peak_concurrency=128,
+    targets={1: 61.3, 32: 800.0, 128: 1238.0},
+    startup=StartupTimes(
+        init=38.0,
+        weights=532.0,
+        shards=119,
+        dynamo=35.2,
+        compile=63.3,
+        kv_profile=12.5,
+        cuda_graphs=61.0,
+        api=3.0,
+    ),
+    tensor_parallel=8,
+    attention_backend="TRITON_MLA",
+    moe_backend="FLASHINFER_CUTLASS",
+    weights_gib=71.2,
+    kv_cache_gib=15.43,
+    pcie_only=True,
+)
+
+MINIMAX_EP = Profile(
+    name="minimax-m2.5-4x-ep",
+    summary="MiniMax-M2.5 FP8 on 4x RTX PRO 6000, TP4 with expert parallelism",
+    architecture="MiniMaxM2ForCausalLM",
+    step_base_s=0.011706,
+    step_per_seq_s=0.0001903,
+    prefill_per_token_s=0.00008,
+    kv_cache_tokens=399_424,
+    max_num_seqs=256,
+    max_model_len=196_608,
+    peak_concurrency=256,
+    targets={1: 84.0, 256: 4000.0},
+    startup=StartupTimes(
+        init=21.0,
+        weights=186.0,
+        shards=126,
+        dynamo=22.4,
+        compile=41.7,
+        kv_profile=8.1,
+        cuda_graphs=25.0,
+        api=2.0,
+    ),
+    tensor_parallel=4,
+    attention_backend="FLASHINFER",
+    moe_backend="TRITON",
+    weights_gib=53.6,
+    kv_cache_gib=23.62,
+    pcie_only=True,
+)
+
+KIMI_INT4 = Profile(
+    name="kimi-k2.5-int4-8x-rtx-pro-6000",
+    summary="Kimi-K2.5 INT4 (native checkpoint), TP8 on 8x RTX PRO 6000",
+    architecture="KimiK25ForConditionalGeneration",
+    step_base_s=0.011860,
+    step_per_seq_s=0.0003145,
+    prefill_per_token_s=0.0002,
+    kv_cache_tokens=449_536,
+    max_num_seqs=128,
+    max_model_len=262_144,
+    peak_concurrency=128,
+    targets={1: 82.0, 128: 2276.0},
+    startup=StartupTimes(
+        init=36.0,
+        weights=455.0,
+        shards=64,
+        dynamo=34.8,
+        compile=60.9,
+        kv_profile=12.0,
+        cuda_graphs=58.0,
+        api=3.0,
+    ),
+    tensor_parallel=8,
+    attention_backend="TRITON_MLA",
+    moe_backend="MARLIN",
+    weights_gib=74.3,
+    kv_cache_gib=13.9,
+    pcie_only=True,
+)
+
+INSTANT = Profile(
+    name="instant",
+    summary="no model delay at all: for measuring clients",
+    architecture="LlamaForCausalLM",
+    step_base_s=0.0,
+    step_per_seq_s=0.0,
+    prefill_per_token_s=0.0,
+    kv_cache_tokens=4_194_304,
+    max_num_seqs=1024,
+    max_model_len=131_072,
+    peak_concurrency=1024,
+    targets={},
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (KIMI_NVFP4, MINIMAX_EP, KIMI_INT4, INSTANT)}
+DEFAULT_PROFILE = KIMI_NVFP4.name
+
+
+def get_profile(name: str) -> Profile:
+    """The profile called `name`; a clear error listing the known names otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        known = ", ".join(PROFILES)
+        raise ValueError(f"unknown simulator profile {name!r} (expected one of: {known})") from None

@@ -1,0 +1,180 @@
+"""Continuous batching, as pure logic: no clock, no I/O.
+
+One engine step = `plan_step()` (admit waiting requests within the running-batch limit, the
+KV-cache budget and the per-step prefill budget; return the step's model duration), then,
+once that time has passed, `complete_step(now)` (one token for every running sequence,
+finished ones leave, KV overflow preempts the newest). The asyncio engine (`engine.py`)
+drives it against the monotonic clock; `calibration.py` drives it in virtual time. Both see
+exactly the same model.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from orchestrator.sim.profiles import Profile
+
+
+class TokenSink(Protocol):
+    """Receives a sequence's tokens as the engine produces them (see `http_app.py`)."""
+
+    def on_token(self, seq: Sequence, finish: str | None) -> None: ...
+
+    def on_error(self, seq: Sequence, message: str) -> None: ...
+
+
+class StepObserver(Protocol):
+    """Counts what the engine does (metrics, stats log line)."""
+
+    def admitted(self, seq: Sequence, now: float, first: bool) -> None: ...
+
+    def token(self, seq: Sequence, now: float) -> None: ...
+
+    def finished(self, seq: Sequence, now: float) -> None: ...
+
+    def preempted(self, seq: Sequence) -> None: ...
+
+
+@dataclass(eq=False, slots=True)
+class Sequence:
+    """One request inside the engine."""
+
+    prompt_tokens: int
+    max_tokens: int
+    natural_tokens: int | None  # ends by itself (finish "stop") here; None = ignore_eos
+    sink: TokenSink | None = None
+    arrival: float = 0.0
+    generated: int = 0
+    admitted_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float = 0.0
+    finish_reason: str | None = None
+    aborted: bool = False
+
+    def finish_after(self, count: int) -> str | None:
+        """The finish reason once `count` tokens exist, or None while it goes on."""
+        if self.natural_tokens is not None and count >= self.natural_tokens:
+            return "stop"
+        if count >= self.max_tokens:
+            return "length"
+        return None
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.prompt_tokens + self.generated
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    seconds: float  # model seconds (before the time scale)
+    running: int
+    prefill_tokens: int
+
+
+@dataclass
+class Scheduler:
+    profile: Profile
+    max_num_seqs: int
+    kv_capacity: int
+    max_batched_tokens: int = 8192
+    observer: StepObserver | None = None
+    waiting: deque[Sequence] = field(default_factory=deque)
+    running: list[Sequence] = field(default_factory=list)
+    kv_used: int = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or any(not s.aborted for s in self.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return min(1.0, self.kv_used / self.kv_capacity) if self.kv_capacity else 0.0
+
+    def plan_step(self, now: float) -> StepPlan:
+        """Admit what fits and return the duration of the step about to run."""
+        self._purge_aborted()
+        prefill = 0
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            if seq.aborted:
+                self.waiting.popleft()
+                continue
+            need = seq.kv_tokens  # a preempted sequence recomputes its output too
+            fits_kv = self.kv_used + need + 1 <= self.kv_capacity
+            fits_budget = prefill + need <= self.max_batched_tokens
+            if self.running and not fits_kv:
+                break
+            if prefill and not fits_budget:
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            self.kv_used += need
+            prefill += need
+            first = seq.admitted_at is None
+            if first:
+                seq.admitted_at = now
+            if self.observer is not None:
+                self.observer.admitted(seq, now, first)
+        seconds = self.profile.step_seconds(len(self.running), prefill)
+        return StepPlan(seconds, len(self.running), prefill)
+
+    def _purge_aborted(self) -> None:
+        if any(s.aborted for s in self.running):
+            for seq in self.running:
+                if seq.aborted:
+                    self.kv_used -= seq.kv_tokens
+            self.running = [s for s in self.running if not s.aborted]
+
+    def complete_step(self, now: float) -> int:
+        """One token for every running sequence; return how many finished."""
+        self._purge_aborted()
+        observer = self.observer
+        finished = 0
+        for seq in self.running:
+            count = seq.generated + 1
+            seq.generated = count
+            finish = seq.finish_after(count)
+            if seq.first_token_at is None:
+                seq.first_token_at = now
+            if observer is not None:
+                observer.token(seq, now)
+            seq.last_token_at = now
+            if finish is not None:
+                seq.finish_reason = finish
+                finished += 1
+            if seq.sink is not None:
+                seq.sink.on_token(seq, finish)
+        self.kv_used += len(self.running)
+        if finished:
+            keep = []
+            for seq in self.running:
+                if seq.finish_reason is None:
+                    keep.append(seq)
+                else:
+                    self.kv_used -= seq.kv_tokens
+                    if observer is not None:
+                        observer.finished(seq, now)
+            self.running = keep
+        while self.kv_used > self.kv_capacity and len(self.running) > 1:
+            victim = self.running.pop()
+            self.kv_used -= victim.kv_tokens
+            self.waiting.appendleft(victim)
+            if observer is not None:
+                observer.preempted(victim)
+        return finished
+
+    def fail_all(self, message: str) -> list[Sequence]:
+        """The engine died: every running and waiting sequence gets the error."""
+        victims = [s for s in (*self.running, *self.waiting) if not s.aborted]
+        self.running = []
+        self.waiting.clear()
+        self.kv_used = 0
+        for seq in victims:
+            seq.finish_reason = "error"
+            if seq.sink is not None:
+                seq.sink.on_error(seq, message)
+        return victims

@@ -1,0 +1,153 @@
+"""`orch sim serve`: one process that starts like vLLM, serves like vLLM, and dies like vLLM.
+
+Order of events, as in vLLM (facts §1.1): the socket is bound first (a port in use fails
+at once), the start-up phases are logged, and only then does the socket listen (before that,
+connecting is refused). SIGTERM/SIGINT shut down gracefully (exit 0); an injected engine
+crash answers /health with 503 for CRASH_GRACE_S seconds, then exits with 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import signal
+import socket
+
+from orchestrator import masking
+from orchestrator.sim import failures
+from orchestrator.sim.app import SimApp
+from orchestrator.sim.engine import Engine
+from orchestrator.sim.http11 import HttpServer
+from orchestrator.sim.logs import VllmLog
+from orchestrator.sim.metrics import EngineMetrics
+from orchestrator.sim.options import SimOptions, parse_serve_args
+from orchestrator.sim.scheduler import Scheduler
+from orchestrator.sim.startup import Startup, StartupFailed
+
+CRASH_GRACE_S = 1.0  # wall seconds between an engine crash and the process exit
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind (not listen) like vLLM: SO_REUSEADDR and SO_REUSEPORT."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+    except BaseException:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _header(options: SimOptions, log: VllmLog) -> None:
+    api = "APIServer"
+    log.warning(api, "simulator.py:1",
+                f"orch simulator: this is not vLLM but a simulated server "
+                f"(profile={options.profile.name}, time-scale={options.time_scale!r}, "
+                f"vllm-version={options.version.text})")  # fmt: skip
+    log.info(api, "api_server.py:1885",
+             f"vLLM server version {options.version.text}, serving model {options.model}")  # fmt: skip
+    log.info(api, "utils.py:267", f"non-default args: {options.non_default!r}")
+    for name, value in options.ignored:
+        shown = f"--{name}" if value is None else f"--{name} {value}"
+        log.warning(api, "simulator.py:1", f"Ignoring vLLM flag {shown} (not modelled by the simulator)")
+
+
+def _shutdown_lines(log: VllmLog) -> None:
+    log.info("APIServer", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+    log.uvicorn("Shutting down")
+    log.uvicorn("Waiting for application shutdown.")
+    log.uvicorn("Application shutdown complete.")
+    log.uvicorn(f"Finished server process [{log.pid}]")
+
+
+def _port_failure(log: VllmLog, error: OSError | None) -> int:
+    if error is None or error.errno == errno.EADDRINUSE:
+        text = failures.PORT_IN_USE
+    else:
+        text = f"OSError: [Errno {error.errno}] {error.strerror}"
+    failures.report_api_failure(log, failures.PORT_FRAMES, text)
+    return 1
+
+
+async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
+    log = log or VllmLog()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    _header(options, log)
+    if options.fail_at_startup == "port-in-use":
+        return _port_failure(log, None)
+    try:
+        sock = bind_socket(options.host, options.port)
+    except OSError as error:
+        return _port_failure(log, error)
+    metrics = EngineMetrics()
+    scheduler = Scheduler(
+        profile=options.profile,
+        max_num_seqs=options.max_num_seqs,
+        kv_capacity=options.profile.kv_cache_tokens,
+        max_batched_tokens=options.max_num_batched_tokens,
+        observer=metrics,
+    )
+    dead = asyncio.Event()
+    engine = Engine(
+        scheduler,
+        metrics,
+        log,
+        time_scale=options.time_scale,
+        engine_proc=options.version.engine_process,
+        crash_after=options.crash_after_requests,
+        hang_after=options.hang_after_requests,
+        on_dead=dead.set,
+    )
+    app = SimApp(options, engine, metrics, log)
+    server = HttpServer(app.handle, [("x-orch-simulator", options.marker())])
+    startup = asyncio.create_task(Startup(options, log, lambda: server.serve(sock)).run())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({startup, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not startup.done():
+            startup.cancel()
+            return 0
+        try:
+            startup.result()
+        except StartupFailed as failure:
+            return failure.code
+        tasks = [asyncio.create_task(engine.run())]
+        if options.log_stats:
+            tasks.append(asyncio.create_task(engine.log_stats()))
+        dying = asyncio.create_task(dead.wait())
+        await asyncio.wait({stopping, dying, tasks[0]}, return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        if dead.is_set():
+            await asyncio.sleep(CRASH_GRACE_S)
+            code = 1
+        for task in (*tasks, dying):
+            task.cancel()
+        _shutdown_lines(log)
+        server.close()
+        return code
+    finally:
+        stopping.cancel()
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of `orch sim serve` and `python -m orchestrator.sim serve`."""
+    options = parse_serve_args(argv)
+    if options.api_key:
+        masking.register(options.api_key)
+    try:
+        return asyncio.run(serve(options))
+    except KeyboardInterrupt:
+        return 130

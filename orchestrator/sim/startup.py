@@ -1,0 +1,237 @@
+"""The start-up log of `vllm serve` (facts §8.2), timed by the profile and the time scale.
+
+Phases and their markers, in order: config resolution, engine and worker init (NCCL), model
+load (safetensors shards), torch.compile, KV cache profiling, CUDA graph capture, API server
+and uvicorn. Injected start-up failures happen where they happen in real life and print the
+texts of `failures.py`. The durations printed are the wall-clock seconds that really passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from orchestrator.sim import failures
+from orchestrator.sim.logs import VllmLog
+from orchestrator.sim.options import SimOptions
+
+ROUTES = (
+    ("/health", "GET"), ("/ping", "GET, POST"), ("/version", "GET"), ("/load", "GET"),
+    ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+)  # fmt: skip
+
+
+class StartupFailed(Exception):
+    """The injected failure has been printed; the process exits with `code`."""
+
+    def __init__(self, code: int = 1) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{secs:02d}"
+
+
+def tqdm_line(desc: str, done: int, total: int, elapsed: float) -> str:
+    """vLLM's tqdm bar format for checkpoint shards."""
+    percent = 100 * done / total if total else 100
+    if done == 0:
+        return f"{desc}: {percent:3.0f}% Completed | {done}/{total} [00:00<?, ?it/s]"
+    per = elapsed / done
+    remaining = per * (total - done)
+    rate = f"{per:5.2f}s/it" if per >= 1 else f"{1 / per if per else 0:5.2f}it/s"
+    return (
+        f"{desc}: {percent:3.0f}% Completed | {done}/{total} "
+        f"[{_clock(elapsed)}<{_clock(remaining)}, {rate}]"
+    )
+
+
+class Startup:
+    def __init__(
+        self, options: SimOptions, log: VllmLog, listen: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.o = options
+        self.log = log
+        self.listen = listen
+        self.scale = options.startup_time_scale
+        self.engine = options.version.engine_process
+        tp = options.tensor_parallel
+        self.worker = "Worker_TP0" if tp > 1 else None
+        self.model_proc = self.worker or self.engine
+        self.tp = tp
+        self._compile_took = 0.0
+        self._due: float | None = None
+
+    async def _sleep(self, model_seconds: float, wall_seconds: float = 0.0) -> None:
+        """Sleep until the phase's due time, so that many short sleeps do not drift."""
+        now = time.monotonic()
+        if self._due is None:
+            self._due = now
+        self._due += model_seconds * self.scale + wall_seconds
+        if self._due > now:
+            await asyncio.sleep(self._due - now)
+
+    def _fail(self, kind: str, exception: str) -> None:
+        failures.report_worker_failure(self.log, self.worker, self.engine, kind, exception)
+        raise StartupFailed(1)
+
+    async def run(self) -> None:
+        """Print the phases, call `listen` at the end; raise StartupFailed on injection."""
+        o, log, times, profile = self.o, self.log, self.o.profile.startup, self.o.profile
+        api = "APIServer"
+        fail = o.fail_at_startup
+        await self._sleep(times.init * 0.2)
+        if fail == "trust-remote-code":
+            failures.report_api_failure(log, failures.CONFIG_FRAMES, failures.TRUST_REMOTE_CODE)
+            raise StartupFailed(1)
+        log.info(api, "model.py:541", f"Resolved architecture: {profile.architecture}")
+        log.info(api, "model.py:1561", f"Using max model len {o.max_model_len}")
+        log.info(api, "scheduler.py:226",
+                 f"Chunked prefill is enabled with max_num_batched_tokens={o.max_num_batched_tokens}.")  # fmt: skip
+        log.info(api, "vllm.py:750", "Asynchronous scheduling is enabled.")
+        log.info(self.engine, "core.py:96",
+                 f"Initializing a V1 LLM engine (v{o.version.text}) with config: model='{o.model}', "
+                 f"speculative_config=None, tokenizer='{o.model}', skip_tokenizer_init=False, "
+                 f"tokenizer_mode=auto, trust_remote_code=True, dtype=torch.bfloat16, "
+                 f"max_seq_len={o.max_model_len}, tensor_parallel_size={self.tp}, "
+                 f"served_model_name={o.served_names[0]}, enable_prefix_caching=True")  # fmt: skip
+        await self._sleep(times.init * 0.4)
+        if self.worker is not None:
+            log.info(self.engine, "multiproc_executor.py:96",
+                     f"world_size={self.tp}, local_world_size={self.tp}")  # fmt: skip
+            for rank in range(self.tp):
+                log.info(f"Worker_TP{rank}", "parallel_state.py:1208",
+                         f"world_size={self.tp} rank={rank} local_rank={rank} "
+                         f"distributed_init_method=tcp://127.0.0.1:29501 backend=nccl")  # fmt: skip
+            log.info(self.worker, "pynccl.py:111", "vLLM is using nccl==2.27.5")
+            await self._sleep(times.init * 0.4)
+            if fail == "nccl":
+                self._fail("nccl", failures.NCCL_ERROR)
+            if profile.pcie_only and self.tp > 2:
+                log.warning(self.worker, "custom_all_reduce.py:154",
+                            "Custom allreduce is disabled because it's not supported on more than "
+                            "two PCIe-only GPUs. To silence this warning, specify "
+                            "disable_custom_all_reduce=True explicitly.")  # fmt: skip
+        elif fail == "nccl":
+            self._fail("nccl", failures.NCCL_ERROR)
+        proc = self.model_proc
+        backend = profile.attention_backend
+        log.info(proc, "cuda.py:367",
+                 f"Using {backend} attention backend out of potential backends: ['{backend}'].")  # fmt: skip
+        log.info(proc, "gpu_model_runner.py:3353", f"Starting to load model {o.model}...")
+        if fail == "flashinfer-mismatch":
+            self._fail("flashinfer-mismatch", failures.FLASHINFER_MISMATCH)
+        if profile.moe_backend:
+            log.info(proc, "oracle.py:180",
+                     f"Using '{profile.moe_backend}' MoE backend out of potential backends: "
+                     f"['{profile.moe_backend}'].")  # fmt: skip
+        await self._load_weights(proc)
+        await self._compile(proc)
+        started = time.monotonic()
+        await self._sleep(times.kv_profile)
+        if fail == "kv-cache":
+            log.info(proc, "gpu_worker.py:298", "Available KV cache memory: -1.37 GiB")
+            self._fail("kv-cache", failures.NO_KV_MEMORY)
+        log.info(proc, "gpu_worker.py:298", f"Available KV cache memory: {profile.kv_cache_gib:.2f} GiB")
+        self._kv_lines()
+        await self._cuda_graphs(proc)
+        init_took = time.monotonic() - started + self._compile_took
+        log.info(self.engine, "core.py:259",
+                 f"init engine (profile, create kv cache, warmup model) took {init_took:.2f} seconds")  # fmt: skip
+        await self._sleep(times.api)
+        await self._api_server()
+
+    async def _load_weights(self, proc: str) -> None:
+        times, log = self.o.profile.startup, self.log
+        started = time.monotonic()
+        shards = max(1, times.shards)
+        per_shard = times.weights / shards
+        extra = self.o.slow_start / shards  # wall seconds, not scaled
+        desc = "Loading safetensors checkpoint shards"
+        log.raw(proc, tqdm_line(desc, 0, shards, 0.0))
+        for done in range(1, shards + 1):
+            await self._sleep(per_shard, extra)
+            if self.o.fail_at_startup == "cuda-oom" and done == int(shards * 0.6) + 1:
+                log.error(proc, "gpu_model_runner.py:3378", failures.CUDA_OOM_NOTE)
+                self._fail("cuda-oom", failures.CUDA_OOM)
+            log.raw(proc, tqdm_line(desc, done, shards, time.monotonic() - started))
+        took = time.monotonic() - started
+        log.info(proc, "default_loader.py:311", f"Loading weights took {took:.2f} seconds")
+        log.info(proc, "gpu_model_runner.py:3386",
+                 f"Model loading took {self.o.profile.weights_gib:g} GiB memory and "
+                 f"{took + 0.01:.6f} seconds")  # fmt: skip
+
+    async def _compile(self, proc: str) -> None:
+        times, log = self.o.profile.startup, self.log
+        started = time.monotonic()
+        log.info(proc, "backends.py:643",
+                 "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1a9c2e7b/rank_0_0/"
+                 "backbone for vLLM's torch.compile")  # fmt: skip
+        if self.o.version.new_wording:
+            log.info(proc, "monitor.py:34", "Starting torch.compile")
+        await self._sleep(times.dynamo)
+        dynamo = time.monotonic() - started
+        log.info(proc, "backends.py:663", f"Dynamo bytecode transform time: {dynamo:.2f} s")
+        before = time.monotonic()
+        await self._sleep(times.compile)
+        graph = time.monotonic() - before
+        log.info(proc, "backends.py:265",
+                 f"Compiling a graph for compile range (1, {self.o.max_num_batched_tokens}) "
+                 f"takes {graph:.2f} s")  # fmt: skip
+        total = time.monotonic() - started
+        self._compile_took = total
+        if self.o.version.new_wording:
+            log.info(proc, "monitor.py:48", f"torch.compile took {total:.2f} s in total")
+        else:
+            log.info(proc, "monitor.py:34", f"torch.compile takes {total:.2f} s in total")
+
+    def _kv_lines(self) -> None:
+        o, log = self.o, self.log
+        tokens = o.profile.kv_cache_tokens
+        concurrency = tokens / o.max_model_len
+        if o.version.new_wording:
+            log.info(self.engine, "kv_cache_utils.py:1291",
+                     f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for "
+                     f"{o.max_model_len:,} tokens per request: {concurrency:.2f}x")  # fmt: skip
+        else:
+            log.info(self.engine, "kv_cache_utils.py:1087", f"GPU KV cache size: {tokens:,} tokens")
+            log.info(self.engine, "kv_cache_utils.py:1091",
+                     f"Maximum concurrency for {o.max_model_len:,} tokens per request: "
+                     f"{concurrency:.2f}x")  # fmt: skip
+
+    async def _cuda_graphs(self, proc: str) -> None:
+        times, log = self.o.profile.startup, self.log
+        started = time.monotonic()
+        total = 67
+        desc = "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"
+        for done in (0, 34, 67):
+            if done:
+                await self._sleep(times.cuda_graphs / 2)
+            elapsed = time.monotonic() - started
+            bar = "█" * (10 * done // total) + " " * (10 - 10 * done // total)
+            log.raw(proc, f"{desc}: {100 * done // total:3d}%|{bar}| {done}/{total} "
+                          f"[{_clock(elapsed)}<00:00, {done / elapsed if elapsed else 0:.2f}it/s]")  # fmt: skip
+        took = time.monotonic() - started
+        log.info(proc, "gpu_model_runner.py:4587",
+                 f"Graph capturing finished in {took:.0f} secs, took 1.23 GiB")  # fmt: skip
+
+    async def _api_server(self) -> None:
+        o, log = self.o, self.log
+        api = "APIServer"
+        host = o.host if ":" not in o.host else f"[{o.host}]"
+        log.info(api, "api_server.py:1682", "Supported tasks: ['generate']")
+        if o.version.new_wording:
+            log.info(api, "api_server.py:1760", f"Starting vLLM server on http://{host}:{o.port}")
+        else:
+            log.info(api, "api_server.py:1760", f"Starting vLLM API server 0 on http://{host}:{o.port}")
+        log.info(api, "launcher.py:37", "Available routes are:")
+        for path, methods in ROUTES:
+            log.info(api, "launcher.py:45", f"Route: {path}, Methods: {methods}")
+        log.uvicorn(f"Started server process [{log.pid}]")
+        log.uvicorn("Waiting for application startup.")
+        await self.listen()
+        log.uvicorn("Application startup complete.")
