@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from orchestrator.errors import RunFolderError
+from orchestrator.errors import PlanError, RunFolderError
 from orchestrator.inventory import load_inventory
 from orchestrator.output import Reporter, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
@@ -22,7 +22,10 @@ from orchestrator.rundir import RunFolder, read_meta
 from orchestrator.runner import HostJob, HostOutcome, run_hosts
 from orchestrator.steps.base import Step
 from orchestrator.steps.files import DesiredFile, FilesStep, render_files
+from orchestrator.lifecycle import Lifecycle
+from orchestrator.service.launch import render_launch
 from orchestrator.steps.python_env import PythonEnvStep
+from orchestrator.steps.service import OrchWheelStep, ServiceStep
 
 
 @dataclass
@@ -58,7 +61,12 @@ def render_text(text: str, plan: Plan, secrets: dict[str, str]) -> str:
 
 
 def build_steps(
-    plan: Plan, base_dir: Path, secrets: dict[str, str], *, freeze: list[str] | None = None
+    plan: Plan,
+    base_dir: Path,
+    secrets: dict[str, str],
+    *,
+    freeze: list[str] | None = None,
+    with_service: bool = True,
 ) -> list[Step]:
     steps: list[Step] = []
     if plan.python is not None:
@@ -73,6 +81,17 @@ def build_steps(
             plan.files, base_dir=base_dir, render=lambda t: render_text(t, plan, secrets)
         )
         steps.append(FilesStep(files))
+    else:
+        files = []
+    if plan.service is not None and with_service:
+        if plan.python is None:
+            raise PlanError("service: needs a `python:` section (the venv that runs the server)",
+                            field="python")
+        if plan.service.engine == "sim":
+            steps.append(OrchWheelStep(plan.python))
+        spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
+        steps.append(ServiceStep(plan, spec, secrets,
+                                 file_digests={f.path: f.sha256 for f in files}))
     return steps
 
 
@@ -129,6 +148,8 @@ def execute(options: ApplyOptions) -> int:
             plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
             command="apply --locked" if locked else "apply",
             extra={"plan_file": str(plan_path), "layers": loaded.layers,
+                   "engine": plan.service.engine if plan.service else None,
+                   "simulated": bool(plan.service and plan.service.engine == "sim"),
                    "locked_from": str(locked.folder) if locked else None},
         )
         folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
@@ -141,9 +162,15 @@ def execute(options: ApplyOptions) -> int:
         reporter(record)
 
     jobs = []
+    with_service = "service" not in options.skip
     for host in hosts:
         freeze = locked.freeze.get(host) or next(iter(locked.freeze.values())) if locked else None
-        jobs.append(HostJob(host, build_steps(plan, loaded.base_dir, secrets, freeze=freeze)))
+        steps = build_steps(plan, loaded.base_dir, secrets, freeze=freeze, with_service=with_service)
+        service_step = next((s for s in steps if isinstance(s, ServiceStep)), None)
+        lifecycle = Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
+                              console=console, service_step=service_step, skip=options.skip,
+                              base_dir=loaded.base_dir)
+        jobs.append(HostJob(host, steps, after=[lifecycle]))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(hosts)}")

@@ -75,6 +75,8 @@ class Reporter:
             return prefix + Text(f"FAILED: {record['error']}", style="bold red")
         if kind == "phase":
             status = record.get("status", "")
+            if status == "running" and not record.get("message"):
+                return None
             text = prefix + Text(f"{record.get('phase', ''):<10} ") + Text(
                 f"{status:<8}", style=_STYLE.get(status, "")
             )

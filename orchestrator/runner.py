@@ -106,6 +106,12 @@ def converge_host(
         started = time.monotonic()
         emit("step_start", host=job.host, step=step.name)
         plan = step.plan(facts)
+        if plan.blocked is not None:
+            result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
+            result.error = plan.blocked
+            outcome.steps.append(result)
+            emit("step_end", host=job.host, **result.to_json())
+            break
         if plan.converged or check:
             status: StepStatus = "ok" if plan.converged else "pending"
             result = _outcome_from_plan(plan, status, time.monotonic() - started)
@@ -127,7 +133,7 @@ def converge_host(
     if applied_any and not outcome.failed:
         # `facts` is the re-probe after the last applied step: verify against it.
         outcome.facts = facts
-        leftover = [(s.name, s.plan(facts)) for s in job.steps]
+        leftover = [(s.name, s.plan(facts)) for s in job.steps if s.verify]
         pending = [(name, plan) for name, plan in leftover if not plan.converged]
         if pending:
             detail = "; ".join(

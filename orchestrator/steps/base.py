@@ -48,6 +48,7 @@ class StepPlan:
     step: str
     changes: list[Change] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    blocked: str | None = None  # a reason not to apply at all (e.g. preflight errors)
 
     @property
     def converged(self) -> bool:
@@ -56,6 +57,7 @@ class StepPlan:
 
 class Step(abc.ABC):
     name: str
+    verify: bool = True  # must the re-probe after apply show it converged?
 
     @abc.abstractmethod
     def request(self) -> ProbeRequest:

@@ -1,0 +1,196 @@
+"""The phases after converge, per host: ready -> smoke -> bench, then collect (always).
+
+They run in the host's worker thread through one reach of the service (a direct URL, or an
+SSH port forward), record a step outcome each, and write their artifacts into the run folder.
+A failure ends the later phases of that host (collect still runs) and never the other hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+
+from orchestrator.errors import BenchError, OrchError, SmokeFailed, StepError
+from orchestrator.inventory import Inventory
+from orchestrator.plan.models import Plan
+from orchestrator.plan.secrets import substitute
+from orchestrator.probe import Facts
+from orchestrator.rundir import RunFolder
+from orchestrator.runner import Emit, HostOutcome, StepOutcome
+from orchestrator.service.backends import ServicePaths, start_command
+from orchestrator.service.readiness import wait_ready
+from orchestrator.steps.service import ServiceStep
+from orchestrator.transport.base import Transport
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+_BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure each other
+
+
+@contextlib.contextmanager
+def reach(transport: Transport, inventory: Inventory, plan: Plan) -> Iterator[str]:
+    """The base URL of the host's service as seen from here."""
+    assert plan.service is not None
+    spec = inventory.hosts.get(transport.host)
+    local = spec is not None and spec.connection == "local"
+    via_ssh = plan.bench is not None and plan.bench.via == "ssh"
+    if local:
+        yield f"http://127.0.0.1:{plan.service.port}"
+    elif via_ssh or plan.service.host in _LOOPBACK:
+        with transport.forward(plan.service.port) as port:
+            yield f"http://127.0.0.1:{port}"
+    else:
+        address = (spec.address if spec and spec.address else transport.host)
+        yield f"http://{address}:{plan.service.port}"
+
+
+@dataclass
+class Lifecycle:
+    plan: Plan
+    secrets: dict[str, str]
+    inventory: Inventory
+    folder: RunFolder | None
+    console: Console
+    service_step: ServiceStep | None
+    skip: set[str] = field(default_factory=set)
+    base_dir: Path | None = None
+
+    @property
+    def api_key(self) -> str | None:
+        assert self.plan.service is not None
+        key = self.plan.service.api_key
+        return substitute(key, self.secrets) if key else None
+
+    def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
+        try:
+            if self.service_step is not None and "service" not in self.skip:
+                with reach(transport, self.inventory, self.plan) as base_url:
+                    outcome.extra["service_url"] = base_url
+                    self._phase(outcome, emit, "ready", lambda: self._ready(transport, base_url, outcome, emit))
+                    if not outcome.failed and self.plan.smoke and "smoke" not in self.skip:
+                        self._phase(outcome, emit, "smoke", lambda: self._smoke(transport.host, base_url, outcome))
+                    if not outcome.failed and self.plan.bench and "bench" not in self.skip:
+                        self._phase(outcome, emit, "bench", lambda: self._bench(transport.host, base_url, outcome))
+        finally:
+            self._phase(outcome, emit, "collect", lambda: self._collect(transport, outcome))
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _phase(self, outcome: HostOutcome, emit: Emit, name: str, body: Any) -> None:
+        started = time.monotonic()
+        emit("phase", host=outcome.host, phase=name, status="running", message="")
+        try:
+            message = body() or ""
+            step = StepOutcome(step=name, status="ok", seconds=time.monotonic() - started)
+            emit("phase", host=outcome.host, phase=name, status="ok",
+                 message=f"{message} ({step.seconds:.1f}s)".strip())
+        except OrchError as error:
+            step = StepOutcome(step=name, status="failed", seconds=time.monotonic() - started,
+                               error=str(error))
+            emit("phase", host=outcome.host, phase=name, status="failed", message=str(error))
+        outcome.steps.append(step)
+
+    def _write_json(self, host: str, relative: str, obj: Any) -> None:
+        if self.folder is not None:
+            self.folder.write_json(f"hosts/{host}/{relative}", obj)
+
+    # -- phases -----------------------------------------------------------------------
+
+    def _ready(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
+        step = self.service_step
+        assert step is not None and self.plan.service is not None
+        paths: ServicePaths = step.paths
+
+        def relaunch() -> None:
+            transport.run(start_command(step.backend, step.spec, paths), timeout=60)
+
+        try:
+            ready = wait_ready(
+                transport, backend=step.backend, paths=paths, health=self.plan.health,
+                base_url=base_url, model=step.spec.served_names[0], api_key=self.api_key,
+                relaunch=relaunch, max_restarts=self.plan.service.restart.max_restarts, emit=emit,
+            )
+        except OrchError:
+            if self.folder is not None:
+                log = transport.run(_cat(paths.log), check=False).stdout
+                from orchestrator.service.diagnosis import diagnose
+
+                self._write_json(outcome.host, "diagnosis.json", [d.to_json() for d in diagnose(log)])
+            raise
+        self._write_json(outcome.host, "startup.json", {
+            "seconds": round(ready.seconds, 3), "restarts": ready.restarts,
+            "phases": ready.phases, "facts": ready.facts, "url": base_url,
+        })
+        outcome.extra["startup_s"] = round(ready.seconds, 3)
+        return f"{base_url} serves {step.spec.served_names[0]}"
+
+    def _smoke(self, host: str, base_url: str, outcome: HostOutcome) -> str:
+        from orchestrator.checks import run_smoke
+
+        assert self.service_step is not None
+        model = self.service_step.spec.served_names[0]
+        failed: list[str] = []
+        with httpx.Client() as client:
+            for check in self.plan.smoke:
+                result = run_smoke(check, base_url=base_url, model=model, api_key=self.api_key, client=client)
+                self._write_json(host, f"smoke/{_safe(check.name)}.json", result.to_json())
+                if not result.passed:
+                    failed.append(f"{check.name}: " + "; ".join(result.failures))
+        if failed:
+            raise SmokeFailed(f"{host}: {len(failed)} smoke check(s) failed:\n  " + "\n  ".join(failed))
+        return f"{len(self.plan.smoke)} passed"
+
+    def _bench(self, host: str, base_url: str, outcome: HostOutcome) -> str:
+        from orchestrator.bench.sweep import run_sweep
+
+        assert self.plan.bench is not None and self.service_step is not None
+        out_dir = (self.folder.path if self.folder else Path("bench-out")) / "hosts" / host / "bench"
+        with _BENCH_LOCK:
+            result = run_sweep(
+                self.plan.bench, base_url=base_url, model=self.service_step.spec.served_names[0],
+                api_key=self.api_key, out_dir=out_dir, console=self.console,
+                labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
+            )
+            self.console.print(result.render(title=f"{self.plan.name} on {host}"))
+        outcome.extra["bench_dir"] = str(out_dir)
+        if result.stopped:
+            raise BenchError(f"{host}: the sweep stopped early ({result.stopped}); finished levels are in {out_dir}")
+        knee = f", knee at C={result.knee}" if result.knee else ""
+        return f"{len(result.levels)} levels{knee}; results in {out_dir}"
+
+    def _collect(self, transport: Transport, outcome: HostOutcome) -> str:
+        if self.folder is None:
+            return ""
+        got = 0
+        if self.service_step is not None:
+            log = transport.run(_cat(self.service_step.paths.log), check=False)
+            if log.stdout:
+                self.folder.write_text(f"hosts/{outcome.host}/service.log", log.stdout)
+                got += 1
+        for item in self.plan.collect:
+            result = transport.run(_cat(item.path), check=False)
+            if result.returncode != 0:
+                if not item.optional:
+                    raise StepError(f"{outcome.host}: cannot collect {item.path}: {result.stderr.strip()}")
+                continue
+            self.folder.write_text(f"hosts/{outcome.host}/collect/{_safe(item.path)}", result.stdout)
+            got += 1
+        return f"{got} files"
+
+
+def _cat(path: str) -> Any:
+    from orchestrator.transport.command import Command
+
+    return Command("cat", path)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")) or "file"

@@ -1,0 +1,126 @@
+"""How the service is started, stopped and watched on the host: shell commands for the two
+backends, built from parts (quoted by construction, secrets never on a command line).
+
+Host layout for service NAME (all under the venv, writable wherever the venv is):
+
+    <venv>/.orch/service/NAME/env          environment file (mode 0600, holds secrets)
+    <venv>/.orch/service/NAME/spec.json    what runs and the fingerprint it was started with
+    <venv>/.orch/service/NAME/pid          pidfile (process backend)
+    <venv>/.orch/service/NAME/service.log  stdout+stderr of the server (both backends)
+    /etc/systemd/system/NAME.service       unit (systemd backend)
+
+Both backends write the log to the same file, so readiness reads start-up phases the same
+way; the previous start's log is kept as `service.log.1`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.service.launch import LaunchSpec
+from orchestrator.transport.command import Command, Raw
+
+Backend = Literal["systemd", "process"]
+STOP_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class ServicePaths:
+    name: str
+    state_dir: str
+
+    @classmethod
+    def for_venv(cls, venv: str, name: str) -> ServicePaths:
+        return cls(name=name, state_dir=f"{venv.rstrip('/')}/.orch/service/{name}")
+
+    @property
+    def env_file(self) -> str:
+        return f"{self.state_dir}/env"
+
+    @property
+    def spec_file(self) -> str:
+        return f"{self.state_dir}/spec.json"
+
+    @property
+    def pidfile(self) -> str:
+        return f"{self.state_dir}/pid"
+
+    @property
+    def log(self) -> str:
+        return f"{self.state_dir}/service.log"
+
+    @property
+    def unit_file(self) -> str:
+        return f"/etc/systemd/system/{self.name}.service"
+
+    @property
+    def unit(self) -> str:
+        return f"{self.name}.service"
+
+
+def _rotate_log(paths: ServicePaths) -> Command:
+    return Command(
+        "mkdir", "-p", paths.state_dir, Raw("&&"), Raw("{"), "mv", "-f", paths.log,
+        paths.log + ".1", Raw("2>/dev/null"), Raw("||"), "true", Raw(";"), Raw("}"),
+    )
+
+
+def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Command:
+    """Start the service detached; the command returns at once."""
+    if backend == "systemd":
+        return _rotate_log(paths).then(
+            Command("systemctl", "daemon-reload")
+        ).then(Command("systemctl", "enable", "--quiet", paths.unit)).then(
+            Command("systemctl", "restart", paths.unit)
+        )
+    # A new session (setsid) with all three standard streams redirected, so the SSH session
+    # that started it can close; `exec` keeps the pid the pidfile names.
+    launcher = 'set -a; . "$0"; set +a; exec "$@"'
+    return _rotate_log(paths).then(
+        Command("cd", spec.workdir)
+    ).then(
+        Command(
+            Raw("{"), "setsid", "sh", "-c", launcher, paths.env_file, *spec.argv,
+            Raw(">>"), paths.log, Raw("2>&1"), Raw("</dev/null"), Raw("&"),
+            Raw("echo"), Raw("$!"), Raw(">"), paths.pidfile, Raw(";"), Raw("}"),
+        )
+    )
+
+
+def stop_command(backend: Backend, paths: ServicePaths, *, timeout_s: int = STOP_TIMEOUT_S) -> Command:
+    """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C, then SIGKILL); never fails
+    when it is already stopped."""
+    if backend == "systemd":
+        return Command.script(
+            f"systemctl stop {paths.unit} 2>/dev/null || true"
+        )
+    # Signal the whole process group (vLLM spawns engine and worker processes).
+    pidfile = Command(paths.pidfile).raw()
+    script = (
+        f"pid=$(cat {pidfile} 2>/dev/null); "
+        'if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then '
+        'kill -INT -- -"$pid" 2>/dev/null || kill -INT "$pid"; '
+        f"i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
+        'kill -KILL -- -"$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi; '
+        f"rm -f {pidfile}"
+    )
+    return Command.script(script)
+
+
+def watch_command(backend: Backend, paths: ServicePaths, offset: int) -> Command:
+    """One round trip of readiness: is the process alive, and the log from byte `offset`.
+    Prints `alive` or `dead` on the first line, then the new log bytes."""
+    if backend == "systemd":
+        alive = f"systemctl is-active --quiet {paths.unit}"
+    else:
+        pidfile = Command(paths.pidfile).raw()
+        alive = f'pid=$(cat {pidfile} 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null'
+    log = Command(paths.log).raw()
+    return Command.script(
+        f"if {alive}; then echo alive; else echo dead; fi; tail -c +{offset + 1} {log} 2>/dev/null || true"
+    )
+
+
+def tail_command(paths: ServicePaths, lines: int) -> Command:
+    return Command.script(f"tail -n {int(lines)} {Command(paths.log).raw()} 2>/dev/null || true")

@@ -1,0 +1,138 @@
+"""Wait for the model server: a total start-up deadline, visible phases, death detected at
+once and explained.
+
+Every poll is one round trip (`watch_command`: liveness + the new log bytes) plus HTTP
+probes. Ready means `/health` answers 200, `/v1/models` lists the served name, and a
+one-token chat completion answers (vLLM can look healthy before it can serve). A death
+during start-up ends the wait with the diagnosis of the log; an unexplained death is
+relaunched while the restart budget lasts; the deadline ends it with the log tail.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import CrashLoop, StartupFailed, StartupTimeout
+from orchestrator.plan.models import Health
+from orchestrator.service.backends import Backend, ServicePaths, watch_command
+from orchestrator.service.diagnosis import Diagnosis, diagnose, tail
+from orchestrator.service.phases import PhaseTracker
+from orchestrator.transport.base import Transport
+
+Emit = Callable[..., None]
+TAIL_LINES = 30
+
+
+@dataclass
+class Readiness:
+    seconds: float
+    phases: list[dict[str, Any]]
+    restarts: int
+    log: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def describe_failure(what: str, diagnoses: list[Diagnosis], log: str) -> str:
+    lines = [what]
+    for diag in diagnoses:
+        if diag.level != "error":
+            continue
+        lines.append(f"  cause: {diag.cause}")
+        lines.append(f"  fix:   {diag.fix}")
+        lines.append(f"  log:   {diag.evidence_line}")
+    lines.append("  last log lines:")
+    lines += [f"    {line}" for line in tail(log, TAIL_LINES)]
+    return "\n".join(lines)
+
+
+def http_ready(
+    client: httpx.Client, base_url: str, model: str, api_key: str | None
+) -> tuple[bool, str]:
+    """(ready, what is missing). Connection refused means still starting."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        health = client.get(f"{base_url}/health")
+        if health.status_code != 200:
+            return False, f"/health answered {health.status_code}"
+        models = client.get(f"{base_url}/v1/models", headers=headers)
+        names = [card.get("id") for card in models.json().get("data", [])] if models.status_code == 200 else []
+        if model not in names:
+            return False, f"/v1/models does not list {model!r} yet ({models.status_code}: {names})"
+        chat = client.post(
+            f"{base_url}/v1/chat/completions",
+            headers=headers,
+            json={"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1},
+        )
+        if chat.status_code != 200:
+            return False, f"a one-token chat completion answered {chat.status_code}: {chat.text[:200]}"
+        return True, "ready"
+    except (httpx.HTTPError, ValueError) as error:
+        return False, f"{type(error).__name__}"
+
+
+def wait_ready(
+    transport: Transport,
+    *,
+    backend: Backend,
+    paths: ServicePaths,
+    health: Health,
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    relaunch: Callable[[], None],
+    max_restarts: int,
+    emit: Emit,
+) -> Readiness:
+    started = time.monotonic()
+    deadline = started + health.startup_timeout
+    tracker = PhaseTracker(origin=time.time())
+    offset, log, restarts, last_label = 0, "", 0, ""
+    with httpx.Client(timeout=health.request_timeout) as client:
+        while True:
+            result = transport.run(watch_command(backend, paths, offset), check=False, timeout=60)
+            state, _, new = result.stdout.partition("\n")
+            offset += len(new.encode())
+            log += new
+            now = time.time()
+            tracker.feed_text(new, now)
+            status = tracker.current(now)
+            if status is not None and status.label != last_label:
+                last_label = status.label
+                emit("phase", host=transport.host, phase="startup", status="running",
+                     message=status.describe())
+            if state.strip() != "alive":
+                diagnoses = diagnose(log)
+                known = [d for d in diagnoses if d.level == "error"]
+                phase = status.label if status else "launch"
+                if known:
+                    raise StartupFailed(describe_failure(
+                        f"{transport.host}: the server died during start-up ({phase})", diagnoses, log))
+                if restarts >= max_restarts:
+                    raise CrashLoop(describe_failure(
+                        f"{transport.host}: the server died {restarts + 1} times during start-up "
+                        f"(service.restart.max_restarts: {max_restarts}); not relaunching", diagnoses, log))
+                restarts += 1
+                emit("phase", host=transport.host, phase="startup", status="changed",
+                     message=f"died without a known cause; relaunch {restarts}/{max_restarts}")
+                relaunch()
+                offset, log, last_label = 0, "", ""
+                tracker = PhaseTracker(origin=time.time())
+                continue
+            ready, missing = http_ready(client, base_url, model, api_key)
+            if ready:
+                return Readiness(
+                    seconds=time.monotonic() - started, phases=tracker.summary(),
+                    restarts=restarts, log=log, facts=dict(tracker.facts),
+                )
+            if time.monotonic() >= deadline:
+                phase = status.label if status else "launch"
+                raise StartupTimeout(describe_failure(
+                    f"{transport.host}: not ready after {health.startup_timeout:g} s "
+                    f"(health.startup_timeout); last phase: {phase}; last check: {missing}",
+                    diagnose(log), log))
+            time.sleep(min(health.poll_interval, max(0.0, deadline - time.monotonic())))
