@@ -14,16 +14,16 @@ from rich.console import Console
 
 from orchestrator.errors import PlanError, RunFolderError
 from orchestrator.inventory import load_inventory
+from orchestrator.lifecycle import Lifecycle
 from orchestrator.output import Reporter, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import resolve_secrets, substitute
 from orchestrator.rundir import RunFolder, read_meta
 from orchestrator.runner import HostJob, HostOutcome, run_hosts
+from orchestrator.service.launch import render_launch
 from orchestrator.steps.base import Step
 from orchestrator.steps.files import DesiredFile, FilesStep, render_files
-from orchestrator.lifecycle import Lifecycle
-from orchestrator.service.launch import render_launch
 from orchestrator.steps.python_env import PythonEnvStep
 from orchestrator.steps.service import OrchWheelStep, ServiceStep
 

@@ -14,6 +14,7 @@ by digest.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -159,10 +160,8 @@ class ServiceStep(Step):
             result.blocked = "; ".join(f.message for f in errors)
         wanted = self.fingerprint(facts)
         stored: dict[str, str] = {}
-        try:
+        with contextlib.suppress(json.JSONDecodeError, AttributeError):
             stored = json.loads(service.get("spec") or "{}").get("fingerprint", {})
-        except json.JSONDecodeError:
-            pass
         uploads = [Upload(self.paths.env_file, self.env_text.encode(), 0o600)]
         commands: list[Command] = []
         if self.backend == "systemd":
