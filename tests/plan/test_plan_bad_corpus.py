@@ -60,4 +60,7 @@ def test_bad_plan_gives_one_clear_error(case: Path) -> None:
         assert error.snippet and "^" in error.snippet
         # The caret sits under the reported column of the quoted source line.
         source, caret = error.snippet.splitlines()[-2:]
-        assert caret.index("^") - caret.index("|") == source.index("|") - source.index("|") + column + 1
+        assert (
+            caret.index("^") - caret.index("|")
+            == source.index("|") - source.index("|") + column + 1
+        )

@@ -14,14 +14,20 @@ BAD = ROOT / "tests" / "plan" / "bad"
 def orch(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
 
 
 def test_validate_reports_each_plan_and_fails_on_a_bad_one() -> None:
     result = orch(
-        "validate", "plans/kimi-nvfp4.yaml", str(BAD / "unknown-service-key.yaml"),
-        "plans/sim/kimi-nvfp4.yaml", str(BAD / "yaml-colon-in-value.yaml"),
+        "validate",
+        "plans/kimi-nvfp4.yaml",
+        str(BAD / "unknown-service-key.yaml"),
+        "plans/sim/kimi-nvfp4.yaml",
+        str(BAD / "yaml-colon-in-value.yaml"),
     )
     assert result.returncode == 1
     lines = result.stdout.splitlines()

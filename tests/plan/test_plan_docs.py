@@ -33,7 +33,11 @@ def test_the_reference_documents_every_field() -> None:
 def test_the_module_prints_the_reference() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "orchestrator.plan.docs"],
-        capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert result.stdout == render_reference()
 

@@ -40,7 +40,9 @@ def test_merge(base: dict[str, Any], override: dict[str, Any], expected: dict[st
 _scalars = st.one_of(st.integers(-5, 5), st.text("abc", max_size=3), st.booleans())
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abcd"), inner, max_size=3)
+    ),
     max_leaves=12,
 )
 _maps = st.dictionaries(st.sampled_from("abcde"), _values, max_size=4)
@@ -88,7 +90,9 @@ def _leaves(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...]
 
 
 @given(_maps, _maps)
-def test_the_last_layer_wins_every_leaf_it_sets(base: dict[str, Any], override: dict[str, Any]) -> None:
+def test_the_last_layer_wins_every_leaf_it_sets(
+    base: dict[str, Any], override: dict[str, Any]
+) -> None:
     result = merge(base, override)
     for path, value in _leaves(override):
         if path and value != {}:
@@ -116,7 +120,11 @@ def test_null_deletes_a_key(data: dict[str, Any], key: str) -> None:
         ("env.HF_TOKEN=null", ["env", "HF_TOKEN"], None),
         ("description=", ["description"], ""),
         ("description=a=b", ["description"], "a=b"),
-        ('service.args."compilation-config.mode"=3', ["service", "args", "compilation-config.mode"], 3),
+        (
+            'service.args."compilation-config.mode"=3',
+            ["service", "args", "compilation-config.mode"],
+            3,
+        ),
         ("smoke.0.max_tokens=64", ["smoke", "0", "max_tokens"], 64),
         ("name=kimi", ["name"], "kimi"),
     ],
@@ -156,17 +164,33 @@ BASE: dict[str, Any] = {
     ("path", "value", "check_path", "expected", "field_path"),
     [
         (["service", "port"], 8001, ("service", "port"), 8001, ("service", "port")),
-        (["service", "args"], {"ep": True}, ("service", "args"), {"tp": 8, "ep": True}, ("service", "args")),
+        (
+            ["service", "args"],
+            {"ep": True},
+            ("service", "args"),
+            {"tp": 8, "ep": True},
+            ("service", "args"),
+        ),
         (["service", "args", "tp"], None, ("service", "args"), {}, ("service", "args", "tp")),
         (["bench", "mode"], "batch", ("bench",), {"mode": "batch"}, ("bench", "mode")),
-        (["smoke", "1", "max_tokens"], 64, ("smoke", 1), {"name": "b", "prompt": "y", "max_tokens": 64}, ("smoke", 1, "max_tokens")),
+        (
+            ["smoke", "1", "max_tokens"],
+            64,
+            ("smoke", 1),
+            {"name": "b", "prompt": "y", "max_tokens": 64},
+            ("smoke", 1, "max_tokens"),
+        ),
         (["smoke", "0"], {"prompt": "z"}, ("smoke", 0), {"name": "a", "prompt": "z"}, ("smoke", 0)),
         (["smoke"], [], ("smoke",), [], ("smoke",)),
         (["bench", "slo", "ttft_ms"], None, ("name",), "p", ("bench", "slo", "ttft_ms")),
     ],
 )
 def test_apply_set(
-    path: list[str], value: Any, check_path: tuple[Any, ...], expected: Any, field_path: tuple[Any, ...]
+    path: list[str],
+    value: Any,
+    check_path: tuple[Any, ...],
+    expected: Any,
+    field_path: tuple[Any, ...],
 ) -> None:
     before = copy.deepcopy(BASE)
     result, resolved = apply_set(BASE, path, value, argument="--set x")

@@ -81,7 +81,9 @@ service:
 def test_layers_merge_in_order(tree: Path) -> None:
     loaded = load_plan(tree / "plan.yaml", [tree / "overlays" / "sim.yaml"], ["service.port=8001"])
     plan = loaded.plan
-    assert [Path(layer).name if not layer.startswith("--") else layer for layer in loaded.layers] == [
+    assert [
+        Path(layer).name if not layer.startswith("--") else layer for layer in loaded.layers
+    ] == [
         "common.yaml",
         "plan.yaml",
         "sim.yaml",
@@ -158,7 +160,11 @@ def test_several_bases_merge_in_order(tmp_path: Path) -> None:
     write(tmp_path / "two.yaml", "name: two\nhosts: b\n")
     write(tmp_path / "deep" / "three.yaml", "extends: [../one.yaml, ../two.yaml]\nname: three\n")
     loaded = load_plan(tmp_path / "deep" / "three.yaml")
-    assert (loaded.plan.name, loaded.plan.hosts, loaded.plan.description) == ("three", "b", "from one")
+    assert (loaded.plan.name, loaded.plan.hosts, loaded.plan.description) == (
+        "three",
+        "b",
+        "from one",
+    )
     assert [Path(p).name for p in loaded.layers] == ["one.yaml", "two.yaml", "three.yaml"]
 
 
@@ -210,7 +216,10 @@ def test_errors_point_at_the_layer_that_set_the_value(tree: Path) -> None:
 
 
 def test_an_error_in_a_substituted_value_points_at_the_reference(tmp_path: Path) -> None:
-    write(tmp_path / "p.yaml", "name: p\nvars: {port: http}\nservice:\n  model: m\n  port: ${vars.port}\n")
+    write(
+        tmp_path / "p.yaml",
+        "name: p\nvars: {port: http}\nservice:\n  model: m\n  port: ${vars.port}\n",
+    )
     with pytest.raises(PlanError) as raised:
         load_plan(tmp_path / "p.yaml")
     assert (raised.value.line, raised.value.column, raised.value.field) == (5, 9, "service.port")
@@ -218,7 +227,10 @@ def test_an_error_in_a_substituted_value_points_at_the_reference(tmp_path: Path)
 
 
 def test_every_problem_is_reported(tmp_path: Path) -> None:
-    write(tmp_path / "p.yaml", "name: p\nservice:\n  model: m\n  port: x\n  engin: sim\nbench:\n  mode: z\n")
+    write(
+        tmp_path / "p.yaml",
+        "name: p\nservice:\n  model: m\n  port: x\n  engin: sim\nbench:\n  mode: z\n",
+    )
     with pytest.raises(PlanError) as raised:
         load_plan(tmp_path / "p.yaml")
     text = str(raised.value)

@@ -16,14 +16,43 @@ from orchestrator.plan.layers import parse_set
 from orchestrator.plan.loader import load_plan
 
 # Text made of the characters that matter to YAML and to orch's references.
-_pieces = list("abcnx01:-[]{},'\"#&*!|>%@ \n\t$.=") + ["${vars.", "${env:", "name: ", "service:\n  "]
+_pieces = [
+    *list("abcnx01:-[]{},'\"#&*!|>%@ \n\t$.="),
+    "${vars.",
+    "${env:",
+    "name: ",
+    "service:\n  ",
+]
 _yaml_text = st.lists(st.sampled_from(_pieces), max_size=60).map("".join)
 
-_KEYS = ["name", "hosts", "vars", "python", "install", "service", "env", "bench", "smoke", "files", "x"]
-_leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 70000), st.text(max_size=8), st.sampled_from(["${vars.v}", "${env:T}", "30m", "vllm==1"]))
+_KEYS = [
+    "name",
+    "hosts",
+    "vars",
+    "python",
+    "install",
+    "service",
+    "env",
+    "bench",
+    "smoke",
+    "files",
+    "x",
+]
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 70000),
+    st.text(max_size=8),
+    st.sampled_from(["${vars.v}", "${env:T}", "30m", "vllm==1"]),
+)
 _data = st.recursive(
     _leaf,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS + ["model", "port", "packages", "venv"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from([*_KEYS, "model", "port", "packages", "venv"]), inner, max_size=4
+        )
+    ),
     max_leaves=15,
 )
 
@@ -59,7 +88,9 @@ def test_any_set_argument_loads_or_fails_with_a_plan_error(argument: str) -> Non
 _segment = st.from_regex(r"[a-z_][a-z0-9_-]{0,8}", fullmatch=True)
 
 
-@given(st.lists(_segment, min_size=1, max_size=4), st.one_of(st.integers(), st.booleans(), _segment))
+@given(
+    st.lists(_segment, min_size=1, max_size=4), st.one_of(st.integers(), st.booleans(), _segment)
+)
 def test_parse_set_round_trips(path: list[str], value: Any) -> None:
     text = yaml.safe_dump(value).strip().removesuffix("...").strip()
     assert parse_set(".".join(path) + "=" + text) == (path, value)

@@ -18,7 +18,11 @@ REAL = ["kimi-nvfp4", "kimi-int4", "minimax-m2.5"]
 
 def test_the_plans_are_there() -> None:
     names = {str(p.relative_to(ROOT / "plans")) for p in PLANS}
-    assert {"base/vllm.yaml", *(f"{n}.yaml" for n in REAL), *(f"sim/{n}.yaml" for n in REAL)} <= names
+    assert {
+        "base/vllm.yaml",
+        *(f"{n}.yaml" for n in REAL),
+        *(f"sim/{n}.yaml" for n in REAL),
+    } <= names
 
 
 @pytest.mark.parametrize("path", PLANS, ids=[str(p.relative_to(ROOT)) for p in PLANS])
@@ -38,7 +42,9 @@ def test_kimi_nvfp4_is_the_real_deployment() -> None:
     plan = load_plan(ROOT / "plans" / "kimi-nvfp4.yaml").plan
     assert plan.hosts == "blackwell"
     assert plan.install.packages == [
-        "vllm==0.17.1", "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"
+        "vllm==0.17.1",
+        "flashinfer-python==0.6.4",
+        "flashinfer-cubin==0.6.4",
     ]
     assert plan.python is not None
     assert (plan.python.venv, plan.python.installer) == ("/opt/venvs/vllm-0.17.1", "uv")
@@ -80,7 +86,11 @@ def test_sim_plans_swap_in_the_simulator(name: str) -> None:
     real = load_plan(ROOT / "plans" / f"{name}.yaml").plan
     loaded = load_plan(ROOT / "plans" / "sim" / f"{name}.yaml")
     sim = loaded.plan
-    assert [Path(layer).name for layer in loaded.layers] == ["vllm.yaml", f"{name}.yaml", f"{name}.yaml"]
+    assert [Path(layer).name for layer in loaded.layers] == [
+        "vllm.yaml",
+        f"{name}.yaml",
+        f"{name}.yaml",
+    ]
     assert sim.hosts == "localhost"
     assert sim.service is not None and real.service is not None
     assert sim.service.engine == "sim"
