@@ -154,6 +154,15 @@ def expected_at(model: type[BaseModel], path: typing.Sequence[str | int]) -> str
     return phrase(annotation, info.metadata if info else ())
 
 
+def literal_values(model: type[BaseModel], path: typing.Sequence[str | int]) -> list[str]:
+    """The allowed values of a Literal field at `path`, as text."""
+    found = annotation_at(model, path)
+    if found is None:
+        return []
+    members = [_strip(m) for m in _members(_strip(found[0]))]
+    return [str(v) for m in members if get_origin(m) is Literal for v in get_args(m)]
+
+
 def model_at(model: type[BaseModel], path: typing.Sequence[str | int]) -> type[BaseModel] | None:
     """The model class that validates the mapping at `path` (None when it is no model)."""
     found = annotation_at(model, path)

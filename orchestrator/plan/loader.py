@@ -34,9 +34,6 @@ from orchestrator.plan.variables import ReferenceProblem, resolve_vars, substitu
 
 M = TypeVar("M", bound=BaseModel)
 
-# Fields holding controller-side paths, resolved against the directory of the layer that set them.
-_LOCAL_PATHS: tuple[tuple[str, ...], ...] = (("files", "*", "template"), ("bench", "dataset"))
-
 
 @dataclass(frozen=True)
 class LoadedPlan:
@@ -157,7 +154,7 @@ def _chain(
                 doc,
                 origin,
                 f"extends cycle: {chain}",
-                field=_extends_field(doc, index),
+                path=_extends_path(doc, index),
                 hint="a plan cannot extend itself, directly or through its bases",
             )
         if not target.is_file():
@@ -165,7 +162,7 @@ def _chain(
                 doc,
                 origin,
                 f"base plan not found: {display_path(target)}",
-                field=_extends_field(doc, index),
+                path=_extends_path(doc, index),
                 expected="a plan file path relative to this file",
             )
         out += _chain(target, "base plan", cache, stack)
@@ -184,7 +181,7 @@ def _bases(doc: Document) -> list[tuple[int, str, Origin]]:
             doc,
             origin,
             "extends must name base plan files",
-            field="extends",
+            path=("extends",),
             expected="a file name or a list of file names, relative to this file",
         )
     if isinstance(extends, str):
@@ -192,23 +189,22 @@ def _bases(doc: Document) -> list[tuple[int, str, Origin]]:
     return [(i, item, doc.values[("extends", i)]) for i, item in enumerate(items)]
 
 
-def _extends_field(doc: Document, index: int) -> str:
-    return "extends" if isinstance(doc.data.get("extends"), str) else f"extends.{index}"
+def _extends_path(doc: Document, index: int) -> FieldPath:
+    return ("extends",) if isinstance(doc.data.get("extends"), str) else ("extends", index)
 
 
-def _at(doc: Document, origin: Origin, message: str, **extra: Any) -> PlanError:
-    positions = Positions(keys={}, values={}, texts={doc.name: doc.text})
-    error = problem_error(Problem((), message, origin), positions)
-    return PlanError(
-        error.message,
-        file=error.file,
-        line=error.line,
-        column=error.column,
-        snippet=error.snippet,
-        field=extra.get("field"),
-        expected=extra.get("expected"),
-        hint=extra.get("hint"),
-    )
+def _at(
+    doc: Document,
+    origin: Origin,
+    message: str,
+    *,
+    path: FieldPath = (),
+    expected: str | None = None,
+    hint: str | None = None,
+) -> PlanError:
+    """A PlanError pointing at `origin` in `doc`."""
+    problem = Problem(path, message, origin, expected=expected, hint=hint, name_field=False)
+    return problem_error(problem, Positions(keys={}, values={}, texts={doc.name: doc.text}))
 
 
 def _substitute(data: dict[str, Any], positions: Positions) -> dict[str, Any]:
@@ -238,19 +234,18 @@ def _substitute(data: dict[str, Any], positions: Positions) -> dict[str, Any]:
 
 
 def _local_path_fields(data: dict[str, Any]) -> list[FieldPath]:
+    """Paths of the fields that name files on the controller (templates, datasets)."""
     found: list[FieldPath] = []
-    for pattern in _LOCAL_PATHS:
-        frontier: list[FieldPath] = [()]
-        for segment in pattern:
-            nxt: list[FieldPath] = []
-            for prefix in frontier:
-                exists, node = get_path(data, prefix)
-                if segment == "*" and exists and isinstance(node, list):
-                    nxt += [(*prefix, i) for i in range(len(node))]
-                elif segment != "*" and exists and isinstance(node, dict) and segment in node:
-                    nxt.append((*prefix, segment))
-            frontier = nxt
-        found += frontier
+    files = data.get("files")
+    if isinstance(files, list):
+        found += [
+            ("files", index, "template")
+            for index, spec in enumerate(files)
+            if isinstance(spec, dict) and "template" in spec
+        ]
+    bench = data.get("bench")
+    if isinstance(bench, dict) and "dataset" in bench:
+        found.append(("bench", "dataset"))
     return found
 
 

@@ -237,18 +237,14 @@ def _problem(
             expected=_described(model, path, (*path, *at)) if path else None,
         )
     if kind == "literal_error":
-        options = [
-            v.strip("'\"")
-            for v in str((item.get("ctx") or {}).get("expected", ""))
-            .replace(" or ", ", ")
-            .split(", ")
-        ]
+        from orchestrator.plan.docs import literal_values
+
         return Problem(
             path,
             f"{kind_of(item['input'])} is not one of the allowed values",
             origin,
             expected=expected,
-            hint=_did_you_mean(str(item["input"]), options),
+            hint=_did_you_mean(str(item["input"]), literal_values(model, path)),
         )
     message = item["msg"]
     value = item["input"]
