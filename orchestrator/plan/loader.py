@@ -93,20 +93,31 @@ def load_plan(
     _check_local_files(plan, positions)
 
     resolved = main.resolve()
-    origins = {
-        dotted(field_path): str(origin)
-        for field_path, origin in keys.items()
-        if field_path and get_path(data, field_path)[0]
-    }
     return LoadedPlan(
         plan=plan,
         path=resolved,
         base_dir=resolved.parent,
         layers=layers,
-        origins=origins,
+        origins=_origins(keys, data),
         data=data,
         digest=plan_digest(plan),
     )
+
+
+def _origins(keys: dict[FieldPath, Origin], data: dict[str, Any]) -> dict[str, str]:
+    """Dotted path -> origin, for every path of the final data. Values inside a list are left
+    out when they come from the layer that set the list (a list is set as a whole)."""
+    out: dict[str, str] = {}
+    for field_path, origin in keys.items():
+        if not field_path or not get_path(data, field_path)[0]:
+            continue
+        lists = [i for i, part in enumerate(field_path) if isinstance(part, int)]
+        if lists:
+            enclosing = keys.get(field_path[: lists[-1]])
+            if enclosing is not None and enclosing.layer == origin.layer:
+                continue
+        out[dotted(field_path)] = str(origin)
+    return out
 
 
 def _always(origin: Origin) -> Callable[[FieldPath], Origin]:
