@@ -139,4 +139,7 @@ def run(args: argparse.Namespace) -> int:
     if result.stopped == "server_gone":
         console.print("[red]the server stopped answering (connections refused); the sweep ended early[/red]")
         return 1
+    if result.stopped == "server_unhealthy":
+        console.print("[red]the server reports its engine dead (/health 503); the sweep ended early[/red]")
+        return 1
     return 0

@@ -134,6 +134,30 @@ class StreamClient:
         record.end_ns = _perf_ns()
         return None
 
+    async def health(self, timeout: float = 2.0) -> int | None:
+        """HTTP status of `GET /health` (vLLM: 503 once the engine is dead), or None when
+        the server cannot be reached at all."""
+        request = (
+            f"GET {self.target.prefix}/health HTTP/1.1\r\nHost: {self.target.host_header}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode("latin-1")
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    self.target.host,
+                    self.target.port,
+                    ssl=self._ssl or (True if self.target.scheme == "https" else None),
+                )
+                try:
+                    writer.write(request)
+                    status_line = await reader.readline()
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError):
+            return None
+        parts = status_line.split()
+        return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
     def close(self) -> None:
         for connection in self._idle:
             connection.abort()

@@ -24,6 +24,10 @@ from orchestrator.bench.workload import Workload
 _perf_ns = time.perf_counter_ns
 GONE_AFTER_REFUSALS = 2  # connections refused in a row before the server counts as gone
 GONE_GRACE_S = 1.0
+HEALTH_EVERY_S = 0.5  # at most one health probe per this interval, and only after failures
+# failures after which the server's health is worth a look (an engine that died answers
+# every request with an error at once, and would otherwise run through the whole sweep)
+_SUSPECT_PREFIXES = ("http_5", "stream_error", "connection_closed", "finish_error", "bad_response")
 
 
 class Stop:
@@ -92,10 +96,24 @@ async def run_phase(
         records.append(record)
         return record
 
+    last_probe = [0]
+
     async def send(index: int, record: RequestRecord) -> None:
         await client.send(workload.body(index), record)
         if client.refused_in_a_row >= GONE_AFTER_REFUSALS:
             stop.set("server_gone")
+        elif (
+            record.error_kind is not None
+            and record.error_kind.startswith(_SUSPECT_PREFIXES)
+            and not stop.is_set
+            and _perf_ns() - last_probe[0] > HEALTH_EVERY_S * 1e9
+        ):
+            last_probe[0] = _perf_ns()
+            status = await client.health()
+            if status is None:
+                stop.set("server_gone")
+            elif status == 503:
+                stop.set("server_unhealthy")
 
     driver: Callable[[], Awaitable[None]]
     if shape.mode == "closed":
@@ -112,7 +130,7 @@ async def run_phase(
     try:
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
-            if stop.reason == "server_gone":
+            if stop.reason in ("server_gone", "server_unhealthy"):
                 await asyncio.wait({task}, timeout=GONE_GRACE_S)
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

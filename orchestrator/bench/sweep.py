@@ -45,7 +45,7 @@ class SweepResult:
     server: ServerInfo
     knee: int | None = None
     knee_reason: str | None = None
-    stopped: str | None = None  # "interrupted", "server_gone" or None
+    stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy" or None
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property

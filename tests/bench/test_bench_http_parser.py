@@ -4,6 +4,7 @@ chunked transfer decoding, SSE splitting and the cheap event classification."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -75,7 +76,7 @@ def feed(pieces: list[bytes], *, completions: bool = False) -> tuple[RequestReco
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
     bounds = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def test_a_reasoning_stream_is_classified_and_completed() -> None:

@@ -83,9 +83,7 @@ def test_request_metrics(rec: RequestRecord, expected: dict[str, object]) -> Non
     metrics = derive(rec, origin_ns=0)
     for key, value in expected.items():
         actual = getattr(metrics, key)
-        if isinstance(value, float):
-            assert actual == pytest.approx(value), key
-        elif isinstance(value, tuple):
+        if isinstance(value, (float, tuple)):
             assert actual == pytest.approx(value), key
         else:
             assert actual == value, key

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import statistics
 
 import pytest
@@ -22,7 +23,7 @@ def test_constant_arrivals_are_evenly_spaced() -> None:
 @pytest.mark.parametrize(("burstiness", "cv"), [(1.0, 1.0), (4.0, 0.5), (0.25, 2.0)])
 def test_gamma_arrivals_have_the_configured_rate_and_burstiness(burstiness: float, cv: float) -> None:
     offsets = arrival_offsets(20_001, 10.0, burstiness=burstiness, seed=7)
-    gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(offsets)]
     mean = statistics.fmean(gaps)
     assert mean == pytest.approx(0.1, rel=0.05)
     # gamma with shape s has a coefficient of variation of 1/sqrt(s)

@@ -1,0 +1,148 @@
+"""The engine against the simulator (`orch sim serve`, a real subprocess): token counts,
+usage against counted chunks, the reasoning split, open-loop arrivals, the knee of the
+Kimi NVFP4 profile, and a crash mid-sweep."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.bench.auto import knee_of_curve
+from orchestrator.bench.sweep import SweepResult, run_sweep
+from orchestrator.bench.workload import DEFAULT_PROMPT
+from orchestrator.plan.models import Bench
+from orchestrator.sim.profiles import get_profile
+from orchestrator.sim.scheduler import Scheduler, Sequence
+from orchestrator.sim.testing import running_simulator
+from orchestrator.sim.textgen import chat_prompt_tokens
+
+KIMI = "kimi-k2.5-nvfp4-8x-rtx-pro-6000"
+FAST_START = {"startup_time_scale": 0.001}
+
+
+def sweep(url: str, out: Path, **config: Any) -> SweepResult:
+    return run_sweep(Bench.model_validate(config), base_url=url, model=None, api_key=None, out_dir=out, console=None)
+
+
+def rows(out: Path, label: str) -> list[dict[str, Any]]:
+    lines = (out / f"requests-{label}.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if not r["warmup"]]
+
+
+def level(out: Path, label: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / f"level-{label}.json").read_text())
+    return data
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.13.0", "0.11.0"])
+def test_tokens_usage_and_the_reasoning_split(tmp_path: Path, version: str) -> None:
+    # 0.17 sends delta.reasoning, 0.13 both names (with nulls), 0.11 only reasoning_content
+    with running_simulator(profile="instant", reasoning_parser="kimi_k2", vllm_version=version, **FAST_START) as sim:
+        result = sweep(sim.base_url, tmp_path, concurrency=[2], requests_per_level=4, max_tokens=1024)
+    c2 = level(tmp_path, "c2")
+    assert c2["completed"] == 4 and c2["failed"] == 0
+    assert c2["simulated"] is True and c2["simulator_profile"] == "instant"
+    assert result.server.model == "moonshotai/Kimi-K2.5"
+    assert c2["token_source"] == "usage"
+    for row in rows(tmp_path, "c2"):
+        # usage counts the end-of-thinking token, which streams as no chunk of its own
+        assert row["counted_chunks"] > 0
+        assert row["output_tokens"] - row["counted_chunks"] in (0, 1)
+        assert row["reasoning_tokens"] > 0 and row["content_tokens"] > 0
+        assert row["reasoning_tokens"] + row["content_tokens"] == row["output_tokens"]
+        assert row["ttft_content_ms"] > row["ttft_ms"]  # reasoning comes first
+    assert c2["total_reasoning_tokens"] + c2["total_content_tokens"] == c2["total_output_tokens"]
+
+
+def test_thinking_off_means_no_reasoning_tokens(tmp_path: Path) -> None:
+    with running_simulator(profile="instant", reasoning_parser="kimi_k2", **FAST_START) as sim:
+        sweep(sim.base_url, tmp_path, concurrency=[1], requests_per_level=2, thinking=False, max_tokens=200)
+    c1 = level(tmp_path, "c1")
+    assert c1["total_reasoning_tokens"] == 0 and c1["total_content_tokens"] > 0
+    assert c1["mean_ttft_ms"] == pytest.approx(c1["mean_ttft_content_ms"])
+
+
+def test_rate_mode_arrivals_follow_the_poisson_schedule(tmp_path: Path) -> None:
+    with running_simulator(profile="instant", **FAST_START) as sim:
+        sweep(sim.base_url, tmp_path, rate=[25.0], requests_per_level=60, max_tokens=8, warmup=0, seed=3)
+    r25 = level(tmp_path, "r25")
+    assert (r25["request_rate"], r25["burstiness"], r25["max_concurrency"]) == (25.0, 1.0, None)
+    assert r25["completed"] == 60
+    starts = sorted(r["start_s"] for r in rows(tmp_path, "r25"))
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(1 / 25, rel=0.35)
+    assert 0.6 < statistics.pstdev(gaps) / mean < 1.5  # exponential gaps: CV near 1, not 0
+    assert r25["client_schedule_lag_ms"]["median"] < 10
+
+
+def _closed_loop_throughput(concurrency: int, max_tokens: int) -> float:
+    """The profile's prediction for a closed loop of C workers and 2C requests, in model
+    time, from the simulator's own scheduler replayed without a clock."""
+    profile = get_profile(KIMI)
+    scheduler = Scheduler(profile=profile, max_num_seqs=profile.max_num_seqs, kv_capacity=profile.kv_cache_tokens)
+    prompt = chat_prompt_tokens([DEFAULT_PROMPT])
+    total, started, sequences = 2 * concurrency, 0, []
+
+    def start() -> None:
+        nonlocal started
+        seq = Sequence(prompt_tokens=prompt, max_tokens=max_tokens, natural_tokens=None)
+        scheduler.add(seq)
+        sequences.append(seq)
+        started += 1
+
+    for _ in range(concurrency):
+        start()
+    now = 0.0
+    while scheduler.has_work():
+        now += scheduler.plan_step(now).seconds
+        for _ in range(scheduler.complete_step(now)):
+            if started < total:
+                start()
+    return sum(s.generated for s in sequences) / now
+
+
+def test_auto_sweep_finds_the_knee_of_the_kimi_nvfp4_profile(tmp_path: Path) -> None:
+    threshold, resolution, max_tokens = 0.10, 0.4, 32
+    curve = lru_cache(maxsize=None)(lambda c: _closed_loop_throughput(c, max_tokens))
+    expected = knee_of_curve({c: curve(c) for c in range(1, 257)}, threshold)
+    assert expected is not None
+    with running_simulator(profile=KIMI, time_scale=0.2, reasoning_parser="kimi_k2", **FAST_START) as sim:
+        result = sweep(
+            sim.base_url, tmp_path, concurrency="auto", requests_per_level="2x", max_tokens=max_tokens,
+            ignore_eos=True, warmup=0, auto={"threshold": threshold, "resolution": resolution},
+        )
+    assert result.knee_reason == "plateau" and result.knee is not None
+    # within one step of the search's final bracket
+    assert abs(result.knee - expected) <= max(1, int(result.knee * resolution)), (result.knee, expected)
+    levels = [lv.spec.concurrency for lv in result.levels]
+    assert levels[:7] == [1, 2, 4, 8, 16, 32, 64]
+    c1 = level(tmp_path, "c1")
+    assert c1["time_scale"] == 0.2 and c1["normalized"]["time_scale"] == 0.2
+    # in model time the single stream runs at the profile's 61 tok/s
+    assert c1["normalized"]["output_throughput"] == pytest.approx(curve(1), rel=0.1)
+    assert c1["output_throughput"] == pytest.approx(c1["normalized"]["output_throughput"] / 0.2)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["knee"] == result.knee and summary["simulated"] is True
+
+
+def test_an_engine_crash_mid_sweep_keeps_the_finished_levels(tmp_path: Path) -> None:
+    # c1: 1 warm-up + 2 requests; the engine dies during the first request after 5 finished
+    with running_simulator(profile="instant", crash_after_requests=5, **FAST_START) as sim:
+        result = sweep(sim.base_url, tmp_path, concurrency=[1, 2, 4, 8], requests_per_level=2, max_tokens=16)
+    assert result.stopped in ("server_unhealthy", "server_gone")
+    labels = [lv.spec.label for lv in result.levels]
+    assert labels[:2] == ["c1", "c2"] and "c8" not in labels
+    assert level(tmp_path, "c1")["partial"] is False and level(tmp_path, "c1")["failed"] == 0
+    last = level(tmp_path, labels[-1])
+    assert last["partial"] is True and last["stopped"] == result.stopped
+    failed = sum(level(tmp_path, label)["failed"] for label in labels)
+    assert failed >= 1
+    csv_lines = (tmp_path / "sweep.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + len(labels)
