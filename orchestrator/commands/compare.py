@@ -1,0 +1,74 @@
+"""`orch compare RUN|PLAN ...`: runs side by side, the first as the baseline.
+
+A RUN is a run folder; a PLAN is a plan name (or plan file) and means its latest complete
+run with benchmark results under --runs-dir. Prints the tables (and the comparability
+warnings); --json prints the figures instead; --plots DIR also writes the PNG plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.report.comparison import Comparison
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("refs", nargs="+", metavar="RUN|PLAN", help="run folders or plan names; the first is the baseline")
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
+    )
+    parser.add_argument("--host", default=None, help="only this host's benchmark (runs with several hosts)")
+    parser.add_argument("--wall-time", action="store_true", help="simulated runs in wall time, not model time")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--plots", type=Path, default=None, metavar="DIR", help="also write the plots (PNG) into DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from orchestrator.masking import mask
+    from orchestrator.report.comparison import compare_runs
+    from orchestrator.report.run_data import resolve_run
+
+    paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
+    comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)
+    written: list[Path] = []
+    if args.plots is not None:
+        written = _write_plots(comparison, args.plots)
+    if args.json:
+        sys.stdout.write(mask(json.dumps(comparison.to_json(), indent=2)) + "\n")
+        return 0
+    from rich.console import Console
+
+    from orchestrator.report.compare_tables import captions, comparison_tables
+    from orchestrator.report.tabular import to_rich
+
+    console = Console(highlight=False)
+    for table in comparison_tables(comparison):
+        console.print(to_rich(table))
+    console.print(mask(captions(comparison)), markup=False, soft_wrap=True)
+    for warning in comparison.warnings:
+        console.print(mask(f"warning: {warning}"), style="yellow", markup=False)
+    for path in written:
+        console.print(mask(f"plot: {path}"), markup=False, soft_wrap=True)
+    return 0
+
+
+def _write_plots(comparison: Comparison, directory: Path) -> list[Path]:
+    from orchestrator.errors import OrchError
+    from orchestrator.report.plots import comparison_plots
+
+    written = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for plot in comparison_plots(comparison):
+            path = directory / f"{plot.name}.png"
+            path.write_bytes(plot.png)
+            written.append(path)
+    except OSError as error:
+        raise OrchError(f"cannot write the plots into {directory}: {error.strerror or error}") from None
+    return written

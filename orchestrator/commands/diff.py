@@ -1,0 +1,36 @@
+"""`orch diff PLAN_A PLAN_B`: what changed across a pivot in the resolved plans (model,
+quantization, parallelism, engine, pins, env, flags, bench, other).
+
+Each side is a plan file (loaded with its layers), a run folder (its plan.yaml, as applied)
+or a plan name (the plan.yaml of its latest complete run under --runs-dir).
+Exit 0 when the plans are the same, 1 when they differ (like diff(1)) with --exit-code.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plan_a", metavar="PLAN_A", help="plan file, run folder or plan name")
+    parser.add_argument("plan_b", metavar="PLAN_B", help="plan file, run folder or plan name")
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
+    )
+    parser.add_argument("--exit-code", action="store_true", help="exit 1 when the plans differ")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from orchestrator.report.plan_diff import diff_plans, diff_table
+    from orchestrator.report.plan_source import read_plan
+    from orchestrator.report.tabular import to_rich
+
+    a = read_plan(args.plan_a, args.runs_dir)
+    b = read_plan(args.plan_b, args.runs_dir)
+    changes = diff_plans(a.plan, b.plan)
+    console = Console(highlight=False)
+    console.print(to_rich(diff_table(a.plan, b.plan, changes, labels=(a.label, b.label))))
+    return 1 if args.exit_code and changes else 0

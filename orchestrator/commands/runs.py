@@ -1,0 +1,37 @@
+"""`orch runs [PLAN...]`: list run folders (plan, time, hosts, status, engine, headline
+figures), oldest first. Exit 0; 1 when a folder named on the command line is unreadable."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plans", nargs="*", metavar="PLAN", help="only the runs of these plan names")
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
+    )
+    parser.add_argument("--last", type=int, default=None, metavar="N", help="only the N newest runs")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from orchestrator.masking import mask
+    from orchestrator.report.listing import list_rows, runs_table
+    from orchestrator.report.tabular import to_rich
+
+    console = Console(highlight=False)
+    rows = list_rows(args.runs_dir, args.plans)
+    if args.last is not None:
+        rows = rows[-args.last :] if args.last > 0 else []
+    if not rows:
+        which = f" of {', '.join(args.plans)}" if args.plans else ""
+        console.print(mask(f"no run folders{which} under {args.runs_dir}/"), markup=False)
+        return 0
+    console.print(to_rich(runs_table(rows, args.runs_dir)))
+    for row in rows:
+        if row.problem:
+            console.print(mask(f"{row.path}: {row.problem}"), markup=False, style="yellow")
+    return 0

@@ -1,0 +1,134 @@
+"""Why two series may not be comparable (pure): one sentence per problem, naming the runs.
+
+Settings that change what a request is (max_tokens, prompt, endpoint, sampling, thinking),
+how load is offered (mode), what answered (engine, simulated against real), and results
+that are not whole (failed or cut-short levels, runs that did not complete).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.report.series import Series
+
+# Benchmark settings that change the request or the load: key -> (what, why it matters).
+SETTINGS: dict[str, tuple[str, str]] = {
+    "max_tokens": ("max_tokens", "longer answers take longer and change throughput"),
+    "endpoint": ("the endpoint", "chat and completions requests are not the same work"),
+    "mode": ("the load mode", "batch, closed-loop and rate levels offer different load"),
+    "ignore_eos": ("ignore_eos", "it forces answers to max_tokens"),
+    "thinking": ("thinking", "reasoning changes the answer length"),
+    "chat_template_kwargs": ("chat_template_kwargs", "template options change the answer"),
+    "temperature": ("the temperature", "sampling changes the answer length"),
+    "extra_body": ("extra_body", "extra request fields change the request"),
+}
+
+# Level flags (orchestrator.bench.anomalies) not already said by the failed/partial warnings.
+FLAG_MEANINGS = {
+    "throughput_drop": "throughput fell although the load rose",
+    "spread": "repeats disagree by more than 10%",
+    "client_saturated": "the benchmark client used over 90% of a core; latencies may be inflated",
+    "server_disagrees": "the server's token count differs from the client's by over 10%",
+}
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _differs(series: Sequence[Series], values: Sequence[Any], what: str, why: str) -> str | None:
+    if all(v == values[0] for v in values[1:]):
+        return None
+    shown = ", ".join(f"{s.label} {_show(v)}" for s, v in zip(series, values, strict=True))
+    return f"{what} differs ({shown}): {why}"
+
+
+def _endpoint(s: Series) -> Any:
+    """The plan's word (chat, completions); the result's backend name when no config says."""
+    configured = s.config.get("endpoint")
+    if configured is not None:
+        return configured
+    return {"openai-chat": "chat", "openai": "completions"}.get(s.endpoint_type or "", s.endpoint_type)
+
+
+def _prompt(s: Series) -> Any:
+    return (s.config.get("prompt"), s.config.get("dataset"), s.config.get("input_len"))
+
+
+def _prompt_message(series: Sequence[Series]) -> str | None:
+    values = [_prompt(s) for s in series]
+    if all(v == values[0] for v in values[1:]):
+        return None
+    shown = []
+    for s, (prompt, dataset, input_len) in zip(series, values, strict=True):
+        if dataset:
+            shown.append(f"{s.label} dataset {dataset}")
+        elif input_len:
+            shown.append(f"{s.label} synthetic {input_len} tokens")
+        else:
+            shown.append(f"{s.label} {_show(prompt)}")
+    return f"the prompt differs ({', '.join(shown)}): a different prompt is different work"
+
+
+def comparability_warnings(series: Sequence[Series]) -> list[str]:
+    """Every reason the series should not be read side by side, most serious first."""
+    warnings: list[str] = []
+    if len(series) > 1:
+        found: list[str | None] = []
+        simulated = [s.label for s in series if s.simulated]
+        real = [s.label for s in series if not s.simulated]
+        if simulated and real:
+            warnings.append(
+                f"simulated against real: {', '.join(simulated)} ran on the simulator, "
+                f"{', '.join(real)} on real hardware; simulated figures follow a profile, not a measurement"
+            )
+        else:
+            engines = [s.engine for s in series]
+            found.append(_differs(series, engines, "the engine", "a different server answered"))
+        endpoints = [_endpoint(s) for s in series]
+        found.append(_differs(series, endpoints, "the endpoint", SETTINGS["endpoint"][1]))
+        found.append(_prompt_message(series))
+        for key, (what, why) in SETTINGS.items():
+            if key != "endpoint":
+                found.append(_differs(series, [s.config.get(key) for s in series], what, why))
+        warnings.extend(message for message in found if message)
+        common = set.intersection(*({p.key for p in s.points if p.completed} for s in series))
+        if not common:
+            warnings.append("no load level was measured by every run: the tables have gaps only")
+    warnings.extend(_health(series))
+    return warnings
+
+
+def _health(series: Sequence[Series]) -> list[str]:
+    out: list[str] = []
+    for s in series:
+        if s.run.status != "complete":
+            out.append(f"{s.label}: the run is {s.run.status}, not complete ({s.run.path})")
+        failed = [f"{p.level} ({p.failed} failed)" for p in s.points if p.failed]
+        if failed:
+            out.append(f"{s.label}: requests failed at {', '.join(failed)}; latencies leave them out")
+        partial = [p.level for p in s.points if p.partial]
+        if partial:
+            out.append(f"{s.label}: level(s) {', '.join(partial)} were cut short (partial)")
+        for flag, meaning in FLAG_MEANINGS.items():
+            levels = [p.level for p in s.points if flag in p.flags]
+            if levels:
+                out.append(f"{s.label} at {', '.join(levels)}: {meaning}")
+        if s.simulated and not s.model_time:
+            out.append(f"{s.label}: simulated, but the results have no model-time figures; shown in wall time")
+        if s.gpus.count is None:
+            out.append(f"{s.label}: GPU count unknown ({s.gpus.source}); no per-GPU figures")
+        facts_gpus = (s.host.facts or {}).get("gpus")
+        if not s.simulated and isinstance(facts_gpus, list) and s.gpus.count and len(facts_gpus) < s.gpus.count:
+            out.append(
+                f"{s.label}: the plan asks for {s.gpus.count} GPUs but the host facts list {len(facts_gpus)}"
+            )
+        if s.run.plan_problem:
+            out.append(f"{s.label}: {s.run.plan_problem}")
+    return out

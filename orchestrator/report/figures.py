@@ -1,0 +1,157 @@
+"""The figures a comparison is made of, taken from level results (pure).
+
+A simulated level carries a `normalized` block: its figures in the model's own time
+(durations / time scale, throughputs x time scale). Comparisons use model time, so a run of
+the simulator at time scale 0.05 reads like the hardware it models.
+
+- single stream: output throughput at concurrency 1;
+- peak: the highest output throughput of any complete level;
+- knee: the sweep's own (an `auto` sweep records it), else the smallest concurrency C at
+  which doubling gains less than the threshold, T(2C) < (1 + threshold) T(C), on the
+  levels measured (`orchestrator.bench.auto.knee_of_curve`);
+- latency at equal load: a run's latency at a given output throughput, interpolated
+  linearly between its levels on the rising part of its curve (up to its peak).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.bench.auto import knee_of_curve
+
+DEFAULT_KNEE_THRESHOLD = 0.05
+
+LoadKey = tuple[str, float]  # ("c", concurrency) for closed and batch levels, ("r", rate)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One level's headline figures, in model time when the run was simulated."""
+
+    level: str
+    mode: str
+    load: float
+    throughput: float  # output tok/s, reasoning included
+    mean_e2el_ms: float | None
+    p50_e2el_ms: float | None
+    p99_e2el_ms: float | None
+    mean_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    mean_itl_ms: float | None
+    p99_itl_ms: float | None
+    completed: int
+    failed: int
+    partial: bool
+    flags: tuple[str, ...]
+
+    @property
+    def key(self) -> LoadKey:
+        return ("r" if self.mode == "rate" else "c", self.load)
+
+    def value(self, metric: str) -> float | None:
+        value = getattr(self, metric)
+        return float(value) if isinstance(value, int | float) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def point_of(result: Mapping[str, Any], *, model_time: bool = True) -> Point:
+    """A level result (the level JSON) as a Point; model time when it has a normalized block."""
+    figures: Mapping[str, Any] = result
+    normalized = result.get("normalized")
+    if model_time and isinstance(normalized, Mapping):
+        figures = {**result, **normalized}
+    mode = str(result.get("mode") or "closed")
+    raw_load = result.get("request_rate") if mode == "rate" else result.get("max_concurrency")
+    load = _number(raw_load) or 0.0
+    return Point(
+        level=str(result.get("level") or ""),
+        mode=mode,
+        load=load,
+        throughput=_number(figures.get("output_throughput")) or 0.0,
+        mean_e2el_ms=_number(figures.get("mean_e2el_ms")),
+        p50_e2el_ms=_number(figures.get("median_e2el_ms", figures.get("p50_e2el_ms"))),
+        p99_e2el_ms=_number(figures.get("p99_e2el_ms")),
+        mean_ttft_ms=_number(figures.get("mean_ttft_ms")),
+        p99_ttft_ms=_number(figures.get("p99_ttft_ms")),
+        mean_itl_ms=_number(figures.get("mean_itl_ms")),
+        p99_itl_ms=_number(figures.get("p99_itl_ms")),
+        completed=_int(result.get("completed")),
+        failed=_int(result.get("failed")),
+        partial=bool(result.get("partial")),
+        flags=tuple(str(flag) for flag in result.get("flags") or ()),
+    )
+
+
+def concurrency_points(points: Sequence[Point]) -> list[Point]:
+    """Closed and batch levels that produced tokens, by concurrency."""
+    return sorted((p for p in points if p.key[0] == "c" and p.completed), key=lambda p: p.load)
+
+
+def single_stream(points: Sequence[Point]) -> Point | None:
+    return next((p for p in concurrency_points(points) if p.load == 1), None)
+
+
+def peak(points: Sequence[Point]) -> Point | None:
+    """The level with the highest output throughput (complete levels before partial ones)."""
+    usable = [p for p in points if p.completed]
+    whole = [p for p in usable if not p.partial] or usable
+    return max(whole, key=lambda p: p.throughput, default=None)
+
+
+def knee(
+    points: Sequence[Point], *, recorded: int | None = None, threshold: float = DEFAULT_KNEE_THRESHOLD
+) -> tuple[int | None, str]:
+    """(knee concurrency, how it was found) — see the module docstring."""
+    if recorded is not None:
+        return recorded, "found by the auto sweep"
+    curve = {int(p.load): p.throughput for p in concurrency_points(points) if not p.partial}
+    if len(curve) < 2:
+        return None, "too few levels"
+    found = knee_of_curve(curve, threshold)
+    if found is not None:
+        return found, f"doubling gains < {threshold:.0%}"
+    return None, f"still rising at C={max(curve)}"
+
+
+def rising_part(points: Sequence[Point]) -> list[Point]:
+    """Concurrency levels up to and including the peak, in load order."""
+    ordered = [p for p in concurrency_points(points) if not p.partial]
+    if not ordered:
+        return []
+    top = max(range(len(ordered)), key=lambda i: ordered[i].throughput)
+    return ordered[: top + 1]
+
+
+def at_throughput(points: Sequence[Point], target: float, metric: str) -> float | None:
+    """`metric` of a run at output throughput `target`, interpolated between the two levels
+    around it on the rising part of the curve; None outside the range measured."""
+    curve = [(p.throughput, p.value(metric)) for p in rising_part(points)]
+    for (t_lo, v_lo), (t_hi, v_hi) in itertools.pairwise(curve):
+        if v_lo is None or v_hi is None:
+            continue
+        lo, hi = min(t_lo, t_hi), max(t_lo, t_hi)
+        if lo <= target <= hi:
+            if hi == lo:
+                return v_lo
+            weight = (target - t_lo) / (t_hi - t_lo)
+            return v_lo + (v_hi - v_lo) * weight
+    exact = [v for t, v in curve if t == target and v is not None]
+    return exact[0] if exact else None
+
+
+def ratio(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return value / base

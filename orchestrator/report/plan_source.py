@@ -1,0 +1,39 @@
+"""Where `orch diff` gets a plan from: a plan file (loaded with its layers, as `orch apply`
+would), a run folder (the plan.yaml it applied), or a plan name (the plan.yaml of its latest
+complete run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import RunFolderError
+from orchestrator.plan.models import Plan
+from orchestrator.report.run_data import latest_complete, load_plan_yaml
+
+
+@dataclass(frozen=True)
+class PlanRef:
+    plan: Plan
+    label: str  # how the table names it
+    origin: Path  # the file it was read from
+
+
+def read_plan(ref: str, runs_root: Path) -> PlanRef:
+    path = Path(ref)
+    if path.is_file():
+        from orchestrator.plan.loader import load_plan
+
+        loaded = load_plan(path)
+        return PlanRef(loaded.plan, loaded.plan.name, path)
+    if path.is_dir():
+        plan_file = path / "plan.yaml"
+        if not plan_file.exists():
+            raise RunFolderError(f"{path} holds no plan.yaml", hint="give a run folder or a plan file")
+        plan = load_plan_yaml(plan_file)
+        return PlanRef(plan, f"{plan.name} ({path.name})", plan_file)
+    if "/" in ref or ref.endswith((".yaml", ".yml")):
+        raise RunFolderError(f"{ref}: no such plan file or run folder")
+    folder = latest_complete(runs_root, ref)
+    plan = load_plan_yaml(folder / "plan.yaml")
+    return PlanRef(plan, f"{plan.name} ({folder.name})", folder / "plan.yaml")

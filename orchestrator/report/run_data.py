@@ -1,0 +1,236 @@
+"""Reading run folders back: meta, resolved plan, host facts and benchmark results.
+
+    runs/<plan>/<UTC stamp>-<hash8>/
+      meta.json, plan.yaml, hosts/<host>/facts.json, hosts/<host>/bench/{level-*.json,summary.json}
+
+Nothing here writes. A run reference (`resolve_run`) is a run folder, a plan name (its
+latest complete run with benchmark results), a plan's folder under the runs root, or a plan
+file (the plan's name is read from it). Every failure is a `RunFolderError` that names the
+file and says what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from orchestrator.errors import OrchError, RunFolderError
+from orchestrator.plan.models import Plan
+from orchestrator.rundir import list_runs, read_meta
+
+
+@dataclass(frozen=True)
+class BenchData:
+    """One host's benchmark: level results (by mode, then load) and the sweep summary."""
+
+    directory: Path
+    levels: list[dict[str, Any]]
+    summary: dict[str, Any] | None
+
+    @property
+    def simulated(self) -> bool:
+        return any(bool(level.get("simulated")) for level in self.levels) or bool(
+            (self.summary or {}).get("simulated")
+        )
+
+    @property
+    def time_scale(self) -> float | None:
+        for source in (*self.levels, self.summary or {}):
+            scale = source.get("time_scale")
+            if isinstance(scale, int | float) and not isinstance(scale, bool) and scale > 0:
+                return float(scale)
+        return None
+
+
+@dataclass(frozen=True)
+class HostData:
+    name: str
+    facts: dict[str, Any] | None  # the "host" block of facts.json
+    bench: BenchData | None
+
+
+@dataclass(frozen=True)
+class RunData:
+    path: Path
+    meta: dict[str, Any]
+    plan: Plan | None
+    plan_problem: str | None  # why plan.yaml could not be read, if so
+    hosts: list[HostData]
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("plan") or self.path.parent.name)
+
+    @property
+    def stamp(self) -> str:
+        return self.path.name
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status") or "unknown")
+
+    @property
+    def engine(self) -> str | None:
+        engine = self.meta.get("engine")
+        if isinstance(engine, str):
+            return engine
+        if self.plan is not None and self.plan.service is not None:
+            return self.plan.service.engine
+        return None
+
+    @property
+    def simulated(self) -> bool:
+        """Said by meta.json, the results themselves, or the plan's engine."""
+        if any(h.bench is not None and h.bench.simulated for h in self.hosts):
+            return True
+        if isinstance(self.meta.get("simulated"), bool):
+            return bool(self.meta["simulated"])
+        return self.engine == "sim"
+
+    @property
+    def benches(self) -> list[HostData]:
+        return [h for h in self.hosts if h.bench is not None and h.bench.levels]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+    except json.JSONDecodeError as error:
+        raise RunFolderError(
+            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    value = _read_json(path)
+    if not isinstance(value, dict):
+        raise RunFolderError(f"{path}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def _level_order(result: dict[str, Any]) -> tuple[int, float, str]:
+    if result.get("mode") == "rate":
+        rate = result.get("request_rate")
+        return (1, float(rate) if isinstance(rate, int | float) else 0.0, str(result.get("level")))
+    concurrency = result.get("max_concurrency")
+    load = float(concurrency) if isinstance(concurrency, int | float) else 0.0
+    return (0, load, str(result.get("level")))
+
+
+def load_bench(directory: Path) -> BenchData | None:
+    """The level results in `directory` (None when it holds none)."""
+    if not directory.is_dir():
+        return None
+    summary_file = directory / "summary.json"
+    summary = _read_object(summary_file) if summary_file.exists() else None
+    levels = [_read_object(path) for path in sorted(directory.glob("level-*.json"))]
+    if not levels and summary is None:
+        return None
+    return BenchData(directory, sorted(levels, key=_level_order), summary)
+
+
+def load_plan_yaml(path: Path) -> Plan:
+    """A resolved plan as `orch apply` wrote it (plan.yaml of a run folder)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        raise RunFolderError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: expected a plan (a YAML mapping)")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "<plan>"
+        raise RunFolderError(
+            f"{path}: not a valid plan ({error.error_count()} problem(s); first at {where}: {first['msg']})"
+        ) from None
+
+
+def load_run(path: Path) -> RunData:
+    meta = read_meta(path)
+    plan: Plan | None = None
+    problem: str | None = None
+    plan_file = path / "plan.yaml"
+    if plan_file.exists():
+        try:
+            plan = load_plan_yaml(plan_file)
+        except RunFolderError as error:
+            problem = str(error)
+    else:
+        problem = f"{plan_file} is missing"
+    names = [str(h) for h in meta.get("hosts") or []]
+    hosts_dir = path / "hosts"
+    if hosts_dir.is_dir():
+        names += sorted(p.name for p in hosts_dir.iterdir() if p.is_dir() and p.name not in names)
+    hosts: list[HostData] = []
+    for name in names:
+        base = hosts_dir / name
+        facts_file = base / "facts.json"
+        facts = _read_object(facts_file).get("host") if facts_file.exists() else None
+        hosts.append(
+            HostData(name, facts if isinstance(facts, dict) else None, load_bench(base / "bench"))
+        )
+    return RunData(path, meta, plan, problem, hosts)
+
+
+def plan_runs(root: Path, plan_name: str) -> list[Path]:
+    """Run folders of one plan, oldest first."""
+    return [p for p in list_runs(root) if p.parent.name == plan_name]
+
+
+def latest_complete(root: Path, plan_name: str) -> Path:
+    """The newest run of `plan_name` that completed and holds benchmark results."""
+    folders = plan_runs(root, plan_name)
+    if not folders:
+        known = sorted({p.parent.name for p in list_runs(root)})
+        listed = ", ".join(known) if known else "none"
+        raise RunFolderError(
+            f"no run folder or plan named {plan_name!r} under {root}/",
+            hint=f"give a run folder path or one of the plans with runs: {listed}",
+        )
+    statuses: list[str] = []
+    for folder in reversed(folders):
+        meta = read_meta(folder)
+        status = str(meta.get("status"))
+        statuses.append(f"{folder.name}: {status}")
+        if status == "complete" and any((folder / "hosts").glob("*/bench/level-*.json")):
+            return folder
+    raise RunFolderError(
+        f"plan {plan_name!r} has no complete run with benchmark results under {root}/{plan_name}/",
+        hint="runs found: " + "; ".join(statuses[:5]) + " (give a run folder to use one anyway)",
+    )
+
+
+def resolve_run(ref: str, root: Path) -> Path:
+    """A run folder from what the user typed: see the module docstring."""
+    path = Path(ref)
+    if path.is_dir():
+        if (path / "meta.json").exists():
+            return path
+        if any(path.glob("*/meta.json")):
+            return latest_complete(path.parent, path.name)
+        raise RunFolderError(f"{path} is not a run folder (no meta.json)")
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return latest_complete(root, plan_name_of_file(path))
+    if "/" in ref or ref.endswith((".yaml", ".yml")):
+        raise RunFolderError(f"{ref}: no such run folder or plan file")
+    return latest_complete(root, ref)
+
+
+def plan_name_of_file(path: Path) -> str:
+    from orchestrator.plan.loader import load_plan
+
+    try:
+        return load_plan(path).plan.name
+    except OrchError as error:
+        raise RunFolderError(f"cannot read the plan {path}:\n{error}") from None

@@ -1,0 +1,125 @@
+"""A series: one host's benchmark of one run, with what a comparison needs to know about it
+(its figures in model time, the GPUs behind them, the benchmark settings it ran with)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.report.figures import (
+    DEFAULT_KNEE_THRESHOLD,
+    Point,
+    knee,
+    peak,
+    point_of,
+    single_stream,
+)
+from orchestrator.report.gpus import GpuCount, gpu_count
+from orchestrator.report.run_data import HostData, RunData
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    run: RunData
+    host: HostData
+    points: list[Point]
+    model_time: bool  # figures are the simulator's normalized ones
+    time_scale: float | None
+    simulated: bool
+    gpus: GpuCount
+    config: dict[str, Any]  # the benchmark settings it ran with
+    endpoint_type: str | None
+    model: str | None
+    knee: int | None
+    knee_how: str
+
+    @property
+    def engine(self) -> str:
+        return self.run.engine or ("sim" if self.simulated else "unknown")
+
+    @property
+    def single_stream(self) -> Point | None:
+        return single_stream(self.points)
+
+    @property
+    def peak(self) -> Point | None:
+        return peak(self.points)
+
+    def per_gpu(self, value: float | None) -> float | None:
+        if value is None or not self.gpus.count:
+            return None
+        return value / self.gpus.count
+
+    def point_at(self, key: tuple[str, float]) -> Point | None:
+        return next((p for p in self.points if p.key == key), None)
+
+
+def _config(run: RunData, host: HostData) -> dict[str, Any]:
+    """The settings the sweep recorded, else the plan's bench section."""
+    summary = host.bench.summary if host.bench else None
+    recorded = (summary or {}).get("config")
+    if isinstance(recorded, dict):
+        return recorded
+    if run.plan is not None and run.plan.bench is not None:
+        return run.plan.bench.model_dump(mode="json")
+    return {}
+
+
+def _threshold(config: dict[str, Any]) -> float:
+    auto = config.get("auto")
+    value = auto.get("threshold") if isinstance(auto, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_KNEE_THRESHOLD
+
+
+def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = True) -> Series:
+    assert host.bench is not None
+    bench = host.bench
+    normalized = all(isinstance(level.get("normalized"), dict) for level in bench.levels)
+    use_model_time = model_time and bench.simulated and normalized
+    points = [point_of(level, model_time=use_model_time) for level in bench.levels]
+    config = _config(run, host)
+    summary = bench.summary or {}
+    recorded = summary.get("knee") if isinstance(summary.get("knee"), int) else None
+    knee_at, how = knee(points, recorded=recorded, threshold=_threshold(config))
+    first = bench.levels[0] if bench.levels else {}
+    model = first.get("model_id") or summary.get("model")
+    return Series(
+        label=label,
+        run=run,
+        host=host,
+        points=points,
+        model_time=use_model_time,
+        time_scale=bench.time_scale if bench.simulated else None,
+        simulated=bench.simulated or run.simulated,
+        gpus=gpu_count(run.plan, (host.facts or {}).get("gpus")),
+        config=config,
+        endpoint_type=first.get("endpoint_type") if isinstance(first.get("endpoint_type"), str) else None,
+        model=str(model) if model else None,
+        knee=knee_at,
+        knee_how=how,
+    )
+
+
+def _labels(entries: Sequence[tuple[RunData, HostData]]) -> list[str]:
+    """Plan names; the host when a run benchmarked several; the stamp when a name repeats."""
+    multi_host = {id(run) for run, _ in entries if len(run.benches) > 1}
+    labels = [
+        f"{run.name}@{host.name}" if id(run) in multi_host else run.name for run, host in entries
+    ]
+    for index, (run, _) in enumerate(entries):
+        if labels.count(labels[index]) > 1:
+            labels[index] = f"{labels[index]} ({run.stamp[:16]})"
+    return labels
+
+
+def build_series(runs: Sequence[RunData], *, model_time: bool = True, host: str | None = None) -> list[Series]:
+    """Every benchmarked host of every run, in the order given (the first is the baseline)."""
+    entries = [
+        (run, data) for run in runs for data in run.benches if host is None or data.name == host
+    ]
+    return [
+        series_of(run, data, label, model_time=model_time)
+        for (run, data), label in zip(entries, _labels(entries), strict=True)
+    ]
