@@ -62,7 +62,7 @@ class Engine:
     def abort(self, seq: Sequence) -> None:
         """The client went away: the sequence leaves at the next step."""
         if seq.finish_reason is None and not seq.aborted:
-            seq.aborted = True
+            self.scheduler.abort(seq)
             seq.finish_reason = "abort"
             self.metrics.finished_request(seq, time.monotonic(), "abort")
             self.completed += 1

@@ -58,10 +58,10 @@ class Histogram:
     def __post_init__(self) -> None:
         self.counts = [0] * (len(self.buckets) + 1)
 
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.buckets, value)] += 1
-        self.total += value
-        self.count += 1
+    def observe(self, value: float, times: int = 1) -> None:
+        self.counts[bisect_left(self.buckets, value)] += times
+        self.total += value * times
+        self.count += times
 
 
 class EngineMetrics:
@@ -86,12 +86,19 @@ class EngineMetrics:
             self.prompt_tokens += seq.prompt_tokens
             self.queue.observe(now - seq.arrival)
 
-    def token(self, seq: Sequence, now: float) -> None:
-        self.generation_tokens += 1
-        if seq.generated == 1:
-            self.ttft.observe(now - seq.arrival)
-        else:
-            self.itl.observe(now - seq.last_token_at)
+    def tokens(self, running: list[Sequence], now: float) -> None:
+        self.generation_tokens += len(running)
+        # Sequences that stepped together share their previous token time: group them so a
+        # step costs one histogram update per group, not per sequence.
+        previous: dict[float, int] = {}
+        for seq in running:
+            if seq.generated == 0:
+                self.ttft.observe(now - seq.arrival)
+            else:
+                last = seq.last_token_at
+                previous[last] = previous.get(last, 0) + 1
+        for last, count in previous.items():
+            self.itl.observe(now - last, count)
 
     def finished_request(self, seq: Sequence, now: float, reason: str) -> None:
         self.finish_counts[reason] = self.finish_counts.get(reason, 0) + 1

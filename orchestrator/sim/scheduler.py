@@ -30,7 +30,8 @@ class StepObserver(Protocol):
 
     def admitted(self, seq: Sequence, now: float, first: bool) -> None: ...
 
-    def token(self, seq: Sequence, now: float) -> None: ...
+    def tokens(self, running: list[Sequence], now: float) -> None:
+        """Each of `running` gets a token at `now` (called before their counts move on)."""
 
     def finished(self, seq: Sequence, now: float) -> None: ...
 
@@ -44,6 +45,7 @@ class Sequence:
     prompt_tokens: int
     max_tokens: int
     natural_tokens: int | None  # ends by itself (finish "stop") here; None = ignore_eos
+    # finish "length" at max_tokens unless it stopped by itself first
     sink: TokenSink | None = None
     arrival: float = 0.0
     generated: int = 0
@@ -52,14 +54,6 @@ class Sequence:
     last_token_at: float = 0.0
     finish_reason: str | None = None
     aborted: bool = False
-
-    def finish_after(self, count: int) -> str | None:
-        """The finish reason once `count` tokens exist, or None while it goes on."""
-        if self.natural_tokens is not None and count >= self.natural_tokens:
-            return "stop"
-        if count >= self.max_tokens:
-            return "length"
-        return None
 
     @property
     def kv_tokens(self) -> int:
@@ -83,12 +77,19 @@ class Scheduler:
     waiting: deque[Sequence] = field(default_factory=deque)
     running: list[Sequence] = field(default_factory=list)
     kv_used: int = 0
+    aborted: int = 0  # aborted sequences not yet removed from `running`/`waiting`
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
 
     def has_work(self) -> bool:
         return bool(self.running) or any(not s.aborted for s in self.waiting)
+
+    def abort(self, seq: Sequence) -> None:
+        """The client went away: the sequence leaves at the next step."""
+        if not seq.aborted:
+            seq.aborted = True
+            self.aborted += 1
 
     @property
     def kv_usage(self) -> float:
@@ -102,6 +103,7 @@ class Scheduler:
             seq = self.waiting[0]
             if seq.aborted:
                 self.waiting.popleft()
+                self.aborted -= 1
                 continue
             need = seq.kv_tokens  # a preempted sequence recomputes its output too
             fits_kv = self.kv_used + need + 1 <= self.kv_capacity
@@ -123,26 +125,34 @@ class Scheduler:
         return StepPlan(seconds, len(self.running), prefill)
 
     def _purge_aborted(self) -> None:
-        if any(s.aborted for s in self.running):
+        if self.aborted and any(s.aborted for s in self.running):
             for seq in self.running:
                 if seq.aborted:
                     self.kv_used -= seq.kv_tokens
+                    self.aborted -= 1
             self.running = [s for s in self.running if not s.aborted]
 
     def complete_step(self, now: float) -> int:
         """One token for every running sequence; return how many finished."""
         self._purge_aborted()
         observer = self.observer
+        running = self.running
+        if observer is not None:
+            observer.tokens(running, now)
         finished = 0
-        for seq in self.running:
+        for seq in running:  # the hot loop: kept flat on purpose
             count = seq.generated + 1
             seq.generated = count
-            finish = seq.finish_after(count)
-            if seq.first_token_at is None:
+            if count == 1:
                 seq.first_token_at = now
-            if observer is not None:
-                observer.token(seq, now)
             seq.last_token_at = now
+            natural = seq.natural_tokens
+            if natural is not None and count >= natural:
+                finish: str | None = "stop"
+            elif count >= seq.max_tokens:
+                finish = "length"
+            else:
+                finish = None
             if finish is not None:
                 seq.finish_reason = finish
                 finished += 1
@@ -173,6 +183,7 @@ class Scheduler:
         self.running = []
         self.waiting.clear()
         self.kv_used = 0
+        self.aborted = 0
         for seq in victims:
             seq.finish_reason = "error"
             if seq.sink is not None:

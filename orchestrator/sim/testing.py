@@ -29,7 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,11 +198,14 @@ class RawResult:
     finished: float
 
 
-async def _raw_request(host: str, port: int, path: str, payload: bytes) -> RawResult:
+async def _raw_request(
+    host: str, port: int, path: str, payload: bytes, connected: Callable[[], Awaitable[None]]
+) -> RawResult:
     import asyncio
 
-    started = time.monotonic()
     reader, writer = await asyncio.open_connection(host, port)
+    await connected()  # every connection is open before any request is sent
+    started = time.monotonic()
     writer.write(
         b"POST %b HTTP/1.1\r\nhost: %b\r\ncontent-type: application/json\r\n"
         b"content-length: %d\r\nconnection: close\r\n\r\n%b"
@@ -235,7 +238,8 @@ async def raw_batch(
     base_url: str, body: dict[str, object], concurrency: int, path: str = "/v1/chat/completions"
 ) -> list[RawResult]:
     """`concurrency` identical requests at once over plain sockets (a client that costs little
-    CPU, so that throughput measurements measure the server). One connection per request."""
+    CPU, so that throughput measurements measure the server). One connection per request;
+    all connections are opened first, then every request is sent at once."""
     import asyncio
     import json
     from urllib.parse import urlsplit
@@ -243,4 +247,15 @@ async def raw_batch(
     url = urlsplit(base_url)
     payload = json.dumps(body).encode()
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    return list(await asyncio.gather(*(_raw_request(host, port, path, payload) for _ in range(concurrency))))
+    ready = asyncio.Event()
+    pending = concurrency
+
+    async def connected() -> None:
+        nonlocal pending
+        pending -= 1
+        if pending == 0:
+            ready.set()
+        await ready.wait()
+
+    requests = (_raw_request(host, port, path, payload, connected) for _ in range(concurrency))
+    return list(await asyncio.gather(*requests))

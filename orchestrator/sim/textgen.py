@@ -56,6 +56,19 @@ POOL: tuple[str, ...] = _build_pool()
 POOL_JSON: tuple[str, ...] = tuple(json.dumps(p, ensure_ascii=False) for p in POOL)
 
 
+def pool_text(start: int, count: int) -> str:
+    """The text of `count` consecutive pool pieces from `start` (wrapping around)."""
+    size = len(POOL)
+    start %= size
+    parts = []
+    while count > 0:
+        take = min(count, size - start)
+        parts.append("".join(POOL[start : start + take]))
+        count -= take
+        start = 0
+    return "".join(parts)
+
+
 def split_pieces(text: str) -> list[str]:
     """Token-like pieces whose concatenation is exactly `text`."""
     return _PIECE.findall(text)
@@ -125,12 +138,21 @@ class Script:
     def parts(self, count: int) -> tuple[str | None, str | None]:
         """(reasoning, answer) text of the first `count` tokens; None where none was reached."""
         if not self.thinking:
-            return None, "".join(self.answer_piece(j) for j in range(count))
-        reasoning = "".join(self.reasoning_piece(i) for i in range(min(count, self.reasoning_count)))
+            return None, self._answer_text(count)
+        reasoning = self._reasoning_text(min(count, self.reasoning_count))
         answer_count = count - self.answer_start
         if answer_count < 0:
             return reasoning, None
-        return reasoning, "".join(self.answer_piece(j) for j in range(answer_count))
+        return reasoning, self._answer_text(answer_count)
+
+    # Same pieces as reasoning_piece/answer_piece, joined by slices (whole responses).
+    def _reasoning_text(self, count: int) -> str:
+        head = "".join(self.opener[:count])
+        return head + pool_text(self.offset + len(self.opener), count - len(self.opener))
+
+    def _answer_text(self, count: int) -> str:
+        head = "".join(self.answer[:count])
+        return head + pool_text(self.offset + 977 + len(self.answer), count - len(self.answer))
 
     def inline_text(self, count: int) -> str:
         """All text of the first `count` tokens with the reasoning inside <think> tags."""

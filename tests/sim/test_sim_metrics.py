@@ -13,8 +13,8 @@ def test_the_page_parses_with_vllm_names_and_labels() -> None:
     seq = Sequence(prompt_tokens=30, max_tokens=3, natural_tokens=None, arrival=0.0)
     metrics.admitted(seq, 0.5, True)
     for now in (1.0, 1.25, 1.5):
+        metrics.tokens([seq], now)
         seq.generated += 1
-        metrics.token(seq, now)
         seq.last_token_at = now
     seq.finish_reason = "length"
     metrics.finished(seq, 1.5)

@@ -91,7 +91,7 @@ def test_kv_overflow_preempts_the_newest_which_resumes_later() -> None:
 
     class Observer:
         def admitted(self, seq: Sequence, now: float, first: bool) -> None: ...
-        def token(self, seq: Sequence, now: float) -> None: ...
+        def tokens(self, running: list[Sequence], now: float) -> None: ...
         def finished(self, seq: Sequence, now: float) -> None: ...
         def preempted(self, seq: Sequence) -> None:
             preempted.append(seq)
@@ -112,7 +112,7 @@ def test_an_aborted_sequence_leaves_and_frees_its_cache() -> None:
     scheduler.add(b)
     scheduler.plan_step(0.0)
     scheduler.complete_step(1.0)
-    a.aborted = True
+    scheduler.abort(a)
     scheduler.plan_step(1.0)
     assert scheduler.running == [b]
     assert scheduler.kv_used == b.kv_tokens

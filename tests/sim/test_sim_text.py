@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.sim.answers import answer_for, python_function, requested_name
-from orchestrator.sim.textgen import THINK_END, THINK_START, build_script, count_tokens, split_pieces
+from orchestrator.sim.textgen import (
+    THINK_END,
+    THINK_START,
+    build_script,
+    count_tokens,
+    split_pieces,
+)
 
 
 @given(st.text())
@@ -105,3 +111,19 @@ def test_sky_and_json_prompts() -> None:
                                                ("internationalization", 3)])  # fmt: skip
 def test_token_counts(text: str, tokens: int) -> None:
     assert count_tokens(text) == tokens
+
+
+@given(st.sampled_from(["hi", "Why is the sky blue?", "Write a Python function add(a, b)."]),
+       st.integers(0, 30), st.booleans(), st.integers(0, 9000))  # fmt: skip
+def test_whole_texts_equal_the_streamed_pieces(prompt: str, key: int, thinking: bool, count: int) -> None:
+    script = build_script(prompt, str(key), thinking)
+    reasoning, answer = script.parts(count)
+    if thinking:
+        pieces = [script.reasoning_piece(i) for i in range(min(count, script.reasoning_count))]
+        assert reasoning == "".join(pieces)
+        start = script.answer_start
+        expected = None if count < start else "".join(script.answer_piece(j) for j in range(count - start))
+    else:
+        assert reasoning is None
+        expected = "".join(script.answer_piece(j) for j in range(count))
+    assert answer == expected

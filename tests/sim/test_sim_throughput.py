@@ -1,0 +1,50 @@
+"""Real servers, real sockets: each profile's single-stream and peak throughput, normalised by
+the time scale, are within 5% of the motivating deployment's figures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.sim.calibration import GUIDE_PROMPT
+from orchestrator.sim.profiles import PROFILES
+from orchestrator.sim.testing import SimulatorProcess, raw_batch, start_simulator
+
+SCALE = 0.05  # kimi at C=128 then takes 2.6 s instead of 53 s
+CALIBRATED = [name for name, profile in PROFILES.items() if profile.targets]
+
+
+@pytest.fixture(scope="module")
+def sims() -> Iterator[dict[str, SimulatorProcess]]:
+    started = {name: start_simulator(profile=name, time_scale=SCALE, startup_time_scale=0.0005,
+                                     reasoning_parser="kimi_k2", disable_log_stats=True)
+               for name in CALIBRATED}  # fmt: skip
+    try:
+        for sim in started.values():
+            sim.wait_ready(60)
+        yield started
+    finally:
+        for sim in started.values():
+            sim.stop()
+
+
+def measure(sim: SimulatorProcess, concurrency: int) -> float:
+    """Batch mode: C requests at once, all generated tokens / wall time, normalised."""
+    body = {"messages": [{"role": "user", "content": GUIDE_PROMPT}], "max_tokens": 1024}
+    results = asyncio.run(raw_batch(sim.base_url, body, concurrency))
+    assert {r.status for r in results} == {200}
+    import json
+
+    tokens = sum(json.loads(r.body)["usage"]["completion_tokens"] for r in results)
+    wall = max(r.finished for r in results) - min(r.started for r in results)
+    return tokens / wall * SCALE
+
+
+@pytest.mark.parametrize("name", CALIBRATED)
+def test_single_stream_and_peak(sims: dict[str, SimulatorProcess], name: str) -> None:
+    profile = PROFILES[name]
+    assert measure(sims[name], 1) == pytest.approx(profile.targets[1], rel=0.05)
+    peak = profile.peak_concurrency
+    assert measure(sims[name], peak) == pytest.approx(profile.targets[peak], rel=0.05)
