@@ -4,7 +4,6 @@ converge every host, write artifacts, print the recap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from orchestrator.output import Reporter, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import resolve_secrets, substitute
+from orchestrator.plan.variables import render_vars
 from orchestrator.rundir import RunFolder, read_meta
 from orchestrator.runner import HostJob, HostOutcome, run_hosts
 from orchestrator.service.launch import render_launch
@@ -51,13 +51,9 @@ class Locked:
     freeze: dict[str, list[str]]  # host -> name==version lines
 
 
-_VARS = re.compile(r"\$\{vars\.([A-Za-z0-9_]+)\}")
-
-
 def render_text(text: str, plan: Plan, secrets: dict[str, str]) -> str:
     """Fill `${vars.X}` (templates) and `${env:X}` (secrets) in text bound for a host."""
-    text = _VARS.sub(lambda m: str(plan.vars.get(m.group(1), m.group(0))), text)
-    return substitute(text, secrets)
+    return substitute(render_vars(text, plan.vars), secrets)
 
 
 def build_steps(
@@ -103,9 +99,7 @@ def resolved_plan_yaml(loaded: LoadedPlan) -> str:
     for spec in data.get("files", []):
         if "template" in spec:
             template = (loaded.base_dir / spec.pop("template")).expanduser()
-            spec["content"] = _VARS.sub(
-                lambda m: str(loaded.plan.vars.get(m.group(1), m.group(0))), template.read_text()
-            )
+            spec["content"] = render_vars(template.read_text(), loaded.plan.vars)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 

@@ -85,8 +85,10 @@ class PythonEnv(StrictModel):
     @field_validator("venv")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") and not value.startswith("~"):
-            raise ValueError(f"expected an absolute path, got {value!r}")
+        if not value.startswith("/"):
+            raise ValueError(
+                f"expected an absolute path (~ is not expanded on the host), got {value!r}"
+            )
         return value
 
 

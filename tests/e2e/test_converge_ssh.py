@@ -13,12 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures.orchcli import SECRET, last_run, orch, write_inventory
 from fixtures.sshd import SshServer
 from fixtures.wheels import make_wheel
-
-from orchestrator.inventory import Inventory
-
-SECRET = "s3cr3t-value-for-tests"
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +29,6 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]:
         make_wheel(dest, name, version)
     return dest
-
-
-def write_inventory(path: Path, inventory: Inventory) -> Path:
-    path.write_text(yaml.safe_dump(inventory.model_dump(mode="json")))
-    return path
 
 
 def write_plan(path: Path, venv: Path, wheels: Path, **overrides: Any) -> Path:
@@ -62,14 +54,6 @@ def write_plan(path: Path, venv: Path, wheels: Path, **overrides: Any) -> Path:
     return path
 
 
-def orch(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ORCH_E2E_SECRET": SECRET, "COLUMNS": "120"}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *map(str, args)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )
-
-
 def venv_pip(venv: Path, *args: str) -> None:
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "-q", "--disable-pip-version-check", *args],
                    check=True, capture_output=True)
@@ -83,11 +67,6 @@ def site_packages(venv: Path) -> Path:
 def workdir(tmp_path: Path, sshd: SshServer) -> Iterator[tuple[Path, Path]]:
     inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
     yield tmp_path, inventory
-
-
-def last_run(workdir: Path) -> Path:
-    runs = sorted((workdir / "runs" / "e2e").iterdir())
-    return runs[-1]
 
 
 def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
@@ -113,7 +92,8 @@ def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     assert 1 <= trips["h1"] <= 2, trips
     run = last_run(tmp)
     steps = json.loads((run / "hosts" / "h1" / "steps.json").read_text())
-    assert [s["status"] for s in steps["steps"]] == ["ok", "ok"]
+    assert [(s["step"], s["status"]) for s in steps["steps"]] == [
+        ("python", "ok"), ("files", "ok"), ("collect", "ok")]
     assert json.loads((run / "meta.json").read_text())["status"] == "complete"
     freeze = (run / "hosts" / "h1" / "freeze.txt").read_text()
     assert "orchtest-alpha==2.0.0" in freeze

@@ -1,0 +1,210 @@
+"""`orch status|logs|stop|restart PLAN`: look after the service a plan deployed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plan", type=Path, help="plan file (YAML)")
+    parser.add_argument("-i", "--inventory", type=Path, help="inventory file")
+    parser.add_argument("--limit", action="append", default=[], metavar="HOST",
+                        help="only these hosts (repeat, or comma-separated)")
+    parser.add_argument("-f", "--overlay", action="append", type=Path, default=[], metavar="FILE")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE")
+    command = parser.prog.rsplit(" ", 1)[-1]
+    if command == "logs":
+        parser.add_argument("-n", "--lines", type=int, default=100, help="lines to show (100)")
+        parser.add_argument("--follow", action="store_true", help="keep printing new lines")
+    if command == "status":
+        parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.set_defaults(service_command=command)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from orchestrator.errors import PlanError
+    from orchestrator.inventory import load_inventory
+    from orchestrator.plan.loader import load_plan
+    from orchestrator.transport.connect import connect
+
+    loaded = load_plan(args.plan, args.overlay, args.sets)
+    plan = loaded.plan
+    if plan.service is None or plan.python is None:
+        raise PlanError(f"{args.plan} has no service to look after", field="service")
+    inventory = load_inventory(args.inventory)
+    limit = [h for item in args.limit for h in item.split(",") if h]
+    hosts = inventory.select(plan.hosts, limit or None)
+    console = Console(highlight=False)
+    action = args.service_command
+    rows: list[dict[str, Any]] = []
+    failed = False
+    for host in hosts:
+        with connect(host, inventory) as transport:
+            if action == "status":
+                rows.append(_status(transport, plan, inventory))
+            elif action == "logs":
+                _logs(transport, plan, console, lines=args.lines, follow=args.follow,
+                      prefix=len(hosts) > 1)
+            elif action == "stop":
+                _stop(transport, plan)
+                console.print(f"{host}: stopped {plan.service.name}")
+            elif action == "restart":
+                failed |= not _restart(transport, plan, loaded, inventory, console)
+    if action == "status":
+        if getattr(args, "json", False):
+            import json
+
+            print(json.dumps(rows, indent=2))
+        else:
+            console.print(_status_table(rows))
+        return 0 if all(r["state"] == "running" for r in rows) else 3
+    return 1 if failed else 0
+
+
+def _paths_and_backend(transport: Any, plan: Any) -> tuple[Any, Any, Any]:
+    from orchestrator.probe import ProbeRequest, probe
+    from orchestrator.service.backends import ServicePaths
+    from orchestrator.steps.service import choose_backend
+
+    paths = ServicePaths.for_venv(plan.python.venv, plan.service.name)
+    service: dict[str, Any] = {"pidfile": paths.pidfile, "spec_file": paths.spec_file,
+                               "port": plan.service.port}
+    if plan.service.backend in ("auto", "systemd"):
+        service["unit"] = paths.unit
+    facts = probe(transport, ProbeRequest(venv=plan.python.venv, service=service))
+    return paths, choose_backend(plan.service.backend, facts.host), facts
+
+
+def _status(transport: Any, plan: Any, inventory: Any) -> dict[str, Any]:
+    import httpx
+
+    from orchestrator.lifecycle import reach
+    from orchestrator.steps.python_env import same_version
+
+    _, backend, facts = _paths_and_backend(transport, plan)
+    service = facts.service or {}
+    process = service.get("process")
+    row: dict[str, Any] = {
+        "host": transport.host, "backend": backend, "state": "stopped", "pid": None,
+        "uptime_s": None, "health": "-", "served": [], "vllm_version": None, "pins": "-",
+    }
+    if process:
+        row.update(state="running", pid=process["pid"], uptime_s=round(process["uptime"] or 0))
+    elif service.get("pid"):
+        row["state"] = "dead"
+    if facts.venv is not None:
+        installed = {k: d.version for k, d in facts.venv.distributions.items()}
+        drift = [f"{n} {installed.get(n, 'missing')} (pin {v})" for n, v in plan.install.pins().items()
+                 if n not in installed or not same_version(installed[n], v)]
+        row["pins"] = "ok" if not drift else "; ".join(drift)
+    if process:
+        with reach(transport, inventory, plan) as base_url, httpx.Client(timeout=5) as client:
+            try:
+                health = client.get(f"{base_url}/health")
+                row["health"] = str(health.status_code)
+                models = client.get(f"{base_url}/v1/models")
+                if models.status_code == 200:
+                    row["served"] = [m["id"] for m in models.json().get("data", [])]
+                version = client.get(f"{base_url}/version")
+                if version.status_code == 200:
+                    row["vllm_version"] = version.json().get("version")
+            except (httpx.HTTPError, ValueError) as error:
+                row["health"] = type(error).__name__
+    return row
+
+
+def _status_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="service status", title_justify="left")
+    for column in ("host", "state", "backend", "pid", "uptime", "health", "served", "vLLM", "pins"):
+        table.add_column(column)
+    for row in rows:
+        uptime = f"{row['uptime_s']}s" if row["uptime_s"] is not None else "-"
+        style = {"running": "green", "dead": "bold red"}.get(row["state"], "yellow")
+        table.add_row(row["host"], f"[{style}]{row['state']}[/]", row["backend"], str(row["pid"] or "-"),
+                      uptime, row["health"], ", ".join(row["served"]) or "-",
+                      row["vllm_version"] or "-", row["pins"])
+    return table
+
+
+def _logs(transport: Any, plan: Any, console: Any, *, lines: int, follow: bool, prefix: bool) -> None:
+    from orchestrator.service.backends import tail_command, watch_command
+
+    paths, backend, _ = _paths_and_backend(transport, plan)
+    label = f"{transport.host}: " if prefix else ""
+    text = transport.run(tail_command(paths, lines), check=False).stdout
+    for line in text.splitlines():
+        sys.stdout.write(f"{label}{line}\n")
+    sys.stdout.flush()
+    if not follow:
+        return
+    size = transport.run(_size(paths.log), check=False).stdout.strip()
+    offset = int(size) if size.isdigit() else 0
+    try:
+        while True:
+            time.sleep(1.0)
+            out = transport.run(watch_command(backend, paths, offset), check=False).stdout
+            _, _, new = out.partition("\n")
+            offset += len(new.encode())
+            if new:
+                sys.stdout.write(new)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+
+
+def _size(path: str) -> Any:
+    from orchestrator.transport.command import Command, Raw
+
+    return Command("stat", "-c", "%s", path, Raw("2>/dev/null"), Raw("||"), "echo", "0")
+
+
+def _stop(transport: Any, plan: Any) -> None:
+    from orchestrator.service.backends import stop_command
+
+    paths, backend, _ = _paths_and_backend(transport, plan)
+    transport.run(stop_command(backend, paths), timeout=120)
+
+
+def _restart(transport: Any, plan: Any, loaded: Any, inventory: Any, console: Any) -> bool:
+    from orchestrator.errors import OrchError
+    from orchestrator.lifecycle import reach
+    from orchestrator.output import Reporter
+    from orchestrator.plan.secrets import resolve_secrets, substitute
+    from orchestrator.service.backends import start_command, stop_command
+    from orchestrator.service.launch import render_launch
+    from orchestrator.service.readiness import wait_ready
+
+    secrets = resolve_secrets(plan)
+    paths, backend, _ = _paths_and_backend(transport, plan)
+    spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
+    transport.run(stop_command(backend, paths), timeout=120)
+    transport.run(start_command(backend, spec, paths), timeout=60)
+    reporter = Reporter(console)
+
+    def emit(kind: str, **fields: Any) -> None:
+        reporter({"event": kind, **fields})
+
+    api_key = substitute(plan.service.api_key, secrets) if plan.service.api_key else None
+    try:
+        with reach(transport, inventory, plan) as base_url:
+            ready = wait_ready(
+                transport, backend=backend, paths=paths, health=plan.health, base_url=base_url,
+                model=spec.served_names[0], api_key=api_key,
+                relaunch=lambda: transport.run(start_command(backend, spec, paths), timeout=60),
+                max_restarts=plan.service.restart.max_restarts, emit=emit,
+            )
+    except OrchError as error:
+        from rich.text import Text
+
+        console.print(Text(str(error), style="red"))
+        return False
+    console.print(f"{transport.host}: {plan.service.name} ready after {ready.seconds:.1f}s")
+    return True

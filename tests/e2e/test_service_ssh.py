@@ -1,0 +1,169 @@
+"""The service lifecycle end to end over a real sshd, with the simulator as the model server
+(process backend): launch, readiness, smoke, restart-on-change, crash diagnosis, deadlines,
+preflight and the restart budget. The CLI runs as a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures.orchcli import last_run, orch, write_inventory
+from fixtures.sshd import SshServer, free_port
+
+SMOKE = [
+    {"name": "reasoning", "prompt": "Why is the sky blue?",
+     "expect": {"reasoning": "present", "content_regex": "(?i)scatter"}},
+    {"name": "code", "prompt": "Write a Python function add(a, b).",
+     "expect": {"python_function": {"name": "add", "calls": [{"args": [2, 3], "returns": 5}]}}},
+]
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One host venv for the module: creating one costs seconds."""
+    return tmp_path_factory.mktemp("host") / "venv"
+
+
+@pytest.fixture()
+def env(tmp_path: Path, sshd: SshServer, venv: Path) -> Iterator[dict[str, Any]]:
+    inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
+    state: dict[str, Any] = {"tmp": tmp_path, "inventory": inventory, "venv": venv,
+                             "port": free_port(), "name": f"svc-{tmp_path.name[-12:]}"}
+    yield state
+    plan = state.get("plan")
+    if plan is not None:  # never leave a server running behind a test
+        orch("stop", plan, "-i", inventory, cwd=tmp_path)
+
+
+def write(state: dict[str, Any], *, sim: dict[str, Any] | None = None, service: dict[str, Any] | None = None,
+          smoke: list[dict[str, Any]] | None = None, health: dict[str, Any] | None = None) -> Path:
+    plan = {
+        "name": "svc",
+        "hosts": "all",
+        "python": {"venv": str(state["venv"]), "interpreter": "python3", "installer": "pip"},
+        "service": {
+            "engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi-k2.5",
+            "host": "127.0.0.1", "port": state["port"], "backend": "process", "name": state["name"],
+            "args": {"tensor-parallel-size": 8, "reasoning-parser": "kimi_k2"},
+            "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.003, **(sim or {})},
+            "restart": {"max_restarts": 1},
+            **(service or {}),
+        },
+        "health": {"startup_timeout": "60s", "poll_interval": "0.2s", **(health or {})},
+        "smoke": SMOKE if smoke is None else smoke,
+    }
+    path = state["tmp"] / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    state["plan"] = path
+    return path
+
+
+def apply(state: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return orch("apply", state["plan"], "-i", state["inventory"], cwd=state["tmp"])
+
+
+def test_launch_ready_smoke_then_no_restart_then_exactly_one_restart(env: dict[str, Any]) -> None:
+    write(env)
+    first = apply(env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "start " in first.stdout and "not running" in first.stdout
+    run = last_run(env["tmp"])
+    startup = json.loads((run / "hosts" / "h1" / "startup.json").read_text())
+    assert [p["phase"] for p in startup["phases"]][-1] == "ready"
+    assert {"weights", "compile", "cuda_graphs"} <= {p["phase"] for p in startup["phases"]}
+    smoke = json.loads((run / "hosts" / "h1" / "smoke" / "code.json").read_text())
+    assert smoke["passed"] is True
+    assert "Application startup complete." in (run / "hosts" / "h1" / "service.log").read_text()
+    pid = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]["pid"]
+
+    again = apply(env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "restart" not in again.stdout
+    status = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    assert status["pid"] == pid and status["state"] == "running" and status["served"] == ["kimi-k2.5"]
+
+    write(env, service={"args": {"tensor-parallel-size": 8, "reasoning-parser": "kimi_k2",
+                                 "max-num-seqs": 64}})
+    changed = apply(env)
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert changed.stdout.count("restart ") == 1
+    assert "changed: launch_spec" in changed.stdout
+    status = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    assert status["pid"] != pid
+
+
+def test_apply_after_a_crash_relaunches(env: dict[str, Any]) -> None:
+    write(env, smoke=[])
+    assert apply(env).returncode == 0
+    status = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    subprocess.run(["kill", "-KILL", str(status["pid"])], check=True)
+    again = apply(env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "start " in again.stdout and "not running" in again.stdout
+
+
+def test_startup_crash_is_diagnosed_with_both_versions_and_the_fix(env: dict[str, Any]) -> None:
+    write(env, sim={"fail_at_startup": "flashinfer-mismatch"})
+    result = apply(env)
+    assert result.returncode == 1
+    out = result.stdout
+    assert "died during start-up" in out
+    assert "0.6.3" in out and "0.6.4" in out
+    assert "flashinfer-cubin==0.6.4" in out and "install.packages" in out
+    assert "Traceback" not in result.stderr
+    diagnosis = json.loads((last_run(env["tmp"]) / "hosts" / "h1" / "diagnosis.json").read_text())
+    assert diagnosis[0]["key"].startswith("flashinfer") and "0.6.3" in json.dumps(diagnosis[0])
+    assert json.loads((last_run(env["tmp"]) / "meta.json").read_text())["status"] == "failed"
+
+
+def test_crash_during_smoke_is_reported(env: dict[str, Any]) -> None:
+    # The readiness probe's one-token request is request 1; the first smoke check crashes it.
+    write(env, sim={"crash_after_requests": 1})
+    result = apply(env)
+    assert result.returncode == 1
+    assert "smoke" in result.stdout and "failed" in result.stdout
+    assert "EngineDeadError" in result.stdout or "died" in result.stdout or "error" in result.stdout.lower()
+
+
+def test_slow_start_within_the_deadline(env: dict[str, Any]) -> None:
+    write(env, sim={"slow_start": 2.0}, smoke=[], health={"startup_timeout": "30s"})
+    result = apply(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    startup = json.loads((last_run(env["tmp"]) / "hosts" / "h1" / "startup.json").read_text())
+    assert startup["seconds"] >= 2.0
+
+
+def test_hang_past_the_deadline_times_out_with_the_log_tail(env: dict[str, Any]) -> None:
+    write(env, sim={"slow_start": 30.0}, smoke=[], health={"startup_timeout": "3s"})
+    result = apply(env)
+    assert result.returncode == 1
+    assert "not ready after 3 s" in result.stdout
+    assert "last log lines" in result.stdout and "Starting to load model" in result.stdout
+
+
+def test_port_in_use_is_caught_by_preflight(env: dict[str, Any]) -> None:
+    write(env, smoke=[])
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", env["port"]))
+        squatter.listen()
+        check = orch("plan", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+        result = apply(env)
+    assert check.returncode == 1
+    assert result.returncode == 1
+    assert f"port {env['port']}" in result.stdout
+    assert "ready" not in result.stdout.split("recap")[0].split("service")[-1]
+
+
+def test_crash_loop_is_capped_by_the_restart_budget(env: dict[str, Any]) -> None:
+    # An argument the server rejects: it dies at once, for a reason no signature knows.
+    write(env, smoke=[], service={"extra_args": ["--max-num-seqs", "not-a-number"]})
+    result = apply(env)
+    assert result.returncode == 1
+    assert "died 2 times during start-up" in result.stdout
+    assert "max_restarts: 1" in result.stdout
