@@ -13,6 +13,7 @@ import contextlib
 import errno
 import signal
 import socket
+import traceback
 
 from orchestrator import masking
 from orchestrator.sim import failures
@@ -130,6 +131,12 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
         code = 0
         if dead.is_set():
             await asyncio.sleep(CRASH_GRACE_S)
+            code = 1
+        elif tasks[0].done() and tasks[0].exception() is not None:  # a bug, not an injection
+            error = tasks[0].exception()
+            assert error is not None
+            log.error("APIServer", "simulator.py:1",
+                      "".join(traceback.format_exception(error)).rstrip())  # fmt: skip
             code = 1
         for task in (*tasks, dying):
             task.cancel()
