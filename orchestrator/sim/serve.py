@@ -133,10 +133,10 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
             await asyncio.sleep(CRASH_GRACE_S)
             code = 1
         elif tasks[0].done() and tasks[0].exception() is not None:  # a bug, not an injection
-            failure = tasks[0].exception()
-            assert failure is not None
+            bug = tasks[0].exception()
+            assert bug is not None
             log.error("APIServer", "simulator.py:1",
-                      "".join(traceback.format_exception(failure)).rstrip())  # fmt: skip
+                      "".join(traceback.format_exception(bug)).rstrip())  # fmt: skip
             code = 1
         for task in (*tasks, dying):
             task.cancel()
