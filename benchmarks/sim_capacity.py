@@ -25,8 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.sim.calibration import GUIDE_PROMPT, batch_run
-from orchestrator.sim.profiles import PROFILES
+from orchestrator.sim.profiles import PROFILES, Profile
 from orchestrator.sim.testing import SimulatorProcess, free_port, raw_batch, serve_command
+from orchestrator.sim.textgen import chat_prompt_tokens
 
 KIMI = "kimi-k2.5-nvfp4-8x-rtx-pro-6000"
 
@@ -112,11 +113,8 @@ def step_timing(scale: float, concurrency: int, server_cpu: int | None) -> dict[
         sim.stop()
 
 
-def _first_step(profile: object, concurrency: int) -> float:
-    from orchestrator.sim.profiles import Profile
-    from orchestrator.sim.textgen import chat_prompt_tokens
-
-    assert isinstance(profile, Profile)
+def _first_step(profile: Profile, concurrency: int) -> float:
+    """Model seconds of the step that admits the whole batch (prefill included)."""
     return profile.step_seconds(concurrency, concurrency * chat_prompt_tokens([GUIDE_PROMPT]))
 
 

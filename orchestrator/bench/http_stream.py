@@ -15,6 +15,7 @@ One `StreamConnection` carries one request at a time (keep-alive, no pipelining)
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -26,6 +27,14 @@ from orchestrator.errors import BenchError
 
 _perf_ns = time.perf_counter_ns
 _BODY_CAP = 64 * 1024  # bytes of a non-SSE body kept for the error message
+
+# The keys whose values matter, with the first byte of a string value or the "{" of the
+# usage object; `"finish_reason":null` and `"content":null` do not match. Inside a JSON
+# string a quote is escaped, so a key can never be matched inside a value.
+_KEYS = re.compile(
+    rb'"(content|reasoning|reasoning_content|text|arguments|finish_reason|usage)"[ \t]*:[ \t]*["{]'
+)
+_TEXT_KEYS = frozenset((b"content", b"text", b"arguments"))
 
 # body framing
 _CHUNKED, _LENGTH, _UNTIL_CLOSE = 1, 2, 3
@@ -219,10 +228,12 @@ class StreamConnection(asyncio.Protocol):
                     break
                 crlf = 2
             if crlf:
-                skip = min(crlf, n - pos)
-                pos += skip
-                crlf -= skip
-                if crlf:
+                if n - pos >= crlf:
+                    pos += crlf
+                    crlf = 0
+                else:
+                    crlf -= n - pos
+                    pos = n
                     break
             eol = data.find(b"\r\n", pos)
             if eol < 0:
@@ -231,8 +242,15 @@ class StreamConnection(asyncio.Protocol):
             size_text = data[pos:eol]
             pos = eol + 2
             try:
-                size = int(size_text.split(b";", 1)[0], 16)
+                size = int(size_text, 16)
             except ValueError:
+                size = -1
+            if size < 0:  # chunk extensions (`;name=value`) or garbage
+                try:
+                    size = int(size_text.split(b";", 1)[0], 16)
+                except ValueError:
+                    size = -1
+            if size < 0:
                 self._record_fail("bad_response", f"bad chunk size {size_text[:40]!r}")
                 self.reusable = False
                 finished = True
@@ -298,30 +316,30 @@ class StreamConnection(asyncio.Protocol):
                 if joined is None:
                     continue
                 payload = joined
-            # -- classify with byte searches only (see the module docstring) ---------
+            # -- classify: one regex pass finds the keys that matter ------------------
             if payload[:1] == b"[":
                 if payload.startswith(b"[DONE]"):
                     continue
-            elif payload[:8] == b'{"error"' or payload.startswith((b'{"object":"error"', b'{"object": "error"')):
+            elif payload[:8] == b'{"error"' or (
+                payload[:9] == b'{"object"' and b'"error"' in payload[:24]
+            ):
                 record.error_raw = payload
                 continue
-            reasoning = False
-            if completions:
-                content = _has_text(payload, b'"text":')
-            else:
-                i = payload.find(b'"content":')
-                if i < 0:
-                    content = False
-                elif payload[i + 10 : i + 11] == b'"':  # compact JSON (vLLM): one slice
-                    content = payload[i + 11 : i + 12] != b'"'
-                else:
-                    content = _has_text(payload, b'"content":', i)
-                if b'"reasoning' in payload:
-                    reasoning = _has_text(payload, b'"reasoning":') or _has_text(
-                        payload, b'"reasoning_content":'
-                    )
-                if not content and b'"arguments":' in payload:
-                    content = _has_text(payload, b'"arguments":')
+            content = reasoning = False
+            for match in _KEYS.finditer(payload):
+                key = match[1]
+                end = match.end()
+                if key in _TEXT_KEYS:
+                    # a string value: the byte after its opening quote says if it is empty
+                    if payload[end : end + 1] != b'"' and (key != b"text" or completions):
+                        content = True
+                elif key == b"reasoning" or key == b"reasoning_content":
+                    if payload[end : end + 1] != b'"':
+                        reasoning = True
+                elif key == b"finish_reason":
+                    record.finish_reason = payload[end : payload.find(b'"', end)].decode("utf-8", "replace")
+                else:  # usage object
+                    record.usage_raw = payload
             if content:
                 record.token_ns.append(now)
                 record.content_chunks += 1
@@ -330,12 +348,6 @@ class StreamConnection(asyncio.Protocol):
             elif reasoning:
                 record.token_ns.append(now)
                 record.reasoning_chunks += 1
-            if b'"finish_reason":"' in payload or b'"finish_reason": "' in payload:
-                reason = _string_after(payload, b'"finish_reason":')
-                if reason is not None:
-                    record.finish_reason = reason
-            if b'"usage":{' in payload or b'"usage": {' in payload:
-                record.usage_raw = payload
 
     def _complete(self, now: int) -> None:
         record, future = self._record, self._future
@@ -346,28 +358,6 @@ class StreamConnection(asyncio.Protocol):
             record.end_ns = now
         if future is not None and not future.done():
             future.set_result(None)
-
-
-def _has_text(payload: bytes, key: bytes, at: int = -1) -> bool:
-    """Whether `key` (a JSON key with its colon) is followed by a non-empty string."""
-    i = payload.find(key) if at < 0 else at
-    if i < 0:
-        return False
-    j = i + len(key)
-    while payload[j : j + 1] in (b" ", b"\t"):
-        j += 1
-    return payload[j : j + 1] == b'"' and payload[j + 1 : j + 2] != b'"'
-
-
-def _string_after(payload: bytes, key: bytes) -> str | None:
-    """The string value after `key`, or None when it is null or not a string."""
-    j = payload.find(key) + len(key)
-    while payload[j : j + 1] in (b" ", b"\t"):
-        j += 1
-    if payload[j : j + 1] != b'"':
-        return None
-    end = payload.find(b'"', j + 1)
-    return payload[j + 1 : end].decode("utf-8", "replace") if end > 0 else None
 
 
 def _data_of(event: bytes) -> bytes | None:

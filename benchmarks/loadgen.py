@@ -1,0 +1,209 @@
+"""How fast and how truthful is orch's streaming client? A side-by-side benchmark.
+
+Runs orch's client (`orchestrator.bench.client.StreamClient`) and a plain aiohttp loop
+against `benchmarks/stream_server.py`, the client pinned to one core and the server to
+another:
+
+1. ingest: a zero-delay server streaming 1,024 tokens per request; reports streamed tokens
+   per second of client CPU (tokens per client core), CPU microseconds per token, and the
+   wall-clock rate, at C=64 and C=256;
+2. timing: a server with known delays (TTFT 200 ms, 20 ms between tokens, 32 reasoning
+   tokens first, 64 tokens); the server records when each request arrived and when each
+   token was written (the same monotonic clock), so every client's TTFT and ITL error is
+   exact: measured TTFT - (first write - arrival), measured gap - written gap.
+   Reported at C=1, 32 and 128: mean and p99 TTFT error, mean and p99 |ITL error|. Each
+   worker sends one unmeasured request first, so connection set-up is not counted.
+
+Usage: .venv/bin/python benchmarks/loadgen.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stream_server import running_stream_server  # noqa: E402
+
+from orchestrator.bench.client import StreamClient  # noqa: E402
+from orchestrator.bench.http_stream import parse_target  # noqa: E402
+from orchestrator.bench.record import RequestRecord  # noqa: E402
+from orchestrator.bench.stats import percentile  # noqa: E402
+
+BODY = {
+    "model": "stream-test",
+    "messages": [{"role": "user", "content": "Write a detailed step-by-step guide to benchmarking."}],
+    "max_tokens": 1024,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+
+
+@dataclass
+class Timeline:
+    """What a client saw of one request: start and token arrival stamps (perf ns)."""
+
+    request_id: str
+    start_ns: int = 0
+    token_ns: list[int] = field(default_factory=list)
+
+
+Runner = Callable[[str, int, int, int], Awaitable[list[Timeline]]]
+
+
+async def run_orch(url: str, concurrency: int, requests: int, max_tokens: int) -> list[Timeline]:
+    client = StreamClient(parse_target(url), "/v1/chat/completions", timeout=120)
+    body = json.dumps({**BODY, "max_tokens": max_tokens}, separators=(",", ":")).encode()
+    records: list[RequestRecord] = []
+    counter = iter(range(requests))
+
+    async def worker() -> None:
+        await client.send(body, RequestRecord("warm-up"))  # connect before measuring
+        for index in counter:
+            record = RequestRecord(f"orch-{index}")
+            records.append(record)
+            await client.send(body, record)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    client.close()
+    failed = [r for r in records if not r.ok]
+    if failed:
+        raise SystemExit(f"orch client: {len(failed)} failed, e.g. {failed[0].error_message}")
+    return [Timeline(r.request_id, r.start_ns, r.token_ns) for r in records]
+
+
+async def run_aiohttp(url: str, concurrency: int, requests: int, max_tokens: int) -> list[Timeline]:
+    """The plain loop most tools write: iterate lines, stamp, json.loads, look at the delta."""
+    import aiohttp
+
+    body = {**BODY, "max_tokens": max_tokens}
+    timelines: list[Timeline] = []
+    counter = iter(range(requests))
+    connector = aiohttp.TCPConnector(limit=0)  # no pool cap: measure the client, not its config
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            warm = {"x-request-id": "warm-up"}
+            async with session.post(f"{url}/v1/chat/completions", json=body, headers=warm) as response:
+                await response.read()  # connect before measuring
+            for index in counter:
+                timeline = Timeline(f"aiohttp-{index}")
+                timelines.append(timeline)
+                timeline.start_ns = time.perf_counter_ns()
+                headers = {"x-request-id": timeline.request_id}
+                async with session.post(f"{url}/v1/chat/completions", json=body, headers=headers) as response:
+                    async for line in response.content:
+                        now = time.perf_counter_ns()
+                        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                            continue
+                        chunk = json.loads(line[6:])
+                        choices = chunk.get("choices")
+                        if choices:
+                            delta = choices[0].get("delta") or {}
+                            if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):
+                                timeline.token_ns.append(now)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return timelines
+
+
+def measure(runner: Runner, url: str, concurrency: int, requests: int, max_tokens: int) -> tuple[list[Timeline], float, float]:
+    gc.collect()
+    gc.freeze()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    try:
+        timelines = asyncio.run(runner(url, concurrency, requests, max_tokens))
+    finally:
+        gc.unfreeze()
+    return timelines, time.process_time() - cpu0, time.perf_counter() - wall0
+
+
+CLIENTS: dict[str, Runner] = {"orch (asyncio protocol)": run_orch, "aiohttp loop": run_aiohttp}
+
+
+def ingest_table(quick: bool) -> Table:
+    table = Table(title="Ingest: zero-delay server, 1,024 tokens per request, client on one core")
+    for column in ("client", "C", "tokens", "tok/s per client core", "CPU µs/token", "wall tok/s"):
+        table.add_column(column, justify="right" if column != "client" else "left")
+    with running_stream_server("--tokens", "1024", cpu=1) as url:
+        for concurrency in (64, 256):
+            requests = concurrency * (2 if quick else 4)
+            for name, runner in CLIENTS.items():
+                timelines, cpu, wall = measure(runner, url, concurrency, requests, 1024)
+                tokens = sum(len(t.token_ns) for t in timelines)
+                table.add_row(
+                    name, str(concurrency), f"{tokens:,}", f"{tokens / cpu:,.0f}",
+                    f"{cpu / tokens * 1e6:.2f}", f"{tokens / wall:,.0f}",
+                )
+    return table
+
+
+def errors(timelines: list[Timeline], truth: dict[str, dict[str, list[int] | int]]) -> tuple[list[float], list[float]]:
+    ttft_errors: list[float] = []
+    itl_errors: list[float] = []
+    for t in timelines:
+        server = truth[t.request_id]
+        writes = server["write_ns"]
+        assert isinstance(writes, list)
+        recv = server["recv_ns"]
+        assert isinstance(recv, int)
+        if len(t.token_ns) != len(writes):
+            raise SystemExit(f"{t.request_id}: {len(t.token_ns)} tokens seen, {len(writes)} written")
+        ttft_errors.append(((t.token_ns[0] - t.start_ns) - (writes[0] - recv)) / 1e6)
+        for i in range(1, len(writes)):
+            itl_errors.append(abs((t.token_ns[i] - t.token_ns[i - 1]) - (writes[i] - writes[i - 1])) / 1e6)
+    return ttft_errors, itl_errors
+
+
+def timing_table(quick: bool) -> Table:
+    table = Table(title="Timing: TTFT 200 ms, ITL 20 ms, 32 reasoning tokens first, 64 tokens")
+    for column in ("client", "C", "requests", "TTFT err mean (ms)", "TTFT err p99 (ms)", "|ITL err| mean (ms)", "|ITL err| p99 (ms)"):
+        table.add_column(column, justify="right" if column != "client" else "left")
+    args = ("--tokens", "64", "--reasoning", "32", "--ttft-ms", "200", "--itl-ms", "20", "--record-timings")
+    for concurrency in (1, 32, 128):
+        requests = {1: 3 if quick else 8, 32: 64, 128: 128 if quick else 256}[concurrency]
+        for name, runner in CLIENTS.items():
+            with running_stream_server(*args, cpu=1) as url:
+                timelines, _, _ = measure(runner, url, concurrency, requests, 64)
+                truth = httpx.get(f"{url}/timings", timeout=30).json()
+            ttft, itl = errors(timelines, truth)
+            ttft.sort()
+            itl.sort()
+            table.add_row(
+                name, str(concurrency), str(requests), f"{sum(ttft) / len(ttft):+.2f}", f"{percentile(ttft, 99):+.2f}",
+                f"{sum(itl) / len(itl):.3f}", f"{percentile(itl, 99):.3f}",
+            )
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
+    parser.add_argument("--only", choices=["ingest", "timing"], help="run one part")
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {0})  # the client: one core; the servers run on core 1
+    console = Console(width=140)
+    console.print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if args.only in (None, "ingest"):
+        console.print(ingest_table(args.quick))
+    if args.only in (None, "timing"):
+        console.print(timing_table(args.quick))
+
+
+if __name__ == "__main__":
+    main()
