@@ -37,12 +37,12 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stream_server import running_stream_server  # noqa: E402
+from stream_server import running_stream_server
 
-from orchestrator.bench.client import StreamClient  # noqa: E402
-from orchestrator.bench.http_stream import parse_target  # noqa: E402
-from orchestrator.bench.record import RequestRecord  # noqa: E402
-from orchestrator.bench.stats import percentile  # noqa: E402
+from orchestrator.bench.client import StreamClient
+from orchestrator.bench.http_stream import parse_target
+from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.stats import percentile
 
 BODY = {
     "model": "stream-test",
