@@ -8,7 +8,7 @@ seconds. Every duration below is in model seconds; `--time-scale` multiplies all
 Calibration (batch mode: C requests sent at once, `max_tokens` 1024, the step-by-step-guide
 prompt, natural response length about 510 tokens, throughput = all generated tokens / wall time
 until the last request finishes). Figures are from `benchmarks/sim_capacity.py --calibration`,
-which runs the same scheduler in virtual time; tests/sim/test_calibration.py holds them to 5%:
+which runs the same scheduler in virtual time; tests/sim/test_sim_calibration.py holds them to 5%:
 
 | profile                          | target C=1 | model C=1 | target peak        | model peak |
 |----------------------------------|-----------:|----------:|--------------------|-----------:|
