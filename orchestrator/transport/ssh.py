@@ -39,7 +39,12 @@ from orchestrator.errors import CommandFailed, ConnectError
 from orchestrator.inventory import SshSettings
 from orchestrator.transport.base import Result, Transport
 from orchestrator.transport.command import Command, Raw
-from orchestrator.transport.retry import Backoff, RetryCallback, call_with_retries
+from orchestrator.transport.retry import (
+    Backoff,
+    PermanentConnectError,
+    RetryCallback,
+    call_with_retries,
+)
 from orchestrator.transport.ssh_connection import SshConnection
 from orchestrator.transport.ssh_errors import translate
 from orchestrator.transport.target import SshTarget
@@ -52,6 +57,7 @@ TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
 SIGNALLED_EXIT_CODE = -1  # the command was killed by a signal (paramiko does not say which)
 _CHUNK = 64 * 1024
 _WINDOW_WAIT = 0.005  # poll interval while stdin waits for the SSH window to open
+_WAKEUP_POLL = 0.05
 
 
 class _TimedOut(Exception):
@@ -99,6 +105,12 @@ class SshTransport(Transport):
             self._ever_connected = True
             return transport
 
+    def _forget_connection(self) -> None:
+        """After a failure on the connection: the next attempt opens a new one."""
+        with self._lock:
+            self.connection.close()
+            self._ever_connected = False
+
     def _retrying(self, attempt: Callable[[], T]) -> T:
         return call_with_retries(
             attempt,
@@ -118,9 +130,7 @@ class SshTransport(Transport):
         return str(address[0]), int(address[1])
 
     def close(self) -> None:
-        with self._lock:
-            self.connection.close()
-            self._ever_connected = False
+        self._forget_connection()
 
     # -- commands ---------------------------------------------------------------------
 
@@ -202,6 +212,7 @@ class SshTransport(Transport):
         try:
             channel = transport.open_session(timeout=_remaining(deadline))
         except Exception as error:  # nothing ran yet: always safe to retry
+            self._forget_connection()
             raise translate(error, hop) from error
         try:
             channel.exec_command(text)
@@ -216,9 +227,10 @@ class SshTransport(Transport):
             raise
         except Exception as error:
             lost = translate(error, hop)
+            self._forget_connection()
             if idempotent:
                 raise lost from error
-            raise ConnectError(
+            raise PermanentConnectError(  # permanent: retrying is exactly what must not happen
                 f"the connection was lost while running: {shown}; it was not run again "
                 "because it is not safe to repeat",
                 host=self.host,
@@ -294,9 +306,10 @@ def _collect(
         wait = _remaining(deadline)
         if wait == 0.0:
             raise _TimedOut(b"".join(out), b"".join(err))
-        if pending:
-            wait = _WINDOW_WAIT if wait is None else min(wait, _WINDOW_WAIT)
-        select.select([wakeup], [], [], wait)
+        # paramiko's wakeup pipe can miss an event when data arrives while it is being
+        # cleared; the bounded wait makes such a miss cost milliseconds, not a hang.
+        poll = _WINDOW_WAIT if pending else _WAKEUP_POLL
+        select.select([wakeup], [], [], poll if wait is None else min(wait, poll))
     # The exit status follows EOF; a close without one also sets the event.
     if not channel.status_event.wait(_remaining(deadline)):
         raise _TimedOut(b"".join(out), b"".join(err))

@@ -91,7 +91,7 @@ def test_put_is_atomic_with_mode_and_parents(local: LocalTransport, tmp_path: Pa
 def test_put_and_get_failures_are_command_failed(local: LocalTransport, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(CommandFailed, match="put .*file/conf"):
+    with pytest.raises(CommandFailed, match=r"put .*file/conf"):
         local.put(b"x", str(blocker / "conf"))
     with pytest.raises(CommandFailed, match="No such file or directory"):
         local.get(str(tmp_path / "missing"))

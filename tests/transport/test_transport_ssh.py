@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from fixtures.sshd import SshServer
+
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
 from orchestrator.transport import Command, Secret, connect
