@@ -167,3 +167,21 @@ def test_crash_loop_is_capped_by_the_restart_budget(env: dict[str, Any]) -> None
     assert result.returncode == 1
     assert "died 2 times during start-up" in result.stdout
     assert "max_restarts: 1" in result.stdout
+
+
+def test_bench_through_an_ssh_port_forward_writes_results_into_the_run_folder(env: dict[str, Any]) -> None:
+    path = write(env, smoke=[])
+    plan = yaml.safe_load(path.read_text())
+    plan["bench"] = {"concurrency": [1, 4], "requests_per_level": "1x", "warmup": 0,
+                     "max_tokens": 64, "via": "ssh", "mode": "batch"}
+    path.write_text(yaml.safe_dump(plan))
+    result = apply(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    bench = last_run(env["tmp"]) / "hosts" / "h1" / "bench"
+    summary = json.loads((bench / "summary.json").read_text())
+    assert (bench / "sweep.csv").read_text().count("\n") == 3  # header + 2 levels
+    levels = sorted(bench.glob("level-*.json"))
+    assert len(levels) == 2
+    first = json.loads(levels[0].read_text())
+    assert first["completed"] >= 1 and first["failed"] == 0
+    assert summary  # written, with the sweep's figures
