@@ -146,3 +146,21 @@ def test_an_engine_crash_mid_sweep_keeps_the_finished_levels(tmp_path: Path) -> 
     assert failed >= 1
     csv_lines = (tmp_path / "sweep.csv").read_text().splitlines()
     assert len(csv_lines) == 1 + len(labels)
+
+
+def test_an_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
+    from orchestrator import masking
+    from orchestrator.errors import BenchError
+
+    key = "sk-bench-secret-4242"
+    masking.register(key)
+    with running_simulator(profile="instant", api_key=key, **FAST_START) as sim:
+        with pytest.raises(BenchError, match="requires an API key"):
+            sweep(sim.base_url, tmp_path / "none", concurrency=[1], requests_per_level=1)
+        run_sweep(
+            Bench(concurrency=[2], requests_per_level=2, max_tokens=16), base_url=sim.base_url,
+            model=None, api_key=key, out_dir=tmp_path / "ok", console=None,
+        )
+    assert level(tmp_path / "ok", "c2")["completed"] == 2
+    for path in (tmp_path / "ok").iterdir():
+        assert key not in path.read_text()
