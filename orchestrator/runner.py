@@ -9,9 +9,9 @@ Later phases (service, smoke, bench, collect) hang off the same per-host flow.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -201,7 +201,23 @@ def run_hosts(
         )
         return outcome
 
-    if len(jobs) == 1:
+    if len(jobs) == 1:  # in the main thread, so a benchmark can take Ctrl-C gracefully
         return [one(jobs[0])]
-    with ThreadPoolExecutor(max_workers=min(32, len(jobs))) as pool:
-        return list(pool.map(one, jobs))
+    # Daemon threads joined with a timeout: Ctrl-C reaches the main thread at once, and an
+    # interrupted run does not wait for hosts still working before it can exit.
+    results: dict[int, HostOutcome] = {}
+
+    def work(index: int, job: HostJob) -> None:
+        try:
+            results[index] = one(job)
+        except BaseException as error:  # a bug, not a host failure: keep the host's outcome
+            results[index] = HostOutcome(host=job.host, error=f"internal error: {error!r}")
+
+    threads = [threading.Thread(target=work, args=(i, job), daemon=True, name=f"host-{job.host}")
+               for i, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(timeout=0.2)
+    return [results[i] for i in range(len(jobs))]

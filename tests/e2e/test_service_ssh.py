@@ -185,3 +185,29 @@ def test_bench_through_an_ssh_port_forward_writes_results_into_the_run_folder(en
     first = json.loads(levels[0].read_text())
     assert first["completed"] >= 1 and first["failed"] == 0
     assert summary  # written, with the sweep's figures
+
+
+def test_ctrl_c_leaves_a_readable_run_folder_marked_incomplete(env: dict[str, Any]) -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    write(env, sim={"slow_start": 30.0}, smoke=[])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", str(env["plan"]), "-i", str(env["inventory"])],
+        cwd=env["tmp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until it is waiting for the server
+        runs = list((env["tmp"] / "runs").glob("*/*/events.jsonl"))
+        if runs and '"phase": "ready"' in runs[0].read_text():
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, out + err
+    meta = json.loads((last_run(env["tmp"]) / "meta.json").read_text())
+    assert meta["status"] == "incomplete"
+    assert "Traceback" not in err
