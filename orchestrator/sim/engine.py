@@ -2,8 +2,8 @@
 
 Each step is due at the previous step's due time plus its model duration times the time
 scale; the loop sleeps until then, so a late wake-up shortens the next sleep instead of
-adding up (timing error does not accumulate). With the `instant` profile steps cost nothing
-and the loop only yields to the event loop between them.
+adding up (timing error does not accumulate). Steps that are already due (the `instant`
+profile, or catching up) run back to back, yielding to the event loop every YIELD_EVERY_S.
 
 Injected failures (--crash-after-requests / --hang-after-requests N) trigger at the first
 step, after N requests have finished, where some running request has produced a token: the
@@ -22,6 +22,9 @@ from orchestrator.sim.metrics import EngineMetrics
 from orchestrator.sim.scheduler import Scheduler, Sequence
 
 STATS_INTERVAL_S = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL, model seconds
+# Steps already due run back to back, yielding to the event loop at least this often (wall
+# seconds): the `instant` profile then streams in small bursts, one send() per connection.
+YIELD_EVERY_S = 0.002
 MIN_STATS_INTERVAL_S = 0.5  # wall seconds: a tiny time scale must not flood the log
 
 
@@ -91,12 +94,12 @@ class Engine:
         scheduler = self.scheduler
         scale = self.scale
         monotonic = time.monotonic
-        due = monotonic()
+        due = yielded = monotonic()
         while True:
             if not scheduler.has_work():
                 self._wake.clear()
                 await self._wake.wait()
-                due = monotonic()
+                due = yielded = monotonic()
             failure = self._failure_due()
             if failure == "crash":
                 self.die(f"--crash-after-requests {self.crash_after}")
@@ -109,8 +112,13 @@ class Engine:
                 await asyncio.Event().wait()  # forever: the process stays up, nothing moves
             plan = scheduler.plan_step(monotonic())
             due += plan.seconds * scale
-            delay = due - monotonic()
-            await asyncio.sleep(delay if delay > 0 else 0)
+            now = monotonic()
+            if due > now:
+                await asyncio.sleep(due - now)
+                yielded = monotonic()
+            elif now - yielded >= YIELD_EVERY_S:
+                await asyncio.sleep(0)
+                yielded = monotonic()
             self.completed += scheduler.complete_step(monotonic())
 
     def die(self, reason: str) -> None:
