@@ -124,10 +124,11 @@ class SshTransport(Transport):
     def local_address(self) -> tuple[str, int] | None:
         """The controller's end of the TCP connection (tests find sshd's side with it)."""
         sock = self.connection.socket()
-        if sock is None:
+        try:
+            address = sock.getsockname() if sock is not None else None
+        except OSError:  # closed meanwhile
             return None
-        address = sock.getsockname()
-        return str(address[0]), int(address[1])
+        return (str(address[0]), int(address[1])) if address else None
 
     def close(self) -> None:
         self._forget_connection()
@@ -237,7 +238,7 @@ class SshTransport(Transport):
                 hint="check the host's state, then run again",
             ) from error
         finally:
-            channel.close()
+            _close_channel(channel)
 
     # -- port forwarding --------------------------------------------------------------
 
@@ -265,6 +266,13 @@ def atomic_write_command(path: str, mode: int) -> Command:
         Raw(f"&& chmod {mode:o}"), temp, Raw("&& mv -f"), temp, path,
         Raw("|| { status=$?; rm -f"), temp, Raw("; exit $status; }"),
     )  # fmt: skip
+
+
+def _close_channel(channel: paramiko.Channel) -> None:
+    # Closing sends a message, which fails on a dead connection; the failure that matters
+    # is the one already being handled.
+    with contextlib.suppress(Exception):
+        channel.close()
 
 
 def _remaining(deadline: float | None) -> float | None:

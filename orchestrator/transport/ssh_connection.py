@@ -62,8 +62,14 @@ def fabric_config(settings: SshSettings) -> fabric.Config:
             f"ssh.config names {settings.config!r}, which does not exist",
             hint="fix the path, or set `ssh: {config: false}` to ignore ssh config files",
         )
-    # Like OpenSSH: the user's file, then /etc/ssh/ssh_config for what it leaves unset.
-    return fabric.Config(user_ssh_path=path)
+    try:
+        # Like OpenSSH: the user's file, then /etc/ssh/ssh_config for what it leaves unset.
+        return fabric.Config(user_ssh_path=path)
+    except (paramiko.SSHException, OSError, ValueError) as error:
+        raise InventoryError(
+            f"cannot read the ssh config ({settings.config} or /etc/ssh/ssh_config): {error}",
+            hint="fix the file, or set `ssh: {config: false}` to ignore ssh config files",
+        ) from error
 
 
 def known_hosts_path(settings: SshSettings) -> str | None:
@@ -163,15 +169,22 @@ def _build_links(target: SshTarget, config: fabric.Config, known_hosts: str | No
     explicit: dict[int, SshTarget] = {}
     for step in target.hops():
         identity = _identity_file(step) if step.identity_file else None
-        conn = fabric.Connection(
-            step.host,
-            user=step.user,
-            port=step.port,
-            config=config,
-            # None lets fabric take ProxyJump/ProxyCommand from the ssh config.
-            gateway=gateway,
-            connect_kwargs={"key_filename": [identity]} if identity else {},
-        )
+        try:
+            conn = fabric.Connection(
+                step.host,
+                user=step.user,
+                port=step.port,
+                config=config,
+                # None lets fabric take ProxyJump/ProxyCommand from the ssh config.
+                gateway=gateway,
+                connect_kwargs={"key_filename": [identity]} if identity else {},
+            )
+        except (paramiko.SSHException, ValueError) as error:
+            # e.g. "user@host" in `address` as well as `user:`, or a failed canonicalization
+            raise InventoryError(
+                f"host {step.name!r}: cannot build its SSH connection: {error}",
+                hint="give `address` as a bare host name or IP, with `user` and `port` apart",
+            ) from error
         explicit[id(conn)] = step
         gateway = final = conn
     assert final is not None

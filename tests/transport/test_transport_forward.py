@@ -129,3 +129,16 @@ def test_tunnel_reaches_a_server_only_the_namespace_can_see(netns_hosts: NetnsHo
                 assert "Directory listing" in response.text
         finally:
             transport.run(Command("kill", pid), check=False)
+
+
+def test_a_new_tunnel_after_a_dropped_connection_reconnects(
+    sshd: SshServer, ssh: SshTransport, http_port: int
+) -> None:
+    with ssh.forward(http_port) as port:
+        assert httpx.get(f"http://127.0.0.1:{port}/before", timeout=10).text == "path=/before"
+        address = ssh.local_address
+        assert address is not None
+        assert sshd.drop(address[1])
+        time.sleep(0.1)
+        assert httpx.get(f"http://127.0.0.1:{port}/after", timeout=10).text == "path=/after"
+        assert ssh.local_address != address

@@ -118,3 +118,15 @@ def test_the_jump_hosts_key_is_checked_too(sshd: SshServer, tmp_path: Path) -> N
     with pytest.raises(HostKeyError) as caught:
         connect("gpu", inventory)
     assert str(caught.value).startswith(f"bastion: the host key of [{alias(6)}]:{sshd.port}")
+
+
+def test_unparsable_ssh_config_is_an_inventory_error(sshd: SshServer, tmp_path: Path) -> None:
+    inventory = sshd.inventory(1, ssh=sshd.ssh_settings(config=_config(tmp_path, "Host x\n  =bad\n")))
+    with pytest.raises(InventoryError, match=r"cannot read the ssh config .*Unparsable line =bad"):
+        connect("h1", inventory)
+
+
+def test_user_given_twice_is_an_inventory_error(sshd: SshServer) -> None:
+    inventory = sshd.inventory(1, address=f"root@{alias(1)}")
+    with pytest.raises(InventoryError, match="host 'h1': cannot build its SSH connection"):
+        connect("h1", inventory)
