@@ -7,8 +7,10 @@ the simulator at time scale 0.05 reads like the hardware it models.
 - single stream: output throughput at concurrency 1;
 - peak: the highest output throughput of any complete level;
 - knee: the sweep's own (an `auto` sweep records it), else the smallest concurrency C at
-  which doubling gains less than the threshold, T(2C) < (1 + threshold) T(C), on the
-  levels measured (`orchestrator.bench.auto.knee_of_curve`);
+  which doubling gains less than the threshold for good: no level at 2C or beyond reaches
+  (1 + threshold) T(C). That is the `auto` definition, T(2C) < (1 + threshold) T(C), made
+  robust to a dip: C=2 below C=1 (the motivating run) is not a knee when throughput rises
+  again later;
 - latency at equal load: a run's latency at a given output throughput, interpolated
   linearly between its levels on the rising part of its curve (up to its peak).
 """
@@ -19,8 +21,6 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from orchestrator.bench.auto import knee_of_curve
 
 DEFAULT_KNEE_THRESHOLD = 0.05
 
@@ -119,10 +119,19 @@ def knee(
     curve = {int(p.load): p.throughput for p in concurrency_points(points) if not p.partial}
     if len(curve) < 2:
         return None, "too few levels"
-    found = knee_of_curve(curve, threshold)
+    found = knee_of_sweep(curve, threshold)
     if found is not None:
         return found, f"doubling gains < {threshold:.0%}"
     return None, f"still rising at C={max(curve)}"
+
+
+def knee_of_sweep(curve: Mapping[int, float], threshold: float) -> int | None:
+    """The smallest C whose throughput no level at 2C or beyond beats by the threshold."""
+    for c in sorted(curve):
+        later = [t for load, t in curve.items() if load >= 2 * c]
+        if later and max(later) < (1 + threshold) * curve[c]:
+            return c
+    return None
 
 
 def rising_part(points: Sequence[Point]) -> list[Point]:

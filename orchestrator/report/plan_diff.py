@@ -62,6 +62,11 @@ def weight_format(model: str) -> str | None:
     return next((fmt.upper() for fmt in _WEIGHT_FORMATS if fmt in parts), None)
 
 
+def _canonical(value: Any) -> str:
+    """Type-aware equality: `true` and `1` render different flags, so they differ here."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     """Dotted paths to leaves; an empty map has none (so `{}` and a map of keys compare
     key by key)."""
@@ -118,7 +123,7 @@ def diff_plans(a: Plan, b: Plan) -> list[Change]:
     changes: list[Change] = []
     for path in sorted(flat_a.keys() | flat_b.keys()):
         before, after = flat_a.get(path), flat_b.get(path)
-        if before != after:
+        if _canonical(before) != _canonical(after):
             changes.append(Change(_category(path), _setting(path), show(before), show(after)))
     pins_a, pins_b = _pins(a), _pins(b)
     for name in sorted(pins_a.keys() | pins_b.keys()):

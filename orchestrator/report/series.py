@@ -108,10 +108,11 @@ def _labels(entries: Sequence[tuple[RunData, HostData]]) -> list[str]:
     labels = [
         f"{run.name}@{host.name}" if id(run) in multi_host else run.name for run, host in entries
     ]
-    for index, (run, _) in enumerate(entries):
-        if labels.count(labels[index]) > 1:
-            labels[index] = f"{labels[index]} ({run.stamp[:16]})"
-    return labels
+    repeated = {label for label in labels if labels.count(label) > 1}
+    return [
+        f"{label} ({run.stamp[:16]})" if label in repeated else label
+        for label, (run, _) in zip(labels, entries, strict=True)
+    ]
 
 
 def build_series(runs: Sequence[RunData], *, model_time: bool = True, host: str | None = None) -> list[Series]:

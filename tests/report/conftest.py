@@ -1,0 +1,48 @@
+"""Fixtures of the report tests: one runs root made once per session with real run folders
+(three simulated pivots, one non-simulated run, one failed run); see runmaker.py."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator import masking
+from orchestrator.rundir import RunFolder
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
+
+from runmaker import REPO, Server, make_sim_runs, record_run, sim_plan  # noqa: E402
+from stream_server import running_stream_server  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Runs:
+    root: Path
+    sim: dict[str, Path]  # "kimi-nvfp4", "minimax-m2.5", "kimi-int4" -> run folder
+    real: Path  # plans/kimi-nvfp4.yaml benchmarked against a non-simulated server
+    failed: Path  # a newer, failed run of sim-kimi-nvfp4 without results
+
+
+@pytest.fixture(autouse=True)
+def _no_secrets_left() -> None:
+    masking.clear()
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    root = tmp_path_factory.mktemp("report") / "runs"
+    sim = make_sim_runs(root)
+    real_plan = sim_plan(
+        REPO / "plans/kimi-nvfp4.yaml", time_scale=1.0, concurrency=(1, 2, 4), sets=["bench.max_tokens=128"]
+    )
+    with running_stream_server("--tokens", "40", "--itl-ms", "1") as url:
+        real = record_run(root, Server(real_plan, url), simulated=False)
+    loaded = sim_plan(REPO / "plans/sim/kimi-nvfp4.yaml", time_scale=0.005, concurrency=(1,))
+    failed = RunFolder.create(loaded.plan.name, "f" * 64, root=root, hosts=["localhost"])
+    failed.finish("failed")
+    return Runs(root, sim, real, failed.path)

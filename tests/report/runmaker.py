@@ -1,0 +1,145 @@
+"""Real run folders for the report tests, made the way `orch apply` makes them.
+
+A shipped plan is loaded (layers, --set), the simulator is launched from the plan's own
+launch spec (`render_launch`, a real `orch sim serve` process on a loopback port), a real
+sweep (`run_sweep`) writes into `<run>/hosts/localhost/bench`, and the run folder itself is
+written by `RunFolder` with the resolved plan (`resolved_plan_yaml`) and this machine's
+facts (`host_facts`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from orchestrator.apply import resolved_plan_yaml
+from orchestrator.bench.sweep import run_sweep
+from orchestrator.plan.loader import LoadedPlan, load_plan
+from orchestrator.remote.facts import host_facts
+from orchestrator.rundir import RunFolder
+from orchestrator.service.launch import render_launch
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_PLANS = {
+    "kimi-nvfp4": REPO / "plans/sim/kimi-nvfp4.yaml",
+    "minimax-m2.5": REPO / "plans/sim/minimax-m2.5.yaml",
+    "kimi-int4": REPO / "plans/sim/kimi-int4.yaml",
+}
+VENV_BIN = str(Path(sys.executable).parent)
+STARTUP_DEADLINE_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    loaded: LoadedPlan
+    url: str
+    process: subprocess.Popen[bytes] | None = None
+
+
+def sim_plan(plan_file: Path, *, time_scale: float, concurrency: Sequence[int], sets: Sequence[str] = ()) -> LoadedPlan:
+    port = free_port()
+    levels = ",".join(str(c) for c in concurrency)
+    return load_plan(
+        plan_file,
+        sets=[
+            f"service.port={port}",
+            f"service.sim.time_scale={time_scale}",
+            f"bench.concurrency=[{levels}]",
+            "bench.warmup=0",
+            "bench.metrics_interval=null",
+            *sets,
+        ],
+    )
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the simulator exited with {process.returncode} during start-up")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"the simulator at {url} was not ready within {STARTUP_DEADLINE_S} s")
+
+
+@contextlib.contextmanager
+def running_sims(plans: Sequence[LoadedPlan]) -> Iterator[list[Server]]:
+    """Launch every plan's simulator at once (start-ups overlap), yield when all are ready."""
+    servers: list[Server] = []
+    try:
+        for loaded in plans:
+            service = loaded.plan.service
+            assert service is not None and service.engine == "sim"
+            spec = render_launch(loaded.plan, venv_bin=VENV_BIN)
+            process = subprocess.Popen(spec.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            servers.append(Server(loaded, f"http://127.0.0.1:{service.port}", process))
+        for server in servers:
+            assert server.process is not None
+            _wait_ready(server.url, server.process)
+        yield servers
+    finally:
+        for server in servers:
+            if server.process is not None:
+                server.process.terminate()
+        for server in servers:
+            if server.process is not None:
+                try:
+                    server.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    server.process.kill()
+                    server.process.wait()
+
+
+def record_run(root: Path, server: Server, *, status: str = "complete", simulated: bool = True) -> Path:
+    """Benchmark `server` with the plan's bench section into a new run folder under `root`."""
+    loaded = server.loaded
+    plan = loaded.plan
+    assert plan.bench is not None and plan.service is not None
+    folder = RunFolder.create(
+        plan.name,
+        loaded.digest,
+        root=root,
+        hosts=["localhost"],
+        extra={"plan_file": str(loaded.path), "layers": loaded.layers, "engine": plan.service.engine, "simulated": simulated},
+    )
+    folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
+    folder.write_json("hosts/localhost/facts.json", {"host": host_facts(), "probe_seconds": 0.01})
+    run_sweep(
+        plan.bench,
+        base_url=server.url,
+        model=None,
+        api_key=None,
+        out_dir=folder.path / "hosts" / "localhost" / "bench",
+        console=None,
+    )
+    folder.finish(status)
+    return folder.path
+
+
+def make_sim_runs(
+    root: Path,
+    names: Sequence[str] = tuple(SIM_PLANS),
+    *,
+    time_scale: float = 0.005,
+    concurrency: Sequence[int] = (1, 2, 4, 8),
+) -> dict[str, Path]:
+    """One complete simulated run per shipped sim plan; name -> run folder."""
+    plans = [sim_plan(SIM_PLANS[name], time_scale=time_scale, concurrency=concurrency) for name in names]
+    with running_sims(plans) as servers:
+        return {name: record_run(root, server) for name, server in zip(names, servers, strict=True)}

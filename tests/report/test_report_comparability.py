@@ -1,0 +1,146 @@
+"""Comparability warnings (pure): each difference the issue lists, one case each, plus the
+health of the results. Series are built from level results in memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.plan.models import Bench, Plan
+from orchestrator.report.comparability import comparability_warnings
+from orchestrator.report.comparison import compare
+from orchestrator.report.run_data import BenchData, HostData, RunData
+from orchestrator.report.series import Series, build_series
+
+BASE_CONFIG = Bench().model_dump(mode="json")
+
+
+def level(c: int, *, simulated: bool = False, chat: bool = True, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "level": f"c{c}",
+        "mode": "closed",
+        "max_concurrency": c,
+        "output_throughput": 50.0 * c,
+        "mean_e2el_ms": 1000.0,
+        "median_e2el_ms": 1000.0,
+        "p99_e2el_ms": 1200.0,
+        "completed": c,
+        "failed": 0,
+        "partial": False,
+        "flags": [],
+        "simulated": simulated,
+        "endpoint_type": "openai-chat" if chat else "openai",
+        "model_id": "m",
+    }
+    if simulated:
+        out["time_scale"] = 0.05
+        out["normalized"] = {"time_scale": 0.05, "output_throughput": 2.5 * c, "mean_e2el_ms": 20000.0}
+    out.update(extra)
+    return out
+
+
+def run(
+    name: str,
+    *,
+    config: dict[str, Any] | None = None,
+    levels: list[dict[str, Any]] | None = None,
+    status: str = "complete",
+    engine: str = "vllm",
+    tp: int = 8,
+) -> RunData:
+    plan_engine = "sim" if engine == "sim" else "vllm"
+    plan = Plan.model_validate(
+        {"name": name, "service": {"model": "m", "engine": plan_engine, "args": {"tensor-parallel-size": tp}}}
+    )
+    chosen = levels if levels is not None else [level(1), level(2)]
+    summary = {"config": config if config is not None else BASE_CONFIG}
+    bench = BenchData(Path(f"/runs/{name}/bench"), chosen, summary)
+    meta = {"plan": name, "status": status, "engine": engine}
+    return RunData(Path(f"/runs/{name}/20260101T000000Z-00000000"), meta, plan, None, [HostData("h", None, bench)])
+
+
+def warnings_for(*runs: RunData) -> list[str]:
+    return comparability_warnings(build_series(runs))
+
+
+def test_identical_settings_give_no_warning() -> None:
+    assert warnings_for(run("a"), run("b")) == []
+
+
+CASES = [
+    ("max_tokens", {"max_tokens": 128}, "max_tokens differs (a 1024, b 128)"),
+    ("prompt", {"prompt": "Say hi."}, "the prompt differs (a unset, b 'Say hi.')"),
+    ("dataset", {"dataset": "prompts.jsonl"}, "the prompt differs (a unset, b dataset prompts.jsonl)"),
+    ("synthetic", {"input_len": 2048}, "the prompt differs (a unset, b synthetic 2048 tokens)"),
+    ("endpoint", {"endpoint": "completions"}, "the endpoint differs (a 'chat', b 'completions')"),
+    ("mode", {"mode": "batch"}, "the load mode differs (a 'closed', b 'batch')"),
+    ("ignore_eos", {"ignore_eos": True}, "ignore_eos differs (a false, b true)"),
+    ("thinking", {"thinking": False}, "thinking differs (a unset, b false)"),
+    ("temperature", {"temperature": 0.7}, "the temperature differs (a unset, b 0.7)"),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_each_setting_that_changes_the_work(case: str, change: dict[str, Any], expected: str) -> None:
+    found = warnings_for(run("a"), run("b", config={**BASE_CONFIG, **change}))
+    assert len(found) == 1, found
+    assert found[0].startswith(expected), found[0]
+
+
+def test_simulated_against_real() -> None:
+    sim = run("b", engine="sim", levels=[level(1, simulated=True), level(2, simulated=True)])
+    found = warnings_for(run("a"), sim)
+    assert len(found) == 1
+    assert found[0].startswith("simulated against real: b ran on the simulator, a on real hardware")
+
+
+def test_engine_differs_when_both_are_real() -> None:
+    found = warnings_for(run("a"), run("b", engine="sglang"))
+    assert found == ["the engine differs (a 'vllm', b 'sglang'): a different server answered"]
+
+
+def test_endpoint_read_from_the_results_when_no_config_says() -> None:
+    a = run("a", config={})
+    b = run("b", config={}, levels=[level(1, chat=False), level(2, chat=False)])
+    found = warnings_for(a, b)
+    assert any(w.startswith("the endpoint differs (a 'chat', b 'completions')") for w in found), found
+
+
+def test_no_common_level() -> None:
+    found = warnings_for(run("a", levels=[level(1)]), run("b", levels=[level(4)]))
+    assert "no load level was measured by every run: the tables have gaps only" in found
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: run("a", status="failed"), "a: the run is failed, not complete (/runs/a/20260101T000000Z-00000000)"),
+        (lambda: run("a", levels=[level(1, failed=2, completed=0)]), "a: requests failed at c1 (2 failed); latencies leave them out"),
+        (lambda: run("a", levels=[level(1, partial=True)]), "a: level(s) c1 were cut short (partial)"),
+        (lambda: run("a", levels=[level(1), level(2, flags=["throughput_drop"])]), "a at c2: throughput fell although the load rose"),
+        (
+            lambda: run("a", engine="sim", levels=[{**level(1, simulated=True), "normalized": None}]),
+            "a: simulated, but the results have no model-time figures; shown in wall time",
+        ),
+    ],
+)
+def test_health_of_one_run(make: Any, expected: str) -> None:
+    assert expected in warnings_for(make())
+
+
+def test_simulated_figures_are_compared_in_model_time() -> None:
+    comparison = compare([run("a", engine="sim", levels=[level(1, simulated=True), level(2, simulated=True)])])
+    series: Series = comparison.series[0]
+    assert series.model_time and series.time_scale == 0.05
+    assert [p.throughput for p in series.points] == [2.5, 5.0]
+    wall = compare([comparison.series[0].run], model_time=False).series[0]
+    assert [p.throughput for p in wall.points] == [50.0, 100.0]
+
+
+def test_labels_say_the_host_and_the_stamp_when_needed() -> None:
+    two_hosts = run("a")
+    two_hosts.hosts.append(HostData("g", None, two_hosts.hosts[0].bench))
+    assert [s.label for s in build_series([two_hosts, run("b")])] == ["a@h", "a@g", "b"]
+    assert [s.label for s in build_series([run("a"), run("a")])] == ["a (20260101T000000Z)"] * 2
