@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import posixpath
 import secrets
 import select
 import threading
@@ -210,6 +211,8 @@ class SshTransport(Transport):
         idempotent: bool,
     ) -> tuple[int, bytes, bytes]:
         hop = self.connection.final.hop
+        if _remaining(deadline) == 0.0:  # spent on earlier attempts
+            raise _TimedOut(b"", b"")
         try:
             channel = transport.open_session(timeout=_remaining(deadline))
         except Exception as error:  # nothing ran yet: always safe to retry
@@ -258,12 +261,12 @@ class SshTransport(Transport):
 
 def atomic_write_command(path: str, mode: int) -> Command:
     """The one-round-trip atomic write used by `put` (stdin carries the data)."""
-    directory = path.rsplit("/", 1)[0] if "/" in path.strip("/") or path.startswith("/") else "."
-    directory = directory or "/"
+    directory = posixpath.dirname(path) or "."
     temp = f"{path}.orch-{secrets.token_hex(4)}.tmp"
+    # mv -T: a directory at `path` is an error, not a place to drop the file into.
     return Command(
         Raw("mkdir -p"), directory, Raw("&& umask 077 && cat >"), temp,
-        Raw(f"&& chmod {mode:o}"), temp, Raw("&& mv -f"), temp, path,
+        Raw(f"&& chmod {mode:o}"), temp, Raw("&& mv -fT"), temp, path,
         Raw("|| { status=$?; rm -f"), temp, Raw("; exit $status; }"),
     )  # fmt: skip
 

@@ -209,6 +209,31 @@ def _build_links(target: SshTarget, config: fabric.Config, known_hosts: str | No
     return links
 
 
+def load_known_hosts(keys: paramiko.HostKeys, path: str) -> None:
+    """Add the entries of a known_hosts file to `keys`, skipping lines paramiko cannot read
+    (as OpenSSH does; paramiko's own loader rejects the whole file for one bad line).
+    `@cert-authority` and `@revoked` lines are skipped: paramiko supports neither."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return  # every host is then unknown, and the error names the file
+    except OSError as error:
+        raise InventoryError(f"cannot read known_hosts file {path}: {error.strerror}") from error
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "@")):
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(stripped, number)
+        except (paramiko.hostkeys.InvalidHostKey, paramiko.SSHException, ValueError):
+            entry = None
+        if entry is None or entry.key is None:
+            log.warning("%s:%d: skipped a known_hosts line that cannot be read", path, number)
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+
+
 def _identity_file(hop: SshTarget) -> str:
     assert hop.identity_file is not None
     path = os.path.expanduser(hop.identity_file)
@@ -228,8 +253,7 @@ def _prepare(conn: fabric.Connection, known_hosts: str | None, timeout: float) -
         # Explicit opt-out (`ssh: {known_hosts: false}`): accept and remember in memory only.
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     else:
-        if Path(known_hosts).is_file():
-            client.load_system_host_keys(known_hosts)
+        load_known_hosts(client.get_host_keys(), known_hosts)
         client.set_missing_host_key_policy(RejectUnknownHostKeys())
     # fabric would truncate a fractional timeout to an int; pass ours to paramiko as is.
     conn.connect_timeout = timeout

@@ -15,7 +15,8 @@ from fixtures.sshd import SshServer
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
 from orchestrator.transport import Command, Secret, connect
-from orchestrator.transport.ssh import SshTransport
+from orchestrator.transport.local import LocalTransport
+from orchestrator.transport.ssh import SshTransport, atomic_write_command
 
 
 @pytest.fixture
@@ -127,3 +128,26 @@ def test_one_connection_serves_many_commands(sshd: SshServer, ssh: SshTransport)
     for _ in range(5):
         ssh.run(Command("true"))
     assert "Connection from" not in sshd.log_text(mark)
+
+
+@pytest.mark.parametrize(
+    "relative", ["plain", "with space/and 'quote'", "a/b/c/d", "$(touch pwned)", "-dash"]
+)
+def test_atomic_write_script_in_a_plain_shell(tmp_path: Path, relative: str) -> None:
+    """The put script itself, run by /bin/sh: any path shape, any bytes, exact mode."""
+    target = tmp_path / relative
+    data = bytes(range(256)) * 3
+    command = atomic_write_command(str(target), 0o640)
+    LocalTransport(shell="/bin/sh").run(command, stdin=data)
+    assert target.read_bytes() == data
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert not (tmp_path / "pwned").exists()
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
+def test_put_onto_a_directory_fails_instead_of_writing_inside(ssh: SshTransport, tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    with pytest.raises(CommandFailed):
+        ssh.put(b"x", str(tmp_path / "conf"))
+    assert list((tmp_path / "conf").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf"]  # temporary file removed

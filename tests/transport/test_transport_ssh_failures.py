@@ -235,3 +235,17 @@ def test_programming_errors_are_not_disguised() -> None:
     hop = Hop(name="gpu1", host="gpu.example", port=22, user="ubuntu", known_hosts=None)
     with pytest.raises(TypeError):
         translate(TypeError("bug"), hop)
+
+
+def test_known_hosts_hashed_entries_and_bad_lines(sshd: SshServer, tmp_path: Path) -> None:
+    """Hashed names (HashKnownHosts yes) match; a corrupt line is skipped, as OpenSSH does."""
+    known_hosts = tmp_path / "known_hosts"
+    line = next(x for x in sshd.known_hosts.read_text().splitlines() if "127.0.0.11]" in x)
+    known_hosts.write_text(f"{line}\n")
+    subprocess.run(["ssh-keygen", "-H", "-f", str(known_hosts)], check=True, capture_output=True)
+    hashed = known_hosts.read_text()
+    assert hashed.startswith("|1|")
+    known_hosts.write_text(f"# comment\nbroken ssh-ed25519 AAAA!!notbase64\n{hashed}")
+    inventory = sshd.inventory(1, ssh=sshd.ssh_settings(known_hosts=str(known_hosts)))
+    with _connect(inventory) as transport:
+        assert transport.run(Command("true")).ok
