@@ -44,9 +44,12 @@ class Transport(abc.ABC):
         stdin: bytes | None = None,
         timeout: float | None = None,
         check: bool = True,
+        idempotent: bool = True,
     ) -> Result:
         """Run `command` through the host's shell. Raises CommandFailed when `check` and
-        the exit code is not 0; ConnectError, AuthError, HostKeyError on connection trouble."""
+        the exit code is not 0; ConnectError, AuthError, HostKeyError on connection trouble.
+        A connection dropped mid-command is re-established and the command run again, unless
+        `idempotent` is false (then ConnectError)."""
 
     @abc.abstractmethod
     def put(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:
