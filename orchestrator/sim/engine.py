@@ -3,7 +3,7 @@
 Each step is due at the previous step's due time plus its model duration times the time
 scale; the loop sleeps until then, so a late wake-up shortens the next sleep instead of
 adding up (timing error does not accumulate). Steps that are already due (the `instant`
-profile, or catching up) run back to back, yielding to the event loop every YIELD_EVERY_S.
+profile, or catching up) run back to back in short bursts (BURST_STEPS, BURST_S).
 
 Injected failures (--crash-after-requests / --hang-after-requests N) trigger at the first
 step, after N requests have finished, where some running request has produced a token: the
@@ -22,9 +22,13 @@ from orchestrator.sim.metrics import EngineMetrics
 from orchestrator.sim.scheduler import Scheduler, Sequence
 
 STATS_INTERVAL_S = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL, model seconds
-# Steps already due run back to back, yielding to the event loop at least this often (wall
-# seconds): the `instant` profile then streams in small bursts, one send() per connection.
-YIELD_EVERY_S = 0.002
+# Steps already due run back to back, up to this many or this long (wall seconds) before
+# yielding to the event loop, when the batch is large enough for it to pay: the `instant`
+# profile then sends a few tokens per send() per connection. Small batches yield every step,
+# so their tokens stay spread over time (reasoning arrives before content).
+BURST_STEPS = 4
+BURST_S = 0.0005
+BURST_MIN_RUNNING = 8
 MIN_STATS_INTERVAL_S = 0.5  # wall seconds: a tiny time scale must not flood the log
 
 
@@ -95,6 +99,7 @@ class Engine:
         scale = self.scale
         monotonic = time.monotonic
         due = yielded = monotonic()
+        burst = 0
         while True:
             if not scheduler.has_work():
                 self._wake.clear()
@@ -113,12 +118,13 @@ class Engine:
             plan = scheduler.plan_step(monotonic())
             due += plan.seconds * scale
             now = monotonic()
+            burst += 1
             if due > now:
                 await asyncio.sleep(due - now)
-                yielded = monotonic()
-            elif now - yielded >= YIELD_EVERY_S:
+                yielded, burst = monotonic(), 0
+            elif burst >= BURST_STEPS or plan.running < BURST_MIN_RUNNING or now - yielded >= BURST_S:
                 await asyncio.sleep(0)
-                yielded = monotonic()
+                yielded, burst = monotonic(), 0
             self.completed += scheduler.complete_step(monotonic())
 
     def die(self, reason: str) -> None:
