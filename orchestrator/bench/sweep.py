@@ -25,7 +25,7 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import level_flags, throughput_drops
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.http_stream import parse_target
+from orchestrator.bench.http_stream import parse_target, stamping_loop
 from orchestrator.bench.level import Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
 from orchestrator.bench.results import csv_row, ensure_dir, write_level, write_sweep
@@ -112,14 +112,16 @@ def run_sweep(
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        with asyncio.Runner(loop_factory=stamping_loop) as loop_runner:
+            return loop_runner.run(coroutine)
     # Called from async code: run on a thread of our own with its own loop.
     box: list[SweepResult] = []
     errors: list[BaseException] = []
 
     def runner() -> None:
         try:
-            box.append(asyncio.run(coroutine))
+            with asyncio.Runner(loop_factory=stamping_loop) as own:
+                box.append(own.run(coroutine))
         except BaseException as error:  # handed back to the caller's thread
             errors.append(error)
 

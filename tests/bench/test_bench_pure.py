@@ -125,3 +125,18 @@ def test_a_simulated_run_is_shown_in_model_time_and_says_so() -> None:
     text = _text(render_table([result], time_scale=0.05))
     assert "61.3" in text and "1,226" not in text
     assert "time scale 0.05" in text and "model time" in text
+
+
+def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
+    from orchestrator.bench.load import Phase
+    from orchestrator.bench.progress import progress_line
+    from orchestrator.bench.record import RequestRecord
+
+    phase = Phase(origin_ns=1_000_000_000)
+    done = RequestRecord("a", end_ns=2, token_ns=[1, 2, 3])
+    failed = RequestRecord("b", end_ns=2)
+    failed.fail("timeout", "slow")
+    running = RequestRecord("c", token_ns=[1])
+    phase.records.extend([done, failed, running])
+    text = progress_line("c8", phase, 10, now_ns=3_000_000_000).plain
+    assert "2/10 requests" in text and "2.0 s" in text and "2 tok/s" in text and "1 failed" in text

@@ -67,8 +67,9 @@ def test_a_sweep_measures_tokens_reasoning_and_timing(tmp_path: Path) -> None:
     for row in requests:
         truth = timings[row["request_id"]]
         true_ttft = (truth["write_ns"][0] - truth["recv_ns"]) / 1e6
-        # stamped on arrival: only loopback delivery and scheduling separate the two
-        assert 0 <= row["ttft_ms"] - true_ttft < 15
+        # stamped on arrival: only loopback delivery and scheduling separate the two (a
+        # select-time stamp may lead a late byte by less than one loop iteration)
+        assert -2 < row["ttft_ms"] - true_ttft < 15
         assert row["counted_chunks"] == 16 and row["output_tokens"] == 16
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [lv["level"] for lv in summary["levels"]] == ["c1", "c4"]
