@@ -45,11 +45,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from orchestrator.report.compare_tables import captions, comparison_tables
-    from orchestrator.report.tabular import to_rich
+    from orchestrator.report.tabular import split_groups, to_rich
 
     console = Console(highlight=False)
     for table in comparison_tables(comparison):
-        console.print(to_rich(table))
+        for part in split_groups(table):
+            console.print(to_rich(part))
     console.print(mask(captions(comparison)), markup=False, soft_wrap=True)
     for warning in comparison.warnings:
         console.print(mask(f"warning: {warning}"), style="yellow", markup=False)

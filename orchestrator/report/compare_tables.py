@@ -2,7 +2,8 @@
 latency, TTFT and ITL per load level, and latency at equal load.
 
 Every figure of a run other than the first carries its ratio to the first (the baseline),
-e.g. `2,276.0 (1.84x)`. A `*` marks a level with flags (see the warnings).
+e.g. `2,276.0 (1.84x)`; the best run of each row is in bold. A `*` marks a level with
+flags (see the warnings).
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ def captions(comparison: Comparison) -> str:
         "Latency: request start to the end of the response; failed requests left out."
     ]
     if len(comparison.series) > 1:
-        lines.append(f"Ratios: against {comparison.baseline.label} (the baseline, given first).")
+        lines.append(
+            f"Ratios: against {comparison.baseline.label} (the baseline, given first); "
+            "bold: the best run of the row."
+        )
     scales: dict[str, list[str]] = {}
     for s in comparison.model_time:
         scales.setdefault(f"{s.time_scale:g}" if s.time_scale else "?", []).append(s.label)
@@ -124,28 +128,39 @@ def headline_table(comparison: Comparison) -> TableData:
     return table
 
 
-def _per_level(
-    comparison: Comparison,
-    title: str,
-    groups: list[tuple[str, Callable[[Series, Point], float | None], Fmt]],
-) -> TableData:
+Getter = Callable[[Series, Point], float | None]
+HIGHER, LOWER = True, False  # which way is better: marks the best run of each row
+
+
+def _mark_best(table: TableData, row: int, values: list[float | None], first_column: int, higher: bool) -> None:
+    present = [(v, i) for i, v in enumerate(values) if v is not None]
+    if len(present) < 2:
+        return
+    best = max(present)[0] if higher else min(present)[0]
+    table.strong |= {(row, first_column + i) for v, i in present if v == best}
+
+
+def _per_level(comparison: Comparison, title: str, groups: list[tuple[str, Getter, Fmt, bool]]) -> TableData:
     columns = [Column(_load_header(comparison), "right")]
-    for group, _, _ in groups:
+    for group, _, _, _ in groups:
         columns += [Column(s.label, "right", group) for s in comparison.series]
     table = TableData(title, columns)
     base = comparison.baseline
     for key in comparison.loads:
         row = [load_label(key)]
         base_point = base.point_at(key)
-        for _, get, fmt in groups:
+        for _, get, fmt, higher in groups:
             base_value = get(base, base_point) if base_point else None
+            values: list[float | None] = []
             for index, s in enumerate(comparison.series):
                 point = s.point_at(key)
                 value = get(s, point) if point else None
+                values.append(value)
                 cell = with_ratio(value, base_value, fmt, is_base=index == 0)
                 if point is not None and point.flags and cell != MISSING:
                     cell += " *"
                 row.append(cell)
+            _mark_best(table, len(table.rows), values, len(row) - len(values), higher)
         table.add(row)
     return table
 
@@ -155,8 +170,8 @@ def throughput_table(comparison: Comparison) -> TableData:
         comparison,
         "Throughput by load",
         [
-            ("output tok/s", lambda s, p: p.throughput, tok_s),
-            ("tok/s per GPU", lambda s, p: s.per_gpu(p.throughput), tok_s),
+            ("output tok/s", lambda s, p: p.throughput, tok_s, HIGHER),
+            ("tok/s per GPU", lambda s, p: s.per_gpu(p.throughput), tok_s, HIGHER),
         ],
     )
 
@@ -166,8 +181,8 @@ def latency_table(comparison: Comparison) -> TableData:
         comparison,
         "Latency by load",
         [
-            ("P50 latency (s)", lambda s, p: p.p50_e2el_ms, seconds),
-            ("P99 latency (s)", lambda s, p: p.p99_e2el_ms, seconds),
+            ("P50 latency (s)", lambda s, p: p.p50_e2el_ms, seconds, LOWER),
+            ("P99 latency (s)", lambda s, p: p.p99_e2el_ms, seconds, LOWER),
         ],
     )
 
@@ -177,8 +192,8 @@ def ttft_itl_table(comparison: Comparison) -> TableData:
         comparison,
         "Time to first token and inter-token latency by load",
         [
-            ("mean TTFT (ms)", lambda s, p: p.mean_ttft_ms, millis),
-            ("mean ITL (ms)", lambda s, p: p.mean_itl_ms, millis),
+            ("mean TTFT (ms)", lambda s, p: p.mean_ttft_ms, millis, LOWER),
+            ("mean ITL (ms)", lambda s, p: p.mean_itl_ms, millis, LOWER),
         ],
     )
 
@@ -198,9 +213,10 @@ def equal_load_table(comparison: Comparison) -> TableData:
         row = [f"{tok_s(load.throughput)} (C={load.level.removeprefix('c')})"]
         for metric, fmt in (("mean_e2el_ms", seconds), ("mean_itl_ms", millis)):
             base_value = at_throughput(base.points, load.throughput, metric)
-            for index, s in enumerate(comparison.series):
-                value = at_throughput(s.points, load.throughput, metric)
+            values = [at_throughput(s.points, load.throughput, metric) for s in comparison.series]
+            for index, value in enumerate(values):
                 row.append(with_ratio(value, base_value, fmt, is_base=index == 0))
+            _mark_best(table, len(table.rows), values, len(row) - len(values), LOWER)
         table.add(row)
     return table
 

@@ -41,6 +41,27 @@ class TableData:
         self.rows.append(cells)
 
 
+def split_groups(data: TableData) -> list[TableData]:
+    """One table per column group (the ungrouped leading columns repeated in each): the
+    terminal form of a wide table, which stays readable at 80 columns."""
+    lead = [i for i, c in enumerate(data.columns) if c.group is None]
+    groups = list(dict.fromkeys(c.group for c in data.columns if c.group is not None))
+    if not groups:
+        return [data]
+    tables = []
+    for group in groups:
+        keep = lead + [i for i, c in enumerate(data.columns) if c.group == group]
+        part = TableData(
+            f"{data.title}: {group}",
+            [Column(data.columns[i].header, data.columns[i].align) for i in keep],
+            [[row[i] for i in keep] for row in data.rows],
+            data.caption,
+            {(r, keep.index(c)) for r, c in data.strong if c in keep},
+        )
+        tables.append(part)
+    return tables
+
+
 def to_rich(data: TableData) -> Table:
     table = Table(title=mask(data.title), title_justify="left", caption_justify="left")
     for column in data.columns:

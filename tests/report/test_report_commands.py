@@ -147,7 +147,7 @@ def test_compare_prints_tables_then_notes_and_warnings(runs: Runs, capsys: pytes
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["compare", str(runs.sim["kimi-nvfp4"]), str(runs.real)]) == 0
     out = capsys.readouterr().out
-    assert out.index("Headline") < out.index("Ratios: against sim-kimi-nvfp4 (the baseline, given first).")
+    assert out.index("Headline") < out.index("Ratios: against sim-kimi-nvfp4 (the baseline, given first); bold: the best run of the row.")
     assert "Simulated at time scale 0.005: sim-kimi-nvfp4. Figures in model time (durations / 0.005, throughputs x 0.005)" in out
     assert "warning: simulated against real: sim-kimi-nvfp4 ran on the simulator" in out
 
