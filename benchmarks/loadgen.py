@@ -12,8 +12,9 @@ another:
    token was written (the same monotonic clock), so every client's TTFT and ITL error is
    exact: measured TTFT - (first write - arrival), measured gap - written gap.
    Reported at C=1, 32 and 128: mean and p99 TTFT error, mean and p99 |ITL error|, and the
-   arrival lag (token stamp - server write: the client's own share of the error; the rest of
-   the TTFT error is the request's way to the server and the server reading it). Each
+   arrival lag (token stamp - server write: the client's own share of the error) and the
+   request path (server read - client start: the request's way to the server, including
+   the server getting round to reading it, the rest of the TTFT error). Each
    worker sends one unmeasured request first, so connection set-up is not counted.
 
 The script raises its priority (nice -10, when allowed) to keep the shared machine's other
@@ -161,9 +162,11 @@ def ingest_table(quick: bool) -> Table:
 
 def errors(
     timelines: list[Timeline], truth: dict[str, dict[str, list[int] | int]]
-) -> tuple[list[float], list[float], list[float]]:
-    """TTFT errors, |ITL| errors and arrival lags (token stamp - server write), in ms."""
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """TTFT errors, |ITL| errors, arrival lags (token stamp - server write) and request
+    paths (server read - client start), in ms."""
     ttft_errors: list[float] = []
+    paths: list[float] = []
     itl_errors: list[float] = []
     lags: list[float] = []
     for t in timelines:
@@ -175,16 +178,18 @@ def errors(
         if len(t.token_ns) != len(writes):
             raise SystemExit(f"{t.request_id}: {len(t.token_ns)} tokens seen, {len(writes)} written")
         ttft_errors.append(((t.token_ns[0] - t.start_ns) - (writes[0] - recv)) / 1e6)
+        paths.append((recv - t.start_ns) / 1e6)
         for i in range(1, len(writes)):
             itl_errors.append(abs((t.token_ns[i] - t.token_ns[i - 1]) - (writes[i] - writes[i - 1])) / 1e6)
         lags.extend((seen - written) / 1e6 for seen, written in zip(t.token_ns, writes, strict=True))
-    return ttft_errors, itl_errors, lags
+    return ttft_errors, itl_errors, lags, paths
 
 
 def timing_table(quick: bool) -> Table:
     table = Table(title="Timing: TTFT 200 ms, ITL 20 ms, 32 reasoning tokens first, 64 tokens")
     for column in ("client", "C", "requests", "TTFT err mean (ms)", "TTFT err p99 (ms)", "|ITL err| mean (ms)",
-                   "|ITL err| p99 (ms)", "arrival lag mean (ms)", "arrival lag p99 (ms)"):
+                   "|ITL err| p99 (ms)", "arrival lag mean (ms)", "arrival lag p99 (ms)",
+                   "request path mean (ms)"):
         table.add_column(column, justify="right" if column != "client" else "left")
     args = ("--tokens", "64", "--reasoning", "32", "--ttft-ms", "200", "--itl-ms", "20", "--record-timings")
     for concurrency in (1, 32, 128):
@@ -193,14 +198,14 @@ def timing_table(quick: bool) -> Table:
             with running_stream_server(*args, cpu=1) as url:
                 timelines, _, _ = measure(runner, url, concurrency, requests, 64)
                 truth = httpx.get(f"{url}/timings", timeout=30).json()
-            ttft, itl, lag = errors(timelines, truth)
+            ttft, itl, lag, path = errors(timelines, truth)
             ttft.sort()
             itl.sort()
             lag.sort()
             table.add_row(
                 name, str(concurrency), str(requests), f"{sum(ttft) / len(ttft):+.2f}", f"{percentile(ttft, 99):+.2f}",
                 f"{sum(itl) / len(itl):.3f}", f"{percentile(itl, 99):.3f}",
-                f"{sum(lag) / len(lag):.3f}", f"{percentile(lag, 99):.3f}",
+                f"{sum(lag) / len(lag):.3f}", f"{percentile(lag, 99):.3f}", f"{sum(path) / len(path):.3f}",
             )
     return table
 
@@ -214,7 +219,7 @@ def main() -> None:
         os.nice(-10)
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})  # the client: one core; the servers run on core 1
-    console = Console(width=170)
+    console = Console(width=200)
     console.print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     if args.only in (None, "ingest"):
         console.print(ingest_table(args.quick))
