@@ -23,42 +23,41 @@ from orchestrator.rundir import list_runs
 class RunRow:
     path: Path
     plan: str
-    started: str
     hosts: str
     status: str
-    engine: str
+    engine: str  # the engine; "simulated" for the simulator
     single_stream: str
     peak: str
+    peak_at: str
     problem: str | None = None
 
 
-def _started(text: object) -> str:
-    """'2026-03-01T12:00:05+00:00' -> '2026-03-01 12:00' (UTC, as written by the run folder)."""
-    value = str(text or "")
-    return value.replace("T", " ")[:16]
+def _engine(engine: str | None, simulated: bool) -> str:
+    """`vllm` (real), `sim` (the simulator), or `<engine>, simulated` for a real engine's plan
+    whose results came from a simulator."""
+    name = engine or "unknown"
+    return f"{name}, simulated" if simulated and name != "sim" else name
 
 
 def run_row(path: Path) -> RunRow:
     try:
         run = load_run(path)
     except RunFolderError as error:
-        return RunRow(path, path.parent.name, "", "", "unreadable", MISSING, MISSING, MISSING, str(error))
-    engine = run.engine or "unknown"
-    single = peak = MISSING
+        return RunRow(path, path.parent.name, MISSING, "unreadable", MISSING, MISSING, MISSING, MISSING, str(error))
+    single = peak = at = MISSING
+    simulated = run.simulated
     series = build_series([run])
     if series:
         first = series[0]
-        if first.simulated:
-            engine = f"{engine} (simulated)"
+        simulated = first.simulated
         one, top = first.single_stream, first.peak
         single = tok_s(one.throughput) if one else MISSING
         if top:
+            peak = tok_s(top.throughput)
             at = f"C={top.load:g}" if top.key[0] == "c" else f"{top.load:g} req/s"
-            peak = f"{tok_s(top.throughput)} at {at}"
-    elif run.simulated:
-        engine = f"{engine} (simulated)"
     hosts = ", ".join(h.name for h in run.hosts) or MISSING
-    return RunRow(path, run.name, _started(run.meta.get("started")), hosts, run.status, engine, single, peak, run.plan_problem)
+    engine = _engine(run.engine, simulated)
+    return RunRow(path, run.name, hosts, run.status, engine, single, peak, at, run.plan_problem)
 
 
 def list_rows(root: Path, plans: Sequence[str] = ()) -> list[RunRow]:
@@ -73,16 +72,18 @@ def runs_table(rows: Sequence[RunRow], root: Path) -> TableData:
         [
             Column("Plan"),
             Column("Run"),
-            Column("Started (UTC)"),
-            Column("Hosts"),
             Column("Status"),
             Column("Engine"),
-            Column("Single stream (tok/s)", "right"),
-            Column("Peak (tok/s)", "right"),
+            Column("1 stream", "right"),
+            Column("Peak", "right"),
+            Column("Hosts"),
         ],
-        caption="Throughput: output tokens per second of the first benchmarked host; "
-        "simulated runs in model time (the simulator's time scale taken out).",
+        compact=True,
+        caption="Run: the folder, named by UTC start time and plan digest. "
+        "1 stream, Peak: output tok/s of the first benchmarked host at concurrency 1 and "
+        "at its best level. Engine sim: the simulator (figures in model time).",
     )
     for row in rows:
-        table.add([row.plan, row.path.name, row.started, row.hosts, row.status, row.engine, row.single_stream, row.peak])
+        peak = f"{row.peak} at {row.peak_at}" if row.peak != MISSING else MISSING
+        table.add([row.plan, row.path.name, row.status, row.engine, row.single_stream, peak, row.hosts])
     return table

@@ -11,6 +11,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -32,8 +33,9 @@ class TableData:
     columns: list[Column]
     rows: list[list[str]] = field(default_factory=list)
     caption: str = ""
-    # (row, column) cells to emphasise: the baseline's or the best value
+    # (row, column) cells to emphasise: the best value of a row
     strong: set[tuple[int, int]] = field(default_factory=set)
+    compact: bool = False  # terminal: no cell borders (a listing, like `ls -l`)
 
     def add(self, cells: list[str]) -> None:
         if len(cells) != len(self.columns):
@@ -64,9 +66,16 @@ def split_groups(data: TableData) -> list[TableData]:
 
 def to_rich(data: TableData) -> Table:
     table = Table(title=mask(data.title), title_justify="left", caption_justify="left")
-    for column in data.columns:
+    if data.compact:
+        table.box = box.SIMPLE_HEAD
+        table.padding = (0, 1)
+    for index, column in enumerate(data.columns):
         header = f"{column.group}\n{column.header}" if column.group else column.header
-        table.add_column(mask(header), justify=column.align, overflow="fold")
+        # figures never break: a right-aligned column is as wide as its widest cell
+        widest = max((len(row[index]) for row in data.rows), default=0) if column.align == "right" else None
+        table.add_column(
+            mask(header), justify=column.align, overflow="fold", min_width=widest
+        )
     for r, row in enumerate(data.rows):
         cells = [
             f"[bold]{escape(mask(cell))}[/bold]" if (r, c) in data.strong else escape(mask(cell))

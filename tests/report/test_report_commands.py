@@ -51,18 +51,24 @@ def test_runs_lists_every_folder_with_its_headline(runs: Runs, capsys: pytest.Ca
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["runs", "--runs-dir", str(runs.root)]) == 0
     out = capsys.readouterr().out
-    lines = {line.split("│")[2].strip(): line for line in out.splitlines() if line.startswith("│")}
+
+    def cells(folder: Path) -> list[str]:
+        line = next(line for line in out.splitlines() if folder.name in line)
+        return line.split()
+
     for name in PIVOTS:
         folder = runs.sim[name]
-        line = lines[folder.name]
-        assert f"sim-{name}" in line and "complete" in line and "sim (simulated)" in line
         one = levels(folder)[1]
-        assert f"{model_tok_s(one):,.1f}" in line
         peak = max(levels(folder).values(), key=model_tok_s)
-        assert f"{model_tok_s(peak):,.1f} at C={peak['max_concurrency']}" in line
-    real = lines[runs.real.name]
-    assert "kimi-nvfp4" in real and "vllm" in real and "simulated" not in real
-    assert "failed" in lines[runs.failed.name]
+        assert cells(folder) == [
+            f"sim-{name}", folder.name, "complete", "sim", f"{model_tok_s(one):,.1f}",
+            f"{model_tok_s(peak):,.1f}", "at", f"C={peak['max_concurrency']}", "localhost",
+        ]  # fmt: skip
+    real = cells(runs.real)
+    assert real[:4] == ["kimi-nvfp4", runs.real.name, "complete", "vllm"]
+    assert cells(runs.failed) == ["sim-kimi-nvfp4", runs.failed.name, "failed", "sim", "-", "-", "localhost"]
+    folders = [line.split()[1] for line in out.splitlines() if line.strip().startswith(("sim-", "kimi-"))]
+    assert folders == sorted(folders)  # oldest first
 
 
 def test_runs_shows_an_unreadable_folder_and_goes_on(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
