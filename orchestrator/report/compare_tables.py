@@ -100,9 +100,9 @@ def headline_table(comparison: Comparison) -> TableData:
             Column("Run"),
             Column("Single stream (tok/s)", "right"),
             Column("Peak (tok/s)", "right"),
-            Column("Peak at", "right"),
+            Column("Peak at"),
             Column("Peak per GPU (tok/s)", "right"),
-            Column("Knee", "right"),
+            Column("Knee"),
         ],
         caption="Single stream: concurrency 1. Knee: smallest concurrency where doubling gains "
         "less than the threshold (5% unless the plan says otherwise).",
