@@ -200,3 +200,9 @@ def test_diff_a_run_folder_against_a_plan_file(runs: Runs, capsys: pytest.Captur
     assert f"kimi-nvfp4 ({runs.real.name})" in out
     assert main(["diff", "sim-kimi-int4", "sim-kimi-int4", "--runs-dir", str(runs.root), "--exit-code"]) == 0
     assert main(["diff", "sim-kimi-int4", "sim-minimax-m2.5", "--runs-dir", str(runs.root), "--exit-code"]) == 1
+
+
+def test_a_plan_folder_means_its_latest_complete_run(runs: Runs, capsys: pytest.CaptureFixture[str]) -> None:
+    data = cli_json(capsys, "compare", str(runs.root / "sim-kimi-nvfp4"), "--json")
+    assert [s["run"] for s in data["series"]] == [str(runs.sim["kimi-nvfp4"])]
+    assert data["warnings"] == [w for w in data["warnings"] if "server's token count" in w or "client used" in w]
