@@ -47,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stream_server import running_stream_server
 
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.http_stream import parse_target, stamping_loop
+from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.stats import percentile
 
 BODY = {

@@ -1,20 +1,12 @@
 """The hot path: a small HTTP/1.1 client for streamed (SSE) completions on asyncio.
 
 Why not httpx or aiohttp: a benchmark client must not be the bottleneck nor blur the
-timings it reports. Measured on one core (docs/bench.md), httpx streams a fraction of what
-a busy server sends, and even aiohttp spends most of its time outside the bytes we need.
-This client is an `asyncio.Protocol`: `data_received` is the earliest point where Python
-sees the bytes, so the arrival stamp (`perf_counter_ns`) is taken there, before any
-parsing. It then decodes chunked transfer encoding, splits SSE events and classifies each
-event with a few byte searches; JSON is parsed only after the response ends, and only for
-the usage chunk and error events.
-
-On a loop made by `stamping_loop()` the stamp is even earlier: the moment the loop's
-`select()` returned with the socket ready, the same for every socket of that wake-up. With
-many streams ready at once (C=128, tokens written in the same millisecond) a stamp taken in
-`data_received` would grow with the socket's place in the queue; this one does not. Bytes
-that land between `select()` and the read share that stamp; they are rare, and off by less
-than one loop iteration either way.
+timings it reports (measured figures in docs/bench.md). This client is an
+`asyncio.Protocol`: `data_received` is the earliest point where Python sees the bytes, and
+the arrival stamp is taken there before any parsing (on a `stamping.stamping_loop()`, the
+moment `select()` returned). It then decodes chunked transfer encoding, splits SSE events
+and classifies each event with one regular-expression pass; JSON is parsed only after the
+response ends, and only for the usage chunk and error events.
 
 One `StreamConnection` carries one request at a time (keep-alive, no pipelining).
 """
@@ -23,16 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-import selectors
 import ssl
 import time
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.stamping import ArrivalClock, clock_of
 from orchestrator.errors import BenchError
 
 _perf_ns = time.perf_counter_ns
@@ -50,57 +40,6 @@ _TEXT_KEYS = frozenset((b"content", b"text", b"arguments"))
 _CHUNKED, _LENGTH, _UNTIL_CLOSE = 1, 2, 3
 # parser states
 _IDLE, _HEADERS, _BODY, _TRAILERS, _DONE = 0, 1, 2, 3, 4
-
-
-class ArrivalClock:
-    """When the loop last learned that sockets were ready (perf_counter ns)."""
-
-    __slots__ = ("ns",)
-
-    def __init__(self) -> None:
-        self.ns = 0
-
-
-class StampingSelector(selectors.BaseSelector):
-    """The platform's default selector, stamping the clock each time `select()` returns."""
-
-    def __init__(self, clock: ArrivalClock) -> None:
-        self._inner = selectors.DefaultSelector()
-        self._clock = clock
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._inner.register(fileobj, events, data)
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        return self._inner.unregister(fileobj)
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._inner.modify(fileobj, events, data)
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready = self._inner.select(timeout)
-        self._clock.ns = _perf_ns()
-        return ready
-
-    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
-        return self._inner.get_key(fileobj)
-
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return self._inner.get_map()
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ArrivalClock] = weakref.WeakKeyDictionary()
-
-
-def stamping_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop whose connections stamp arrivals at `select()` time."""
-    clock = ArrivalClock()
-    loop = asyncio.SelectorEventLoop(StampingSelector(clock))
-    _CLOCKS[loop] = clock
-    return loop
 
 
 @dataclass(frozen=True)
@@ -165,7 +104,7 @@ class StreamConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self._clock = _CLOCKS.get(asyncio.get_running_loop())
+        self._clock = clock_of(asyncio.get_running_loop())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -25,10 +25,11 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import level_flags, throughput_drops
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.http_stream import parse_target, stamping_loop
+from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.level import Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
 from orchestrator.bench.results import csv_row, ensure_dir, write_level, write_sweep
+from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.workload import Workload
