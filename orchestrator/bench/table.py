@@ -29,6 +29,13 @@ def _ms(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
+def _notes(result: Mapping[str, Any], knee: int | None) -> str:
+    notes = list(result.get("flags", []))
+    if knee is not None and result.get("mode") != "rate" and result.get("max_concurrency") == knee:
+        notes.insert(0, "knee")
+    return ", ".join(notes)
+
+
 def render_table(
     results: Sequence[Mapping[str, Any]],
     *,
@@ -41,21 +48,19 @@ def render_table(
     model_time = time_scale is not None and time_scale != 1.0
     rate_levels = any(r.get("mode") == "rate" for r in results)
     table = Table(title=title or "Benchmark", title_justify="left")
-    table.add_column("Rate / Conc." if rate_levels else "Concurrency", justify="right")
-    table.add_column("Throughput (tok/s)", justify="right")
-    table.add_column("Avg latency (s)", justify="right")
-    table.add_column("P50 (s)", justify="right")
-    table.add_column("P99 (s)", justify="right")
-    table.add_column("TTFT (ms)", justify="right")
-    table.add_column("ITL (ms)", justify="right")
-    table.add_column("Failed", justify="right")
-    table.add_column("Notes")
-    for result in results:
+    # two-line headers keep the table within 80 columns
+    table.add_column("Rate /\nConc." if rate_levels else "Concurrency", justify="right")
+    for header in ("Throughput\n(tok/s)", "Avg latency\n(s)", "P50\n(s)", "P99\n(s)", "TTFT\n(ms)", "ITL\n(ms)"):
+        table.add_column(header, justify="right")
+    show_failed = any(r.get("failed") for r in results)
+    notes_of = [_notes(r, knee) for r in results]
+    if show_failed:
+        table.add_column("Failed", justify="right")
+    if any(notes_of):
+        table.add_column("Notes")
+    for result, notes in zip(results, notes_of, strict=True):
         f = _figures(result, model_time)
-        notes = list(result.get("flags", []))
-        if knee is not None and result.get("mode") != "rate" and result.get("max_concurrency") == knee:
-            notes.insert(0, "knee")
-        table.add_row(
+        row = [
             _load_label(result),
             f"{f.get('output_throughput', 0.0):,.1f}",
             _seconds(f.get("mean_e2el_ms")),
@@ -63,13 +68,16 @@ def render_table(
             _seconds(f.get("p99_e2el_ms")),
             _ms(f.get("mean_ttft_ms")),
             _ms(f.get("mean_itl_ms")),
-            str(result.get("failed", 0)),
-            ", ".join(notes),
-        )
-    captions = ["Throughput: all output tokens (reasoning and content) / level wall time."]
+        ]
+        if show_failed:
+            row.append(str(result.get("failed", 0)))
+        if any(notes_of):
+            row.append(notes)
+        table.add_row(*row)
+    captions = ["Throughput: all output tokens (reasoning and content) / wall time."]
     if model_time:
         captions.append(
-            f"Simulator at time scale {time_scale:g}: figures in model time "
+            f"Simulator at time scale {time_scale:g}: figures in model time\n"
             f"(durations / {time_scale:g}, throughputs x {time_scale:g}); raw figures in the files."
         )
     table.caption = "\n".join(captions)

@@ -113,8 +113,9 @@ def _text(table: object) -> str:
 
 def test_the_table_reads_like_the_motivating_run() -> None:
     text = _text(render_table([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])], knee=1))
-    for heading in ("Concurrency", "Throughput (tok/s)", "Avg latency (s)", "P50 (s)", "P99 (s)", "TTFT (ms)", "ITL (ms)"):
+    for heading in ("Concurrency", "Throughput", "(tok/s)", "Avg latency", "P50", "P99", "TTFT", "ITL"):
         assert heading in text
+    assert "Failed" not in text  # shown only when something failed
     assert "61.3" in text and "8.36" in text and "16.3" in text
     assert "knee" in text and "throughput_drop" in text
     assert "model time" not in text
@@ -125,6 +126,15 @@ def test_a_simulated_run_is_shown_in_model_time_and_says_so() -> None:
     text = _text(render_table([result], time_scale=0.05))
     assert "61.3" in text and "1,226" not in text
     assert "time scale 0.05" in text and "model time" in text
+
+
+def test_failures_get_a_column_and_the_table_fits_80_columns() -> None:
+    table = render_table([_result(1, 61.3), _result(2, 57.8, failed=3)])
+    console = Console(width=80, record=True, color_system=None)
+    console.print(table)
+    text = console.export_text()
+    assert "Failed" in text and "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
