@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 
@@ -29,10 +30,16 @@ def _ms(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
+_SHORT = {"throughput_drop": "drop", "client_saturated": "client CPU", "server_disagrees": "server differs"}
+
+
 def _notes(result: Mapping[str, Any], knee: int | None) -> str:
-    notes = list(result.get("flags", []))
+    notes = []
     if knee is not None and result.get("mode") != "rate" and result.get("max_concurrency") == knee:
-        notes.insert(0, "knee")
+        notes.append("knee")
+    if result.get("failed"):
+        notes.append(f"{result['failed']} failed")
+    notes += [_SHORT.get(flag, flag) for flag in result.get("flags", []) if flag != "errors"]
     return ", ".join(notes)
 
 
@@ -47,17 +54,14 @@ def render_table(
     the model's own time (durations / s, throughputs * s) and the caption says so."""
     model_time = time_scale is not None and time_scale != 1.0
     rate_levels = any(r.get("mode") == "rate" for r in results)
-    table = Table(title=title or "Benchmark", title_justify="left")
+    table = Table(title=title or "Benchmark", title_justify="left", box=box.SIMPLE_HEAD)
     # two-line headers keep the table within 80 columns
-    table.add_column("Rate /\nConc." if rate_levels else "Concurrency", justify="right")
-    for header in ("Throughput\n(tok/s)", "Avg latency\n(s)", "P50\n(s)", "P99\n(s)", "TTFT\n(ms)", "ITL\n(ms)"):
-        table.add_column(header, justify="right")
-    show_failed = any(r.get("failed") for r in results)
+    table.add_column("Rate /\nConc." if rate_levels else "Concurrency", justify="right", no_wrap=True)
+    for header in ("Throughput\n(tok/s)", "Avg\nlatency (s)", "P50\n(s)", "P99\n(s)", "TTFT\n(ms)", "ITL\n(ms)"):
+        table.add_column(header, justify="right", no_wrap=True)
     notes_of = [_notes(r, knee) for r in results]
-    if show_failed:
-        table.add_column("Failed", justify="right")
     if any(notes_of):
-        table.add_column("Notes")
+        table.add_column("Notes", overflow="fold", min_width=8)
     for result, notes in zip(results, notes_of, strict=True):
         f = _figures(result, model_time)
         row = [
@@ -69,8 +73,6 @@ def render_table(
             _ms(f.get("mean_ttft_ms")),
             _ms(f.get("mean_itl_ms")),
         ]
-        if show_failed:
-            row.append(str(result.get("failed", 0)))
         if any(notes_of):
             row.append(notes)
         table.add_row(*row)

@@ -113,11 +113,11 @@ def _text(table: object) -> str:
 
 def test_the_table_reads_like_the_motivating_run() -> None:
     text = _text(render_table([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])], knee=1))
-    for heading in ("Concurrency", "Throughput", "(tok/s)", "Avg latency", "P50", "P99", "TTFT", "ITL"):
+    for heading in ("Concurrency", "Throughput", "(tok/s)", "Avg", "latency (s)", "P50", "P99", "TTFT", "ITL"):
         assert heading in text
-    assert "Failed" not in text  # shown only when something failed
+    assert "failed" not in text  # said only when something failed
     assert "61.3" in text and "8.36" in text and "16.3" in text
-    assert "knee" in text and "throughput_drop" in text
+    assert "knee" in text and "drop" in text
     assert "model time" not in text
 
 
@@ -128,13 +128,17 @@ def test_a_simulated_run_is_shown_in_model_time_and_says_so() -> None:
     assert "time scale 0.05" in text and "model time" in text
 
 
-def test_failures_get_a_column_and_the_table_fits_80_columns() -> None:
-    table = render_table([_result(1, 61.3), _result(2, 57.8, failed=3)])
+def test_failures_are_noted_and_the_table_fits_80_columns() -> None:
+    table = render_table([_result(1, 61.3), _result(2, 57.8, failed=3, flags=["errors", "throughput_drop"])], knee=1)
     console = Console(width=80, record=True, color_system=None)
     console.print(table)
     text = console.export_text()
-    assert "Failed" in text and "…" not in text
+    assert "knee" in text and "…" not in text  # narrow: notes fold, figures stay whole
+    assert "57.8" in text and "8.36" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+    wide = Console(width=120, record=True, color_system=None)
+    wide.print(table)
+    assert "3 failed, drop" in wide.export_text()
 
 
 def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
