@@ -44,6 +44,7 @@ _RESERVED_FLAGS = {
 _SIM_RESERVED_FLAGS = {
     "profile": "service.sim.profile",
     "time-scale": "service.sim.time_scale",
+    "startup-time-scale": "service.sim.startup_time_scale",
     "vllm-version": "service.sim.vllm_version",
     "fail-at-startup": "service.sim.fail_at_startup",
     "crash-after-requests": "service.sim.crash_after_requests",
@@ -166,6 +167,7 @@ def _sim_flags(service: ServiceSpec) -> list[str]:
     sim = service.sim
     out = ["--profile", sim.profile, "--time-scale", _scalar(sim.time_scale)]
     optional: list[tuple[str, object]] = [
+        ("--startup-time-scale", sim.startup_time_scale),
         ("--vllm-version", sim.vllm_version),
         ("--fail-at-startup", sim.fail_at_startup),
         ("--crash-after-requests", sim.crash_after_requests),
