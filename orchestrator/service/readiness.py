@@ -103,8 +103,9 @@ def wait_ready(
             status = tracker.current(now)
             if status is not None and status.label != last_label:
                 last_label = status.label
+                progress = f", {status.progress}" if status.progress else ""
                 emit("phase", host=transport.host, phase="startup", status="running",
-                     message=status.describe())
+                     message=f"{status.label}{progress} ({status.total_s:.1f}s since launch)")
             if state.strip() != "alive":
                 diagnoses = diagnose(log)
                 known = [d for d in diagnoses if d.level == "error"]
