@@ -37,19 +37,21 @@ _BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure ea
 
 @contextlib.contextmanager
 def reach(transport: Transport, inventory: Inventory, plan: Plan) -> Iterator[str]:
-    """The base URL of the host's service as seen from here."""
+    """The base URL of the host's service as seen from here: direct for this machine or an
+    exposed port, an SSH port forward for `bench.via: ssh` or a loopback-only service."""
+    from orchestrator.bench.reach import bench_url
+
     assert plan.service is not None
     spec = inventory.hosts.get(transport.host)
-    local = spec is not None and spec.connection == "local"
     via_ssh = plan.bench is not None and plan.bench.via == "ssh"
-    if local:
-        yield f"http://127.0.0.1:{plan.service.port}"
+    if spec is not None and spec.connection == "local":
+        address, via = "127.0.0.1", "direct"
     elif via_ssh or plan.service.host in _LOOPBACK:
-        with transport.forward(plan.service.port) as port:
-            yield f"http://127.0.0.1:{port}"
+        address, via = "127.0.0.1", "ssh"
     else:
-        address = (spec.address if spec and spec.address else transport.host)
-        yield f"http://{address}:{plan.service.port}"
+        address, via = (spec.address if spec and spec.address else transport.host), "direct"
+    with bench_url(address, plan.service.port, via=via, transport=transport) as url:  # type: ignore[arg-type]
+        yield url
 
 
 @dataclass

@@ -189,9 +189,13 @@ async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> L
     if ctx.console is not None:
         r = level.result
         note = " (partial)" if level.partial else ""
+        # Same figures as the final table: model time for a simulator run.
+        shown = r.get("normalized") or r
+        time_note = " (model time)" if r.get("normalized") else ""
         ctx.console.print(
-            f"  {spec.label:>8}: {r['output_throughput']:,.1f} tok/s, "
-            f"mean latency {r['mean_e2el_ms'] / 1000:.2f} s, {r['failed']} failed{note}"
+            f"  {spec.label:>8}: {shown['output_throughput']:,.1f} tok/s, "
+            f"mean latency {shown['mean_e2el_ms'] / 1000:.2f} s{time_note}, "
+            f"{r['failed']} failed{note}"
         )
     return level
 
