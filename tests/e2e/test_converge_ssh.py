@@ -116,11 +116,13 @@ def test_drift_is_shown_by_plan_and_converged_by_apply(
     assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
     venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-alpha==1.0.0")
     (venv.parent / "etc" / "b.conf").write_text("workers=1\n")
+    (venv.parent / "etc" / "a.conf").write_text("token=stale\n")
 
     check = orch("plan", plan, "-i", inventory, cwd=tmp)
     assert check.returncode == 2, check.stdout + check.stderr
     assert "orchtest-alpha 1.0.0 -> 2.0.0" in check.stdout
     assert "-workers=1" in check.stdout and "+workers=4" in check.stdout
+    assert "+token=***" in check.stdout and SECRET not in check.stdout  # diffs are masked
 
     apply = orch("apply", plan, "-i", inventory, cwd=tmp)
     assert apply.returncode == 0, apply.stdout + apply.stderr
