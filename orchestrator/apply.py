@@ -13,19 +13,16 @@ from rich.console import Console
 
 from orchestrator.errors import PlanError, RunFolderError
 from orchestrator.inventory import load_inventory
-from orchestrator.lifecycle import Lifecycle
 from orchestrator.output import Reporter, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import resolve_secrets, substitute
 from orchestrator.plan.variables import render_vars
 from orchestrator.rundir import RunFolder, read_meta
-from orchestrator.runner import HostJob, HostOutcome, run_hosts
-from orchestrator.service.launch import render_launch
+from orchestrator.runner import HostJob, HostOutcome, Phase, run_hosts
 from orchestrator.steps.base import Step
 from orchestrator.steps.files import DesiredFile, FilesStep, render_files
 from orchestrator.steps.python_env import PythonEnvStep
-from orchestrator.steps.service import OrchWheelStep, ServiceStep
 
 
 @dataclass
@@ -80,6 +77,10 @@ def build_steps(
     else:
         files = []
     if plan.service is not None and with_service:
+        # Imported here: a plan without a service does not pay for them (start-up time).
+        from orchestrator.service.launch import render_launch
+        from orchestrator.steps.service import OrchWheelStep, ServiceStep
+
         if plan.python is None:
             raise PlanError("service: needs a `python:` section (the venv that runs the server)",
                             field="python")
@@ -160,11 +161,16 @@ def execute(options: ApplyOptions) -> int:
     for host in hosts:
         freeze = locked.freeze.get(host) or next(iter(locked.freeze.values())) if locked else None
         steps = build_steps(plan, loaded.base_dir, secrets, freeze=freeze, with_service=with_service)
-        service_step = next((s for s in steps if isinstance(s, ServiceStep)), None)
-        lifecycle = Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
-                              console=console, service_step=service_step, skip=options.skip,
-                              base_dir=loaded.base_dir)
-        jobs.append(HostJob(host, steps, after=[lifecycle]))
+        after: list[Phase] = []
+        if plan.service is not None or plan.collect:
+            from orchestrator.lifecycle import Lifecycle
+            from orchestrator.steps.service import ServiceStep
+
+            service_step = next((s for s in steps if isinstance(s, ServiceStep)), None)
+            after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
+                                   console=console, service_step=service_step,
+                                   skip=options.skip, base_dir=loaded.base_dir))
+        jobs.append(HostJob(host, steps, after=after))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(hosts)}")

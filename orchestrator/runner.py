@@ -23,6 +23,8 @@ from orchestrator.transport.base import Transport
 
 Emit = Callable[..., None]
 StepStatus = Literal["ok", "changed", "pending", "failed", "skipped"]
+# A phase after converge (ready, smoke, bench, collect): (transport, facts, outcome, emit).
+Phase = Callable[[Transport, Facts, "HostOutcome", Emit], None]
 
 
 @dataclass
@@ -71,7 +73,7 @@ class HostJob:
 
     host: str
     steps: list[Step]
-    after: list[Callable[[Transport, Facts, HostOutcome, Emit], None]] = field(default_factory=list)
+    after: list[Phase] = field(default_factory=list)
 
 
 def merged_request(steps: list[Step]) -> ProbeRequest:

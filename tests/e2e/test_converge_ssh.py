@@ -93,7 +93,7 @@ def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     run = last_run(tmp)
     steps = json.loads((run / "hosts" / "h1" / "steps.json").read_text())
     assert [(s["step"], s["status"]) for s in steps["steps"]] == [
-        ("python", "ok"), ("files", "ok"), ("collect", "ok")]
+        ("python", "ok"), ("files", "ok")]
     assert json.loads((run / "meta.json").read_text())["status"] == "complete"
     freeze = (run / "hosts" / "h1" / "freeze.txt").read_text()
     assert "orchtest-alpha==2.0.0" in freeze
