@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,27 @@ def workdir(tmp_path: Path, sshd: SshServer) -> Iterator[tuple[Path, Path]]:
     yield tmp_path, inventory
 
 
+@dataclass
+class Applied:
+    tmp: Path
+    inventory: Path
+    venv: Path
+    plan: Path
+
+    def orch(self, command: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
+        return orch(command, self.plan, "-i", self.inventory, *args, cwd=self.tmp)
+
+
+@pytest.fixture()
+def applied(workdir: tuple[Path, Path], wheels: Path) -> Applied:
+    """The plan applied once to a fresh host venv."""
+    tmp, inventory = workdir
+    state = Applied(tmp, inventory, tmp / "host" / "venv", write_plan(tmp / "plan.yaml", tmp / "host" / "venv", wheels))
+    first = state.orch("apply")
+    assert first.returncode == 0, first.stdout + first.stderr
+    return state
+
+
 def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     workdir: tuple[Path, Path], sshd: SshServer, wheels: Path
 ) -> None:
@@ -107,26 +129,20 @@ def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-def test_drift_is_shown_by_plan_and_converged_by_apply(
-    workdir: tuple[Path, Path], wheels: Path
-) -> None:
-    tmp, inventory = workdir
-    venv = tmp / "host" / "venv"
-    plan = write_plan(tmp / "plan.yaml", venv, wheels)
-    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
-    venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-alpha==1.0.0")
-    (venv.parent / "etc" / "b.conf").write_text("workers=1\n")
-    (venv.parent / "etc" / "a.conf").write_text("token=stale\n")
+def test_drift_is_shown_by_plan_and_converged_by_apply(applied: Applied, wheels: Path) -> None:
+    venv_pip(applied.venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-alpha==1.0.0")
+    (applied.venv.parent / "etc" / "b.conf").write_text("workers=1\n")
+    (applied.venv.parent / "etc" / "a.conf").write_text("token=stale\n")
 
-    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    check = applied.orch("plan")
     assert check.returncode == 2, check.stdout + check.stderr
     assert "orchtest-alpha 1.0.0 -> 2.0.0" in check.stdout
     assert "-workers=1" in check.stdout and "+workers=4" in check.stdout
     assert "+token=***" in check.stdout and SECRET not in check.stdout  # diffs are masked
 
-    apply = orch("apply", plan, "-i", inventory, cwd=tmp)
+    apply = applied.orch("apply")
     assert apply.returncode == 0, apply.stdout + apply.stderr
-    assert orch("plan", plan, "-i", inventory, cwd=tmp).returncode == 0
+    assert applied.orch("plan").returncode == 0
 
 
 def test_family_mismatch_reported_with_both_versions_and_converged(
@@ -151,14 +167,9 @@ def test_family_mismatch_reported_with_both_versions_and_converged(
     assert "Version: 0.6.4" in next(site_packages(venv).glob("orchtest_fam_cubin-*.dist-info/METADATA")).read_text()
 
 
-def test_modified_file_reported_then_reinstalled_with_clean(
-    workdir: tuple[Path, Path], wheels: Path
-) -> None:
-    tmp, inventory = workdir
-    venv = tmp / "host" / "venv"
-    plan = write_plan(tmp / "plan.yaml", venv, wheels)
-    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
-    patched = site_packages(venv) / "orchtest_beta" / "core.py"
+def test_modified_file_reported_then_reinstalled_with_clean(applied: Applied) -> None:
+    tmp, inventory, plan = applied.tmp, applied.inventory, applied.plan
+    patched = site_packages(applied.venv) / "orchtest_beta" / "core.py"
     original = patched.read_text()
     patched.write_text(original + "# debug patch left behind\n")
 
@@ -175,13 +186,8 @@ def test_modified_file_reported_then_reinstalled_with_clean(
     assert patched.read_text() == original
 
 
-def test_locked_redeploy_reinstalls_the_frozen_set(
-    workdir: tuple[Path, Path], wheels: Path
-) -> None:
-    tmp, inventory = workdir
-    venv = tmp / "host" / "venv"
-    plan = write_plan(tmp / "plan.yaml", venv, wheels)
-    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+def test_locked_redeploy_reinstalls_the_frozen_set(applied: Applied, wheels: Path) -> None:
+    tmp, inventory, venv = applied.tmp, applied.inventory, applied.venv
     frozen = last_run(tmp)
     # Later the host drifts: another version and an extra package.
     venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-alpha==1.0.0", "orchtest-fam-cubin==0.6.3")
