@@ -11,7 +11,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,11 +76,19 @@ class Lifecycle:
             if self.service_step is not None and "service" not in self.skip:
                 with reach(transport, self.inventory, self.plan) as base_url:
                     outcome.extra["service_url"] = base_url
-                    self._phase(outcome, emit, "ready", lambda: self._ready(transport, base_url, outcome, emit))
-                    if not outcome.failed and self.plan.smoke and "smoke" not in self.skip:
-                        self._phase(outcome, emit, "smoke", lambda: self._smoke(transport.host, base_url, outcome))
-                    if not outcome.failed and self.plan.bench and "bench" not in self.skip:
-                        self._phase(outcome, emit, "bench", lambda: self._bench(transport.host, base_url, outcome))
+                    phases: list[tuple[str, Callable[[], str]]] = [
+                        ("ready", lambda: self._ready(transport, base_url, outcome, emit))]
+                    if self.plan.smoke and "smoke" not in self.skip:
+                        phases.append(("smoke", lambda: self._smoke(transport.host, base_url, outcome)))
+                    if self.plan.bench and "bench" not in self.skip:
+                        phases.append(("bench", lambda: self._bench(transport.host, base_url, outcome)))
+                    for name, body in phases:
+                        if outcome.failed:
+                            outcome.steps.append(StepOutcome(step=name, status="skipped"))
+                            emit("phase", host=outcome.host, phase=name, status="skipped",
+                                 message="an earlier phase failed")
+                        else:
+                            self._phase(outcome, emit, name, body)
         finally:
             self._phase(outcome, emit, "collect", lambda: self._collect(transport, outcome))
 

@@ -92,7 +92,7 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("host", style="cyan")
     table.add_column("status")
-    for label in ("ok", "changed", "pending", "failed"):
+    for label in ("ok", "changed", "pending", "failed", "skipped"):
         table.add_column(label, justify="right")
     table.add_column("round trips", justify="right")
     table.add_column("time", justify="right")
@@ -115,6 +115,7 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
             str(counts["changed"]),
             str(counts["pending"]),
             str(counts["failed"] + (1 if outcome.error else 0)),
+            str(counts["skipped"]),
             str(outcome.round_trips),
             f"{outcome.seconds:.2f}s",
         )

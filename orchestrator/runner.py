@@ -132,6 +132,10 @@ def converge_host(
             facts = probe(transport, request)
         outcome.steps.append(result)
         emit("step_end", host=job.host, **result.to_json())
+    for step in job.steps[len(outcome.steps):]:  # after a failed step: say what did not run
+        skipped = StepOutcome(step=step.name, status="skipped")
+        outcome.steps.append(skipped)
+        emit("step_end", host=job.host, **skipped.to_json())
     if applied_any and not outcome.failed:
         # `facts` is the re-probe after the last applied step: verify against it.
         outcome.facts = facts

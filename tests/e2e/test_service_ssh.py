@@ -5,6 +5,7 @@ preflight and the restart budget. The CLI runs as a subprocess, as a user runs i
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -117,6 +118,7 @@ def test_startup_crash_is_diagnosed_with_both_versions_and_the_fix(env: dict[str
     assert "0.6.3" in out and "0.6.4" in out
     assert "flashinfer-cubin==0.6.4" in out and "install.packages" in out
     assert "Traceback" not in result.stderr
+    assert re.search(r"smoke\s+skipped", out)  # later phases say they did not run
     diagnosis = json.loads((last_run(env["tmp"]) / "hosts" / "h1" / "diagnosis.json").read_text())
     assert diagnosis[0]["key"].startswith("flashinfer") and "0.6.3" in json.dumps(diagnosis[0])
     assert json.loads((last_run(env["tmp"]) / "meta.json").read_text())["status"] == "failed"
