@@ -123,7 +123,7 @@ def load_locked(folder: Path) -> tuple[Path, Locked]:
 
 
 def execute(options: ApplyOptions) -> int:
-    console = Console(highlight=False)
+    console = Console(highlight=False, stderr=options.json_lines)  # --json: stdout is events only
     locked: Locked | None = None
     plan_path = options.plan
     if options.locked is not None:
