@@ -113,7 +113,9 @@ def load_locked(folder: Path) -> tuple[Path, Locked]:
     for host in meta.get("hosts", []):
         frozen = folder / "hosts" / host / "freeze.txt"
         if frozen.exists():
-            freeze[host] = [line for line in frozen.read_text().splitlines() if line.strip()]
+            # orch itself comes from the controller's build (orch step), not from an index.
+            freeze[host] = [line for line in frozen.read_text().splitlines()
+                            if line.strip() and not line.startswith("orch==")]
     if not freeze:
         raise RunFolderError(
             f"{folder} froze no package set (no hosts/*/freeze.txt)",
@@ -222,7 +224,7 @@ def _print_diffs(console: Console, outcomes: list[HostOutcome]) -> None:
         for step in outcome.steps:
             for diff in step.diffs:
                 console.print(f"[bold]{outcome.host}[/] {step.step}:")
-                console.print(diff, markup=False, highlight=False)
+                console.print(diff, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_origins(console: Console, loaded: LoadedPlan) -> None:

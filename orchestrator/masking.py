@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 MASK = "***"
-_MIN_LENGTH = 4  # masking very short values would shred unrelated text
+MIN_LENGTH = 4  # masking very short values would shred unrelated text
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -18,7 +18,7 @@ _secrets: set[str] = set()
 
 def register(value: str) -> None:
     """Remember a secret value so that every later `mask()` hides it."""
-    if len(value) >= _MIN_LENGTH:
+    if len(value) >= MIN_LENGTH:
         with _lock:
             _secrets.add(value)
 

@@ -9,6 +9,7 @@ what goes to a host through a private channel (the service's mode-0600 environme
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,11 @@ from orchestrator import masking
 from orchestrator.errors import SecretError
 from orchestrator.plan.models import Plan
 from orchestrator.plan.variables import ENV_REF
+
+
+# Where `${env:NAME}` may stand: places whose text reaches a host only privately.
+SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key")
+_SECRET_FIELD = re.compile(r"^(env\.[^.]+|files\.\d+\.content|service\.api_key)$")
 
 
 def secret_uses(plan: Plan) -> dict[str, list[str]]:
@@ -36,6 +42,15 @@ def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None) -> dic
     it is used. Each value is registered for masking."""
     env = os.environ if environ is None else environ
     uses = secret_uses(plan)
+    misplaced = [f"{name} in {where}" for name, places in uses.items() for where in places
+                 if not _SECRET_FIELD.match(where)]
+    if misplaced:
+        raise SecretError(
+            "secret references are only filled in where a host receives them privately "
+            f"({', '.join(SECRET_FIELDS)}); found " + "; ".join(misplaced),
+            hint="keep credentials for package indexes in the host's pip.conf, uv.toml or "
+            ".netrc (a files: entry with mode 0600 can write it)",
+        )
     missing = [name for name in uses if not env.get(name)]
     if missing:
         lines = [f"{name} (used by {', '.join(uses[name])})" for name in missing]
@@ -47,6 +62,13 @@ def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None) -> dic
             + " before running orch (the value is never written to logs or the run folder)",
         )
     values = {name: env[name] for name in uses}
+    short = [name for name, value in values.items() if len(value) < masking.MIN_LENGTH]
+    if short:
+        raise SecretError(
+            f"{', '.join(short)}: a secret shorter than {masking.MIN_LENGTH} characters cannot "
+            "be masked in output without shredding other text",
+            hint="use a real token (Hugging Face and API keys are far longer)",
+        )
     for value in values.values():
         masking.register(value)
     return values

@@ -25,6 +25,9 @@ class DesiredFile:
     path: str
     data: bytes
     mode: str
+    # Holds secrets (a `${env:...}` reference, or a private mode): never shown in a diff,
+    # since the host's copy may hold an old secret that this run cannot mask.
+    sensitive: bool = False
 
     @property
     def sha256(self) -> str:
@@ -48,7 +51,9 @@ def render_files(
                 raise PlanError(
                     f"cannot read template {template}: {error.strerror}", field="files.template"
                 ) from None
-        out.append(DesiredFile(spec.path, render(text).encode(), spec.mode))
+        private = int(spec.mode, 8) & 0o077 == 0
+        out.append(DesiredFile(spec.path, render(text).encode(), spec.mode,
+                               sensitive=private or "${env:" in text))
     return out
 
 
@@ -79,7 +84,11 @@ class FilesStep(Step):
             mode = int(desired.mode, 8)
             if have is None or not have.exists or have.sha256 != desired.sha256:
                 text = desired.data.decode("utf-8", errors="replace")
-                if have is not None and have.exists and have.content is None:
+                if desired.sensitive:
+                    before = have.sha256[:12] if have is not None and have.sha256 else "none"
+                    diff = (f"{desired.path}: content differs, not shown (it holds secrets); "
+                            f"sha256 {before} -> {desired.sha256[:12]}\n")
+                elif have is not None and have.exists and have.content is None:
                     diff = f"{desired.path}: binary or large file differs\n"
                 else:
                     diff = unified_diff(desired.path, have.content if have else None, text)

@@ -17,8 +17,9 @@ from orchestrator.probe import Facts, ProbeRequest, VenvFacts
 from orchestrator.steps.base import Change, Finding, Step, StepPlan
 from orchestrator.transport.command import Command
 
-# Tools of the venv itself, never uninstalled by an exact (locked) converge.
-_VENV_TOOLS = {"pip", "setuptools", "wheel", "uv"}
+# Never uninstalled by an exact (locked) converge: the venv's own tools, and orch itself
+# (installed from the controller's build by the orch step for `engine: sim`).
+_VENV_TOOLS = {"pip", "setuptools", "wheel", "uv", "orch"}
 _MAX_LISTED_FILES = 10
 
 

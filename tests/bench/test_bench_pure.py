@@ -70,6 +70,12 @@ def test_throughput_drops(levels: list[tuple[float, float]], drops: list[int]) -
         ({"client_cpu_utilization": 0.97}, ["client_saturated"]),
         ({"output_throughput": 100.0, "server_metrics": {"server_output_throughput": 150.0}}, ["server_disagrees"]),
         ({"output_throughput": 100.0, "server_metrics": {"server_output_throughput": 104.0}}, []),
+        # Same tokens, but the scrape span was longer than the level: not a disagreement.
+        ({"output_throughput": 100.0, "total_output_tokens": 64,
+          "server_metrics": {"server_output_throughput": 78.0, "delta_generation_tokens": 64}}, []),
+        ({"output_throughput": 100.0, "total_output_tokens": 64,
+          "server_metrics": {"server_output_throughput": 100.0, "delta_generation_tokens": 90}},
+         ["server_disagrees"]),
         ({"partial": True}, ["partial"]),
     ],
 )
