@@ -78,3 +78,19 @@ def test_substitute(text: str, expected: str) -> None:
 def test_substitute_refuses_an_unresolved_secret() -> None:
     with pytest.raises(SecretError, match="secret NOPE was not resolved"):
         substitute("${env:NOPE}", {})
+
+
+def test_a_secret_outside_the_private_channels_is_refused() -> None:
+    # pip would get the reference verbatim on its command line, where ps and logs see it.
+    plan = Plan.model_validate({
+        "name": "p", "python": {"venv": "/v"},
+        "install": {"packages": ["a==1"], "index_urls": ["https://u:${env:TOK}@index/simple"]},
+    })
+    with pytest.raises(SecretError, match=r"found TOK in install\.index_urls\.0") as caught:
+        resolve_secrets(plan, {"TOK": "a-long-token"})
+    assert "pip.conf" in str(caught.value)
+
+
+def test_a_secret_too_short_to_mask_is_refused() -> None:
+    with pytest.raises(SecretError, match="shorter than 4 characters"):
+        resolve_secrets(PLAN, {"HF_TOKEN": "abc", "EXTRA": "extra-value", "API_KEY": "key-value"})
