@@ -38,6 +38,7 @@ class ApplyOptions:
     runs_dir: Path = Path("runs")
     locked: Path | None = None
     skip: set[str] = field(default_factory=set)
+    restart: bool = False  # `orch restart`: restart the service even when converged
 
 
 @dataclass
@@ -60,6 +61,7 @@ def build_steps(
     *,
     freeze: list[str] | None = None,
     with_service: bool = True,
+    force_restart: bool = False,
 ) -> list[Step]:
     steps: list[Step] = []
     if plan.python is not None:
@@ -87,7 +89,7 @@ def build_steps(
         if plan.service.engine == "sim":
             steps.append(OrchWheelStep(plan.python))
         spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
-        steps.append(ServiceStep(plan, spec, secrets,
+        steps.append(ServiceStep(plan, spec, secrets, force_restart=force_restart,
                                  file_digests={f.path: f.sha256 for f in files}))
     return steps
 
@@ -143,7 +145,7 @@ def execute(options: ApplyOptions) -> int:
     if not options.check:
         folder = RunFolder.create(
             plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
-            command="apply --locked" if locked else "apply",
+            command="restart" if options.restart else "apply --locked" if locked else "apply",
             extra={"plan_file": str(plan_path), "layers": loaded.layers,
                    "engine": plan.service.engine if plan.service else None,
                    "simulated": bool(plan.service and plan.service.engine == "sim"),
@@ -162,7 +164,8 @@ def execute(options: ApplyOptions) -> int:
     with_service = "service" not in options.skip
     for host in hosts:
         freeze = locked.freeze.get(host) or next(iter(locked.freeze.values())) if locked else None
-        steps = build_steps(plan, loaded.base_dir, secrets, freeze=freeze, with_service=with_service)
+        steps = build_steps(plan, loaded.base_dir, secrets, freeze=freeze,
+                            with_service=with_service, force_restart=options.restart)
         after: list[Phase] = []
         if plan.service is not None or plan.collect:
             from orchestrator.lifecycle import Lifecycle

@@ -140,7 +140,9 @@ class Lifecycle:
             "phases": ready.phases, "facts": ready.facts, "url": base_url,
         })
         outcome.extra["startup_s"] = round(ready.seconds, 3)
-        return f"{base_url} serves {step.spec.served_names[0]}"
+        took = ", ".join(f"{p['phase']} {p['duration_s']:.1f}s" for p in ready.phases
+                         if p.get("duration_s") and p["phase"] not in ("ready",))
+        return f"{base_url} serves {step.spec.served_names[0]}" + (f"; {took}" if took else "")
 
     def _smoke(self, host: str, base_url: str, outcome: HostOutcome) -> str:
         from orchestrator.checks import run_smoke

@@ -22,6 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--follow", action="store_true", help="keep printing new lines")
     if command == "status":
         parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    if command == "restart":
+        parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                            help="where the restart's run folder goes (default ./runs)")
     parser.set_defaults(service_command=command)
 
 
@@ -33,6 +36,16 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.plan.loader import load_plan
     from orchestrator.transport.connect import connect
 
+    if args.service_command == "restart":
+        # The apply path: converge, preflight, a fresh env file, a forced restart, readiness
+        # with phases and diagnosis, and a run folder; no smoke checks or benchmark.
+        from orchestrator.apply import ApplyOptions, execute
+
+        return execute(ApplyOptions(
+            plan=args.plan, inventory=args.inventory, overlays=list(args.overlay),
+            sets=list(args.sets), limit=[h for item in args.limit for h in item.split(",") if h],
+            skip={"smoke", "bench"}, restart=True, runs_dir=args.runs_dir,
+        ))
     loaded = load_plan(args.plan, args.overlay, args.sets)
     plan = loaded.plan
     if plan.service is None or plan.python is None:
@@ -43,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     action = args.service_command
     rows: list[dict[str, Any]] = []
-    failed = False
     for host in hosts:
         with connect(host, inventory) as transport:
             if action == "status":
@@ -54,8 +66,6 @@ def run(args: argparse.Namespace) -> int:
             elif action == "stop":
                 _stop(transport, plan)
                 console.print(f"{host}: stopped {plan.service.name}")
-            elif action == "restart":
-                failed |= not _restart(transport, plan, loaded, inventory, console)
     if action == "status":
         if getattr(args, "json", False):
             import json
@@ -64,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             console.print(_status_table(rows))
         return 0 if all(r["state"] == "running" for r in rows) else 3
-    return 1 if failed else 0
+    return 0
 
 
 def _paths_and_backend(transport: Any, plan: Any) -> tuple[Any, Any, Any]:
@@ -104,11 +114,21 @@ def _status(transport: Any, plan: Any, inventory: Any) -> dict[str, Any]:
                  if n not in installed or not same_version(installed[n], v)]
         row["pins"] = "ok" if not drift else "; ".join(drift)
     if process:
+        headers = {}
+        if plan.service.api_key:  # /v1 answers 401 without it
+            from orchestrator.errors import SecretError
+            from orchestrator.plan.secrets import resolve_secrets, substitute
+
+            try:
+                headers["Authorization"] = "Bearer " + substitute(plan.service.api_key,
+                                                                  resolve_secrets(plan))
+            except SecretError:
+                row["served"] = ["(set the API key's variable to list)"]
         with reach(transport, inventory, plan) as base_url, httpx.Client(timeout=5) as client:
             try:
                 health = client.get(f"{base_url}/health")
                 row["health"] = str(health.status_code)
-                models = client.get(f"{base_url}/v1/models")
+                models = client.get(f"{base_url}/v1/models", headers=headers)
                 if models.status_code == 200:
                     row["served"] = [m["id"] for m in models.json().get("data", [])]
                 version = client.get(f"{base_url}/version")
@@ -124,7 +144,7 @@ def _status_table(rows: list[dict[str, Any]]) -> Any:
 
     table = Table(title="service status", title_justify="left")
     for column in ("host", "state", "backend", "pid", "uptime", "health", "served", "vLLM", "pins"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # never cut a version or a pin drift
     for row in rows:
         uptime = f"{row['uptime_s']}s" if row["uptime_s"] is not None else "-"
         style = {"running": "green", "dead": "bold red"}.get(row["state"], "yellow")
@@ -171,40 +191,3 @@ def _stop(transport: Any, plan: Any) -> None:
 
     paths, backend, _ = _paths_and_backend(transport, plan)
     transport.run(stop_command(backend, paths), timeout=120)
-
-
-def _restart(transport: Any, plan: Any, loaded: Any, inventory: Any, console: Any) -> bool:
-    from orchestrator.errors import OrchError
-    from orchestrator.lifecycle import reach
-    from orchestrator.output import Reporter
-    from orchestrator.plan.secrets import resolve_secrets, substitute
-    from orchestrator.service.backends import start_command, stop_command
-    from orchestrator.service.launch import render_launch
-    from orchestrator.service.readiness import wait_ready
-
-    secrets = resolve_secrets(plan)
-    paths, backend, _ = _paths_and_backend(transport, plan)
-    spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
-    transport.run(stop_command(backend, paths), timeout=120)
-    transport.run(start_command(backend, spec, paths), timeout=60)
-    reporter = Reporter(console)
-
-    def emit(kind: str, **fields: Any) -> None:
-        reporter({"event": kind, **fields})
-
-    api_key = substitute(plan.service.api_key, secrets) if plan.service.api_key else None
-    try:
-        with reach(transport, inventory, plan) as base_url:
-            ready = wait_ready(
-                transport, backend=backend, paths=paths, health=plan.health, base_url=base_url,
-                model=spec.served_names[0], api_key=api_key,
-                relaunch=lambda: transport.run(start_command(backend, spec, paths), timeout=60),
-                max_restarts=plan.service.restart.max_restarts, emit=emit,
-            )
-    except OrchError as error:
-        from rich.text import Text
-
-        console.print(Text(str(error), style="red"))
-        return False
-    console.print(f"{transport.host}: {plan.service.name} ready after {ready.seconds:.1f}s")
-    return True

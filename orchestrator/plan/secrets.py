@@ -18,7 +18,6 @@ from orchestrator.errors import SecretError
 from orchestrator.plan.models import Plan
 from orchestrator.plan.variables import ENV_REF
 
-
 # Where `${env:NAME}` may stand: places whose text reaches a host only privately.
 SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key")
 _SECRET_FIELD = re.compile(r"^(env\.[^.]+|files\.\d+\.content|service\.api_key)$")

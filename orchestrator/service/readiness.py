@@ -26,6 +26,8 @@ from orchestrator.transport.base import Transport
 
 Emit = Callable[..., None]
 TAIL_LINES = 30
+PROGRESS_EVERY = 5.0  # seconds between progress lines within one phase
+HEARTBEAT_EVERY = 30.0  # seconds between lines while nothing moves
 
 
 @dataclass
@@ -91,7 +93,7 @@ def wait_ready(
     started = time.monotonic()
     deadline = started + health.startup_timeout
     tracker = PhaseTracker(origin=time.time())
-    offset, log, restarts, last_label = 0, "", 0, ""
+    offset, log, restarts, last_label, last_emit = 0, "", 0, "", 0.0
     with httpx.Client(timeout=health.request_timeout) as client:
         while True:
             result = transport.run(watch_command(backend, paths, offset), check=False, timeout=60)
@@ -101,11 +103,16 @@ def wait_ready(
             now = time.time()
             tracker.feed_text(new, now)
             status = tracker.current(now)
-            if status is not None and status.label != last_label:
-                last_label = status.label
-                progress = f", {status.progress}" if status.progress else ""
-                emit("phase", host=transport.host, phase="startup", status="running",
-                     message=f"{status.label}{progress} ({status.total_s:.1f}s since launch)")
+            if status is not None:
+                shown = f"{status.label}, {status.progress}" if status.progress else status.label
+                # A new phase at once; progress within a phase at most every PROGRESS_EVERY;
+                # and a heartbeat, so a 7-minute weight load is never silent.
+                moved = shown != last_label and (
+                    status.label not in last_label or now - last_emit >= PROGRESS_EVERY)
+                if moved or now - last_emit >= HEARTBEAT_EVERY:
+                    last_label, last_emit = shown, now
+                    emit("phase", host=transport.host, phase="startup", status="running",
+                         message=f"{shown} ({status.total_s:.1f}s since launch)")
             if state.strip() != "alive":
                 diagnoses = diagnose(log)
                 known = [d for d in diagnoses if d.level == "error"]

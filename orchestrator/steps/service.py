@@ -95,6 +95,7 @@ class ServiceStep(Step):
         secrets: Mapping[str, str],
         *,
         file_digests: Mapping[str, str],
+        force_restart: bool = False,
     ) -> None:
         assert plan.service is not None and plan.python is not None
         self.plan_ = plan
@@ -103,6 +104,7 @@ class ServiceStep(Step):
         self.paths = ServicePaths.for_venv(plan.python.venv, self.service.name)
         self.env_text = render_env_file(spec, secrets)
         self.file_digests = dict(file_digests)
+        self.force_restart = force_restart
         self.backend: Backend = "process"
 
     def request(self) -> ProbeRequest:
@@ -180,6 +182,8 @@ class ServiceStep(Step):
         elif stored != wanted:
             changed = sorted(k for k in wanted if stored.get(k) != wanted[k]) or ["unknown"]
             reason = "changed: " + ", ".join(changed)
+        elif self.force_restart:
+            reason = "restart requested"
         else:
             return result
         commands.append(stop_command(self.backend, self.paths))

@@ -108,6 +108,16 @@ def test_apply_after_a_crash_relaunches(env: dict[str, Any]) -> None:
     assert again.returncode == 0, again.stdout + again.stderr
     assert "start " in again.stdout and "not running" in again.stdout
 
+    relaunched = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    restart = orch("restart", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    assert "restart requested" in restart.stdout
+    after = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    assert after["state"] == "running" and after["pid"] != relaunched["pid"]
+    run = last_run(env["tmp"])
+    assert json.loads((run / "meta.json").read_text())["command"] == "restart"
+    assert (run / "hosts" / "h1" / "startup.json").exists()
+
 
 def test_startup_crash_is_diagnosed_with_both_versions_and_the_fix(env: dict[str, Any]) -> None:
     write(env, sim={"fail_at_startup": "flashinfer-mismatch"})
