@@ -90,7 +90,7 @@ class Reporter:
 
 def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
     table = Table(title=title, title_justify="left")
-    table.add_column("host", style="cyan")
+    table.add_column("host", style="cyan", overflow="fold")
     table.add_column("status")
     for label in ("ok", "changed", "pending", "failed", "skipped"):
         table.add_column(label, justify="right")

@@ -64,7 +64,13 @@ class RunFolder:
         while path.exists():  # two runs within one second
             suffix += 1
             path = base / f"{name}-{suffix}"
-        path.mkdir(parents=True)
+        try:
+            path.mkdir(parents=True)
+        except OSError as error:
+            raise RunFolderError(
+                f"cannot create the run folder {path}: {error.strerror}",
+                hint="choose a writable place with --runs-dir",
+            ) from None
         meta: dict[str, Any] = {
             "orch_version": __version__,
             "plan": plan_name,

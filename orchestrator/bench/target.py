@@ -64,7 +64,7 @@ def probe_server(root: str, *, model: str | None, api_key: str | None, timeout: 
         if models.status_code == 401:
             raise BenchError(
                 f"{root}/v1/models: the server requires an API key (HTTP 401)",
-                hint="pass --api-key or set the key in the plan's service.api_key",
+                hint="pass --api-key-env NAME (a variable holding the key), or set service.api_key in the plan",
             )
         found = model
         if found is None:

@@ -94,4 +94,9 @@ def _read(path: Path) -> str:
             f"cannot read the log file {path}: {error.strerror or error}",
             hint="give the path of a vLLM log (e.g. the run folder's service.log)",
         ) from None
+    if b"\0" in data:
+        raise OrchError(
+            f"{path} is not a text file (it holds NUL bytes)",
+            hint="give the path of a vLLM log (e.g. the run folder's service.log)",
+        )
     return data.decode("utf-8", errors="replace")

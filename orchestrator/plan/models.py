@@ -208,6 +208,24 @@ class SimSpec(StrictModel):
     hang_after_requests: int | None = Field(None, ge=1, description="Hang after N requests.")
     slow_start: float | None = Field(None, ge=0, description="Extra start-up seconds.")
 
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str) -> str:
+        from orchestrator.sim.profiles import PROFILES
+
+        if value not in PROFILES:
+            raise ValueError(f"unknown simulator profile {value!r}; one of {', '.join(sorted(PROFILES))}")
+        return value
+
+    @field_validator("fail_at_startup")
+    @classmethod
+    def _known_failure(cls, value: str | None) -> str | None:
+        from orchestrator.sim.options import FAILURES
+
+        if value is not None and value not in FAILURES:
+            raise ValueError(f"unknown start-up failure {value!r}; one of {', '.join(FAILURES)}")
+        return value
+
 
 class RestartPolicy(StrictModel):
     """Relaunch budget of the model server (orch restarts it, not systemd)."""

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.service.launch import LaunchSpec
+from orchestrator.service.systemd import STOP_TIMEOUT_S
 from orchestrator.transport.command import Command, Raw
 
 Backend = Literal["systemd", "process"]
-STOP_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from orchestrator import masking
 from orchestrator.errors import PlanError, SecretError
 from orchestrator.plan.models import ArgValue, Plan, ServiceSpec
+from orchestrator.plan.variables import ENV_REF as SECRET_REF
 
-SECRET_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 API_KEY_ENV = "VLLM_API_KEY"
 # Names whose values are secret even when the plan writes them literally.
 _ALWAYS_SECRET = frozenset({API_KEY_ENV, "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})

@@ -23,7 +23,7 @@ from typing import Any
 from orchestrator import masking
 from orchestrator.errors import PreflightError
 from orchestrator.plan.models import ArgValue, Plan, canonical_name
-from orchestrator.service.launch import SECRET_REF
+from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.steps.base import Finding
 from orchestrator.steps.python_env import family_mismatches, same_version
 
