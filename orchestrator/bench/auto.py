@@ -131,3 +131,14 @@ def knee_of_curve(throughput: Mapping[int, float], threshold: float) -> int | No
         if 2 * c in throughput and throughput[2 * c] < (1 + threshold) * throughput[c]:
             return c
     return None
+
+
+def knee_of_sweep(curve: Mapping[int, float], threshold: float) -> int | None:
+    """The knee of a measured sweep (a report's view): the smallest C whose throughput no
+    level at 2C or beyond beats by the threshold. Unlike `knee_of_curve`, a dip (C=2 below
+    C=1 in the motivating run) does not count as a knee when higher loads recover."""
+    for c in sorted(curve):
+        later = [t for load, t in curve.items() if load >= 2 * c]
+        if later and max(later) < (1 + threshold) * curve[c]:
+            return c
+    return None

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.bench.auto import knee_of_sweep
+
 DEFAULT_KNEE_THRESHOLD = 0.05
 
 LoadKey = tuple[str, float]  # ("c", concurrency) for closed and batch levels, ("r", rate)
@@ -123,15 +125,6 @@ def knee(
     if found is not None:
         return found, f"doubling gains < {threshold:.0%}"
     return None, f"still rising at C={max(curve)}"
-
-
-def knee_of_sweep(curve: Mapping[int, float], threshold: float) -> int | None:
-    """The smallest C whose throughput no level at 2C or beyond beats by the threshold."""
-    for c in sorted(curve):
-        later = [t for load, t in curve.items() if load >= 2 * c]
-        if later and max(later) < (1 + threshold) * curve[c]:
-            return c
-    return None
 
 
 def rising_part(points: Sequence[Point]) -> list[Point]:

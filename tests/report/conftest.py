@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 
-from runmaker import REPO, Server, make_sim_runs, record_run, sim_plan  # noqa: E402
+from runmaker import REPO, Runs, Server, make_sim_runs, record_run, sim_plan  # noqa: E402
 from stream_server import running_stream_server  # noqa: E402
-
-
-@dataclass(frozen=True)
-class Runs:
-    root: Path
-    sim: dict[str, Path]  # "kimi-nvfp4", "minimax-m2.5", "kimi-int4" -> run folder
-    real: Path  # plans/kimi-nvfp4.yaml benchmarked against a non-simulated server
-    failed: Path  # a newer, failed run of sim-kimi-nvfp4 without results
 
 
 @pytest.fixture(autouse=True)

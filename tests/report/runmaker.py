@@ -43,6 +43,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+
+@dataclass(frozen=True)
+class Runs:
+    """The session's run folders (see conftest.py)."""
+
+    root: Path
+    sim: dict[str, Path]  # "kimi-nvfp4", "minimax-m2.5", "kimi-int4" -> run folder
+    real: Path  # plans/kimi-nvfp4.yaml benchmarked against a non-simulated server
+    failed: Path  # a newer, failed run of sim-kimi-nvfp4 without results
+
 @dataclass
 class Server:
     loaded: LoadedPlan

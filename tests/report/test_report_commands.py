@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Runs
 from PIL import Image
 from rich.console import Console
+from runmaker import Runs
 
 from orchestrator.cli import main
 from orchestrator.errors import RunFolderError

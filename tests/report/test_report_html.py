@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from chromium import CHROMIUM, visit
-from conftest import Runs
 from PIL import Image
+from runmaker import Runs
 
 from orchestrator.cli import main
 
