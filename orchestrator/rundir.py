@@ -1,11 +1,15 @@
-"""Run folders: the only writer of artifacts, masking secrets on every write.
+"""Run folders: where every artifact of a run goes, masked on every write.
+
+Everything orch writes into a run folder goes through `RunFolder.write_text` /
+`write_json`, except the benchmark's result files, which `bench/results.py` writes (also
+masked) because `orch bench --out DIR` writes them outside any run folder too.
 
     runs/<plan>/<UTC time>-<short hash>/
       meta.json       orch version, plan digest, hosts, times, status
       plan.yaml       the resolved plan (secret references, never values)
       events.jsonl    one JSON object per event, as they happened
       hosts/<host>/   facts.json, freeze.txt, steps.json, service and smoke artifacts
-      bench/          benchmark results
+      hosts/<host>/bench/  benchmark results (level JSONs, sweep.csv, summary.json)
 
 `meta.json` says `incomplete` from the first moment, so an interrupted apply (Ctrl-C, a
 lost connection, a killed controller) leaves a readable folder that says so.

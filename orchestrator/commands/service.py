@@ -6,7 +6,18 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
+    from rich.console import Console
+    from rich.table import Table
+
+    from orchestrator.inventory import Inventory
+    from orchestrator.plan.models import Plan
+    from orchestrator.probe import Facts
+    from orchestrator.service.backends import Backend, ServicePaths
+    from orchestrator.transport.base import Transport
+    from orchestrator.transport.command import Command
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _paths_and_backend(transport: Any, plan: Any) -> tuple[Any, Any, Any]:
+def _paths_and_backend(transport: Transport, plan: Plan) -> tuple[ServicePaths, Backend, Facts]:
+    assert plan.service is not None and plan.python is not None  # checked by run()
     from orchestrator.probe import ProbeRequest, probe
     from orchestrator.service.backends import ServicePaths
     from orchestrator.steps.service import choose_backend
@@ -91,7 +103,8 @@ def _paths_and_backend(transport: Any, plan: Any) -> tuple[Any, Any, Any]:
     return paths, choose_backend(plan.service.backend, facts.host), facts
 
 
-def _status(transport: Any, plan: Any, inventory: Any) -> dict[str, Any]:
+def _status(transport: Transport, plan: Plan, inventory: Inventory) -> dict[str, Any]:
+    assert plan.service is not None
     import httpx
 
     from orchestrator.lifecycle import reach
@@ -139,7 +152,7 @@ def _status(transport: Any, plan: Any, inventory: Any) -> dict[str, Any]:
     return row
 
 
-def _status_table(rows: list[dict[str, Any]]) -> Any:
+def _status_table(rows: list[dict[str, Any]]) -> Table:
     from rich.table import Table
 
     table = Table(title="service status", title_justify="left")
@@ -154,7 +167,8 @@ def _status_table(rows: list[dict[str, Any]]) -> Any:
     return table
 
 
-def _logs(transport: Any, plan: Any, console: Any, *, lines: int, follow: bool, prefix: bool) -> None:
+def _logs(transport: Transport, plan: Plan, console: Console, *, lines: int, follow: bool,
+          prefix: bool) -> None:
     from orchestrator.service.backends import tail_command, watch_command
 
     paths, backend, _ = _paths_and_backend(transport, plan)
@@ -180,13 +194,13 @@ def _logs(transport: Any, plan: Any, console: Any, *, lines: int, follow: bool, 
         return
 
 
-def _size(path: str) -> Any:
+def _size(path: str) -> Command:
     from orchestrator.transport.command import Command, Raw
 
     return Command("stat", "-c", "%s", path, Raw("2>/dev/null"), Raw("||"), "echo", "0")
 
 
-def _stop(transport: Any, plan: Any) -> None:
+def _stop(transport: Transport, plan: Plan) -> None:
     from orchestrator.service.backends import stop_command
 
     paths, backend, _ = _paths_and_backend(transport, plan)
