@@ -89,17 +89,21 @@ class Reporter:
 
 
 def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
+    """One row per host: its status, steps and phases by result, round trips, time. The
+    `changed` column of `orch apply` is `pending` in `orch plan` (check mode)."""
+    labels = ["ok", "pending" if title == "plan" else "changed", "failed", "skipped"]
     table = Table(title=title, title_justify="left")
     table.add_column("host", style="cyan", overflow="fold")
-    table.add_column("status")
-    for label in ("ok", "changed", "pending", "failed", "skipped"):
+    table.add_column("status", no_wrap=True)
+    for label in labels:
         table.add_column(label, justify="right")
-    table.add_column("round trips", justify="right")
-    table.add_column("time", justify="right")
+    table.add_column("trips", justify="right")
+    table.add_column("time", justify="right", no_wrap=True)
     for outcome in outcomes:
         counts = {label: 0 for label in ("ok", "changed", "pending", "failed", "skipped")}
         for step in outcome.steps:
             counts[step.status] += 1
+        counts["failed"] += 1 if outcome.error else 0
         if outcome.failed:
             status = "failed" if outcome.steps else "unreachable"
         elif counts["pending"]:
@@ -111,11 +115,7 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
         table.add_row(
             outcome.host,
             Text(status, style=_STYLE[status]),
-            str(counts["ok"]),
-            str(counts["changed"]),
-            str(counts["pending"]),
-            str(counts["failed"] + (1 if outcome.error else 0)),
-            str(counts["skipped"]),
+            *(str(counts[label]) for label in labels),
             str(outcome.round_trips),
             f"{outcome.seconds:.2f}s",
         )
