@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,3 +241,33 @@ def test_three_hosts_in_parallel_and_one_unreachable_does_not_stop_the_others(
     assert all(n >= 1 for n in netns_hosts.round_trips(marks).values())
     meta = json.loads((last_run(tmp_path) / "meta.json").read_text())
     assert meta["status"] == "failed" and meta["hosts"] == ["n1", "n2", "n3", "dead"]
+
+
+def test_a_connection_dropped_mid_apply_is_recovered_by_retry(
+    workdir: tuple[Path, Path], sshd: SshServer, wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    plan = write_plan(tmp / "plan.yaml", tmp / "host" / "venv", wheels)
+    mark = sshd.log_mark()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", str(plan), "-i", str(inventory)],
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "ORCH_E2E_SECRET": SECRET},
+    )
+    port = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the probe is session 1; creating the venv is session 2
+        log = sshd.log_text(mark)
+        found = re.search(r"Connection from \S+ port (\d+)", log)
+        if found and log.count("Starting session: command") >= 2:
+            port = int(found.group(1))
+            break
+        time.sleep(0.05)
+    assert port is not None, sshd.log_tail()
+    time.sleep(0.3)  # mid-command: `python3 -m venv` takes seconds
+    assert sshd.drop(port)
+    out, err = process.communicate(timeout=240)
+    assert process.returncode == 0, out + err
+    events = (last_run(tmp) / "events.jsonl").read_text()
+    assert '"event": "retry"' in events
+    assert (tmp / "host" / "venv" / "bin" / "python").exists()
