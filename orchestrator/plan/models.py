@@ -111,6 +111,13 @@ class Install(StrictModel):
         description="Local directories or URLs with wheels (pip/uv `--find-links`).",
     )
     no_index: bool = Field(False, description="Do not use any package index (only find_links).")
+    torch_backend: str | None = Field(
+        None,
+        description=(
+            "uv only: `--torch-backend` (e.g. `auto`, `cu128`), so PyTorch comes from the index "
+            "that matches the host's CUDA driver, as vLLM's install guide recommends."
+        ),
+    )
     families: list[list[str]] = Field(
         default_factory=lambda: [list(f) for f in DEFAULT_FAMILIES],
         description=(

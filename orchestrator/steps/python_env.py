@@ -96,6 +96,8 @@ class PythonEnvStep(Step):
     def _install(self, specs: list[str], *, reinstall: bool = False) -> Command:
         if self.python.installer == "uv":
             extra = ["--reinstall", "--no-deps"] if reinstall else []
+            if self.install.torch_backend:
+                extra += ["--torch-backend", self.install.torch_backend]
             return Command(
                 f"{self.python.venv}/bin/uv", "pip", "install", "--quiet",
                 "--python", self.venv_python, *extra, *self._index_args(), *specs,

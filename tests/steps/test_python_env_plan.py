@@ -122,3 +122,10 @@ def test_exact_uninstalls_everything_unpinned_but_the_tools() -> None:
     )
     (change,) = plan.changes
     assert change.summary == "uninstall 1 unpinned: leftover"
+
+
+def test_uv_gets_the_torch_backend() -> None:
+    install = Install(packages=["vllm==0.17.1"], torch_backend="auto")
+    step_ = PythonEnvStep(PythonEnv(venv=VENV, installer="uv"), install)
+    plan = step_.plan(facts({}, has_uv=True))
+    assert "--torch-backend auto" in plan.changes[0].commands[0].raw()
