@@ -97,8 +97,19 @@ def _outcome_from_plan(plan: StepPlan, status: StepStatus, seconds: float) -> St
 def converge_host(
     transport: Transport, job: HostJob, *, check: bool, emit: Emit
 ) -> HostOutcome:
-    """Probe, plan, and (unless `check`) apply and verify every step on one host."""
+    """Probe, plan, and (unless `check`) apply and verify every step on one host. An error
+    ends the host's run but keeps what its steps did."""
     outcome = HostOutcome(host=job.host)
+    try:
+        _converge(transport, job, outcome, check=check, emit=emit)
+    except OrchError as error:
+        outcome.error = str(error)
+    return outcome
+
+
+def _converge(
+    transport: Transport, job: HostJob, outcome: HostOutcome, *, check: bool, emit: Emit
+) -> None:
     request = merged_request(job.steps)
     facts = probe(transport, request)
     outcome.facts = facts
@@ -154,7 +165,6 @@ def converge_host(
             phase(transport, outcome.facts or facts, outcome, emit)
             if outcome.failed:
                 break
-    return outcome
 
 
 def run_hosts(

@@ -95,7 +95,11 @@ class PythonEnvStep(Step):
 
     def _install(self, specs: list[str], *, reinstall: bool = False) -> Command:
         if self.python.installer == "uv":
-            extra = ["--reinstall", "--no-deps"] if reinstall else []
+            # Copies, not uv's default hardlinks into its cache: a patch edited in place in
+            # site-packages would otherwise corrupt the cache, and a reinstall would bring
+            # the patch back. A reinstall also bypasses the cache for the same reason.
+            extra = ["--link-mode", "copy"]
+            extra += ["--reinstall", "--no-deps", "--no-cache"] if reinstall else []
             if self.install.torch_backend:
                 extra += ["--torch-backend", self.install.torch_backend]
             return Command(

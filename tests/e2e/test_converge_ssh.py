@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -271,3 +272,31 @@ def test_a_connection_dropped_mid_apply_is_recovered_by_retry(
     events = (last_run(tmp) / "events.jsonl").read_text()
     assert '"event": "retry"' in events
     assert (tmp / "host" / "venv" / "bin" / "python").exists()
+
+
+def test_the_uv_installer_installs_pins_and_reinstalls_patched_files(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # The host's uv: this machine's own (no index is reachable from a test).
+    shutil.copy(Path(sys.executable).parent / "uv", venv / "bin" / "uv")
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    data = yaml.safe_load(plan.read_text())
+    data["python"]["installer"] = "uv"
+    data["install"]["clean"] = True
+    plan.write_text(yaml.safe_dump(data))
+
+    first = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "install uv" not in first.stdout
+    patched = site_packages(venv) / "orchtest_alpha" / "core.py"
+    original = patched.read_text()
+    patched.write_text("raise SystemExit('stale debug patch')\n")
+
+    again = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "reinstall orchtest-alpha==2.0.0" in again.stdout
+    assert patched.read_text() == original
+    assert "orchtest-alpha==2.0.0" in (last_run(tmp) / "hosts" / "h1" / "freeze.txt").read_text()
