@@ -12,9 +12,9 @@ import yaml
 from rich.console import Console
 
 from orchestrator.errors import PlanError, RunFolderError
-from orchestrator.inventory import load_inventory
+from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.output import Reporter, recap_table
-from orchestrator.plan.loader import LoadedPlan, load_plan
+from orchestrator.plan.loader import LoadedPlan, load_plan, locate
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import resolve_secrets, substitute
 from orchestrator.plan.variables import render_vars
@@ -141,6 +141,22 @@ def execute(options: ApplyOptions) -> int:
     inventory = load_inventory(options.inventory)
     hosts = inventory.select(plan.hosts, options.limit or None)
 
+    # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
+    # the run before a run folder exists.
+    with_service = "service" not in options.skip
+    try:
+        host_steps = {
+            host: build_steps(
+                plan, loaded.base_dir, secrets, with_service=with_service,
+                force_restart=options.restart,
+                freeze=(locked.freeze.get(host) or next(iter(locked.freeze.values())))
+                if locked else None,
+            )
+            for host in hosts
+        }
+    except PlanError as error:
+        raise locate(error, loaded) from None
+
     folder: RunFolder | None = None
     if not options.check:
         folder = RunFolder.create(
@@ -151,8 +167,35 @@ def execute(options: ApplyOptions) -> int:
                    "simulated": bool(plan.service and plan.service.engine == "sim"),
                    "locked_from": str(locked.folder) if locked else None},
         )
-        folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
+    try:
+        failed, pending = _run(options, console, plan, loaded, secrets, inventory, host_steps, folder)
+    except KeyboardInterrupt:
+        if folder:
+            folder.finish("incomplete")
+            console.print(f"interrupted; run folder marked incomplete: {folder.path}", soft_wrap=True)
+        raise
+    except BaseException:
+        if folder:  # whatever went wrong, the folder says the run did not complete
+            folder.finish("failed")
+        raise
+    if failed:
+        return 1
+    return 2 if pending else 0
 
+
+def _run(
+    options: ApplyOptions,
+    console: Console,
+    plan: Plan,
+    loaded: LoadedPlan,
+    secrets: dict[str, str],
+    inventory: Inventory,
+    host_steps: dict[str, list[Step]],
+    folder: RunFolder | None,
+) -> tuple[bool, bool]:
+    """Converge every host and report; (failed, pending)."""
+    if folder:
+        folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
     reporter = Reporter(console, json_lines=options.json_lines)
 
     def emit(kind: str, **fields: Any) -> None:
@@ -161,11 +204,7 @@ def execute(options: ApplyOptions) -> int:
         reporter(record)
 
     jobs = []
-    with_service = "service" not in options.skip
-    for host in hosts:
-        freeze = locked.freeze.get(host) or next(iter(locked.freeze.values())) if locked else None
-        steps = build_steps(plan, loaded.base_dir, secrets, freeze=freeze,
-                            with_service=with_service, force_restart=options.restart)
+    for host, steps in host_steps.items():
         after: list[Phase] = []
         if plan.service is not None or plan.collect:
             from orchestrator.lifecycle import Lifecycle
@@ -178,16 +217,10 @@ def execute(options: ApplyOptions) -> int:
         jobs.append(HostJob(host, steps, after=after))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
-        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(hosts)}")
+        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(host_steps)}")
         if folder:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
-    try:
-        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
-    except KeyboardInterrupt:
-        if folder:
-            folder.finish("incomplete")
-            console.print(f"interrupted; run folder marked incomplete: {folder.path}")
-        raise
+    outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
     if folder:
         _write_host_artifacts(folder, outcomes)
     if options.check and not options.json_lines:
@@ -200,9 +233,7 @@ def execute(options: ApplyOptions) -> int:
         folder.finish("failed" if failed else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
-    if failed:
-        return 1
-    return 2 if pending else 0
+    return failed, pending
 
 
 def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from orchestrator.errors import OrchError, StepDidNotConverge
 from orchestrator.inventory import Inventory
 from orchestrator.probe import Facts, ProbeRequest, probe
-from orchestrator.steps.base import Step, StepPlan, apply_changes
+from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 
 Emit = Callable[..., None]
@@ -125,6 +125,12 @@ def _converge(
             outcome.steps.append(result)
             emit("step_end", host=job.host, **result.to_json())
             break
+        if check and plan.converged and step.follows_earlier_changes and any(
+            s.status == "pending" for s in outcome.steps
+        ):
+            # The facts are from before the pending changes; apply will see their effect.
+            plan.changes.append(Change(f"{step.name}: likely to change after the pending "
+                                       "changes above (packages or config files)"))
         if plan.converged or check:
             status: StepStatus = "ok" if plan.converged else "pending"
             result = _outcome_from_plan(plan, status, time.monotonic() - started)

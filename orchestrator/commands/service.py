@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -75,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 _logs(transport, plan, console, lines=args.lines, follow=args.follow,
                       prefix=len(hosts) > 1)
             elif action == "stop":
-                _stop(transport, plan)
-                console.print(f"{host}: stopped {plan.service.name}")
+                console.print(f"{host}: {_stop(transport, plan)}")
     if action == "status":
         if getattr(args, "json", False):
             import json
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(rows, indent=2))
         else:
             console.print(_status_table(rows))
-        return 0 if all(r["state"] == "running" for r in rows) else 3
+        return 0 if all(r["state"] == "running" and r["health"] == "200" for r in rows) else 3
     return 0
 
 
@@ -100,7 +101,12 @@ def _paths_and_backend(transport: Transport, plan: Plan) -> tuple[ServicePaths, 
     if plan.service.backend in ("auto", "systemd"):
         service["unit"] = paths.unit
     facts = probe(transport, ProbeRequest(venv=plan.python.venv, service=service))
-    return paths, choose_backend(plan.service.backend, facts.host), facts
+    backend = choose_backend(plan.service.backend, facts.host)
+    with contextlib.suppress(ValueError, AttributeError):  # what the running service used
+        recorded = json.loads((facts.service or {}).get("spec") or "{}").get("backend")
+        if recorded in ("process", "systemd"):
+            backend = recorded
+    return paths, backend, facts
 
 
 def _status(transport: Transport, plan: Plan, inventory: Inventory) -> dict[str, Any]:
@@ -121,7 +127,9 @@ def _status(transport: Transport, plan: Plan, inventory: Inventory) -> dict[str,
         row.update(state="running", pid=process["pid"], uptime_s=round(process["uptime"] or 0))
     elif service.get("pid"):
         row["state"] = "dead"
-    if facts.venv is not None:
+    if facts.venv is not None and not facts.venv.exists:
+        row["pins"] = f"no venv at {plan.python.venv if plan.python else '?'}"
+    elif facts.venv is not None:
         installed = {k: d.version for k, d in facts.venv.distributions.items()}
         drift = [f"{n} {installed.get(n, 'missing')} (pin {v})" for n, v in plan.install.pins().items()
                  if n not in installed or not same_version(installed[n], v)]
@@ -170,6 +178,7 @@ def _status_table(rows: list[dict[str, Any]]) -> Table:
 def _logs(transport: Transport, plan: Plan, console: Console, *, lines: int, follow: bool,
           prefix: bool) -> None:
     from orchestrator.service.backends import tail_command, watch_command
+    from orchestrator.service.readiness import parse_watch
 
     paths, backend, _ = _paths_and_backend(transport, plan)
     label = f"{transport.host}: " if prefix else ""
@@ -184,11 +193,11 @@ def _logs(transport: Transport, plan: Plan, console: Console, *, lines: int, fol
     try:
         while True:
             time.sleep(1.0)
-            out = transport.run(watch_command(backend, paths, offset), check=False).stdout
-            _, _, new = out.partition("\n")
-            offset += len(new.encode())
-            if new:
-                sys.stdout.write(new)
+            _, chunk = parse_watch(transport.run(watch_command(backend, paths, offset),
+                                                 check=False).stdout)
+            offset += len(chunk)
+            if chunk:
+                sys.stdout.buffer.write(chunk)
                 sys.stdout.flush()
     except KeyboardInterrupt:
         return
@@ -200,8 +209,11 @@ def _size(path: str) -> Command:
     return Command("stat", "-c", "%s", path, Raw("2>/dev/null"), Raw("||"), "echo", "0")
 
 
-def _stop(transport: Transport, plan: Plan) -> None:
+def _stop(transport: Transport, plan: Plan) -> str:
     from orchestrator.service.backends import stop_command
 
-    paths, backend, _ = _paths_and_backend(transport, plan)
+    assert plan.service is not None
+    paths, backend, facts = _paths_and_backend(transport, plan)
+    was_running = (facts.service or {}).get("process") is not None or backend == "systemd"
     transport.run(stop_command(backend, paths), timeout=120)
+    return f"stopped {plan.service.name}" if was_running else f"{plan.service.name} was not running"

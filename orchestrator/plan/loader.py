@@ -294,3 +294,22 @@ def _check_local_files(plan: Plan, positions: Positions) -> None:
                 ),
                 positions,
             )
+
+
+def locate(error: PlanError, loaded: LoadedPlan) -> PlanError:
+    """A PlanError raised after loading (e.g. while rendering the launch command), pointed
+    at the layer that set its field, when it does not say where already."""
+    if error.file is not None or not error.field:
+        return error
+    field = error.field
+    while field and field not in loaded.origins:  # service.args.port -> service.args -> ...
+        field = field.rpartition(".")[0]
+    origin = loaded.origins.get(field)
+    if origin is None:
+        return error
+    file, _, line = origin.rpartition(":")
+    located = PlanError(
+        error.message, field=error.field, expected=error.expected, hint=error.hint,
+        file=file if line.isdigit() else origin, line=int(line) if line.isdigit() else None,
+    )
+    return located

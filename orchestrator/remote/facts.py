@@ -258,15 +258,22 @@ def _process(pid: int) -> Optional[Dict[str, Any]]:
         "pid": pid,
         "cmdline": [c for c in cmdline if c],
         "uptime": max(0.0, uptime - start_ticks / hz),
+        "start_ticks": start_ticks,
     }
 
 
 def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     out: Dict[str, Any] = {"pid": None, "process": None}
-    pid_text = _read(spec["pidfile"]) if spec.get("pidfile") else None
-    if pid_text and pid_text.strip().isdigit():
-        out["pid"] = int(pid_text.strip())
-        out["process"] = _process(out["pid"])
+    # The pidfile holds `PID STARTTIME`: a live process with that pid but another start
+    # time is not ours (the pid was reused), so it is reported as stale, never as running.
+    fields = (_read(spec["pidfile"]) or "").split() if spec.get("pidfile") else []
+    if fields and fields[0].isdigit():
+        out["pid"] = int(fields[0])
+        process = _process(out["pid"])
+        if process is not None and (len(fields) < 2 or str(process["start_ticks"]) != fields[1]):
+            out["stale_pid"] = process
+            process = None
+        out["process"] = process
     for key in ("spec_file", "env_file", "unit_file"):
         path = spec.get(key)
         if path:

@@ -5,7 +5,8 @@ Host layout for service NAME (all under the venv, writable wherever the venv is)
 
     <venv>/.orch/service/NAME/env          environment file (mode 0600, holds secrets)
     <venv>/.orch/service/NAME/spec.json    what runs and the fingerprint it was started with
-    <venv>/.orch/service/NAME/pid          pidfile (process backend)
+    <venv>/.orch/service/NAME/pid          pidfile: `PID STARTTIME` (process backend)
+    <venv>/.orch/service/NAME/stopped      present after `orch stop`, until the next start
     <venv>/.orch/service/NAME/service.log  stdout+stderr of the server (both backends)
     /etc/systemd/system/NAME.service       unit (systemd backend)
 
@@ -47,6 +48,10 @@ class ServicePaths:
         return f"{self.state_dir}/pid"
 
     @property
+    def stopped_marker(self) -> str:
+        return f"{self.state_dir}/stopped"
+
+    @property
     def log(self) -> str:
         return f"{self.state_dir}/service.log"
 
@@ -66,10 +71,25 @@ def _rotate_log(paths: ServicePaths) -> Command:
     )
 
 
+def _owned(pidfile: str) -> str:
+    """Shell test: the pidfile's process is still the one orch started. The pidfile holds
+    `PID STARTTIME` (field 22 of /proc/PID/stat), so a pid reused by another process after
+    a reboot or a crash is never taken for the service, nor signalled. Sets $pid."""
+    return (
+        f"set -- $(cat {pidfile} 2>/dev/null); pid=${{1:-}}; "
+        '[ -n "$pid" ] && [ -n "${2:-}" ] && '
+        """[ "$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f20)" = "$2" ]"""
+    )
+
+
+def _record_pid(pidfile: str) -> str:
+    return f"""echo "$! $(sed 's/.*) //' /proc/$!/stat | cut -d' ' -f20)" > {pidfile}"""
+
+
 def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Command:
     """Start the service detached; the command returns at once."""
     if backend == "systemd":
-        return _rotate_log(paths).then(
+        return _rotate_log(paths).then(Command("rm", "-f", paths.stopped_marker)).then(
             Command("systemctl", "daemon-reload")
         ).then(Command("systemctl", "enable", "--quiet", paths.unit)).then(
             Command("systemctl", "restart", paths.unit)
@@ -81,28 +101,33 @@ def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Co
         Command("cd", spec.workdir)
     ).then(
         Command(
+            "rm", "-f", paths.stopped_marker, Raw("&&"),
             Raw("{"), "setsid", "sh", "-c", launcher, paths.env_file, *spec.argv,
             Raw(">>"), paths.log, Raw("2>&1"), Raw("</dev/null"), Raw("&"),
-            Raw("echo"), Raw("$!"), Raw(">"), paths.pidfile, Raw(";"), Raw("}"),
+            Raw(_record_pid(Command(paths.pidfile).raw())), Raw(";"), Raw("}"),
         )
     )
 
 
 def stop_command(backend: Backend, paths: ServicePaths, *, timeout_s: int = STOP_TIMEOUT_S) -> Command:
     """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C, then SIGKILL); never fails
-    when it is already stopped."""
+    when it is already stopped. Leaves a marker so that a start-up in progress elsewhere
+    (an apply waiting for readiness) does not relaunch what was stopped on purpose."""
+    marker = Command(paths.stopped_marker).raw()
     if backend == "systemd":
         return Command.script(
+            f"mkdir -p {Command(paths.state_dir).raw()} && touch {marker}; "
             f"systemctl stop {paths.unit} 2>/dev/null || true"
         )
-    # Signal the whole process group (vLLM spawns engine and worker processes).
+    # Signal the whole process group (vLLM's engine and workers), even when its leader, the
+    # API server, is already gone: leftover workers hold GPU memory and the port.
     pidfile = Command(paths.pidfile).raw()
     script = (
-        f"pid=$(cat {pidfile} 2>/dev/null); "
-        'if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then '
-        'kill -INT -- -"$pid" 2>/dev/null || kill -INT "$pid"; '
-        f"i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
-        'kill -KILL -- -"$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi; '
+        f"mkdir -p {Command(paths.state_dir).raw()} && touch {marker}; "
+        f"if {_owned(pidfile)} || {{ [ -n \"$pid\" ] && ! kill -0 \"$pid\" 2>/dev/null; }}; then "
+        'kill -INT -- -"$pid" 2>/dev/null; '
+        f"i=0; while kill -0 -- -\"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
+        'kill -KILL -- -"$pid" 2>/dev/null; fi; '
         f"rm -f {pidfile}"
     )
     return Command.script(script)
@@ -114,11 +139,14 @@ def watch_command(backend: Backend, paths: ServicePaths, offset: int) -> Command
     if backend == "systemd":
         alive = f"systemctl is-active --quiet {paths.unit}"
     else:
-        pidfile = Command(paths.pidfile).raw()
-        alive = f'pid=$(cat {pidfile} 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null'
+        alive = _owned(Command(paths.pidfile).raw())
     log = Command(paths.log).raw()
+    marker = Command(paths.stopped_marker).raw()
+    # The log bytes travel base64-encoded: the offset stays exact in bytes whatever the log
+    # holds (invalid UTF-8, a multi-byte character cut by a poll).
     return Command.script(
-        f"if {alive}; then echo alive; else echo dead; fi; tail -c +{offset + 1} {log} 2>/dev/null || true"
+        f"if {alive}; then echo alive; elif [ -e {marker} ]; then echo stopped; else echo dead; fi; "
+        f"tail -c +{offset + 1} {log} 2>/dev/null | base64 -w0 || true"
     )
 
 

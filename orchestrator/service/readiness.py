@@ -10,6 +10,9 @@ relaunched while the restart budget lasts; the deadline ends it with the log tai
 
 from __future__ import annotations
 
+import base64
+import binascii
+import codecs
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +53,21 @@ def describe_failure(what: str, diagnoses: list[Diagnosis], log: str) -> str:
     lines.append("  last log lines:")
     lines += [f"    {line}" for line in tail(log, TAIL_LINES)]
     return "\n".join(lines)
+
+
+def _decoder() -> codecs.IncrementalDecoder:
+    """Log bytes -> text across polls: a character cut between two polls is kept whole."""
+    return codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+
+def parse_watch(stdout: str) -> tuple[str, bytes]:
+    """`watch_command`'s output -> (alive | dead | stopped, the new log bytes)."""
+    state, _, encoded = stdout.partition("\n")
+    try:
+        chunk = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        chunk = b""
+    return state.strip(), chunk
 
 
 def http_ready(
@@ -94,11 +112,13 @@ def wait_ready(
     deadline = started + health.startup_timeout
     tracker = PhaseTracker(origin=time.time())
     offset, log, restarts, last_label, last_emit = 0, "", 0, "", 0.0
+    decoder = _decoder()
     with httpx.Client(timeout=health.request_timeout) as client:
         while True:
             result = transport.run(watch_command(backend, paths, offset), check=False, timeout=60)
-            state, _, new = result.stdout.partition("\n")
-            offset += len(new.encode())
+            state, chunk = parse_watch(result.stdout)
+            offset += len(chunk)
+            new = decoder.decode(chunk)
             log += new
             now = time.time()
             tracker.feed_text(new, now)
@@ -113,7 +133,12 @@ def wait_ready(
                     last_label, last_emit = shown, now
                     emit("phase", host=transport.host, phase="startup", status="running",
                          message=f"{shown} ({status.total_s:.1f}s since launch)")
-            if state.strip() != "alive":
+            if state == "stopped":
+                raise StartupFailed(
+                    f"{transport.host}: the server was stopped (orch stop) during start-up; "
+                    "not relaunching it"
+                )
+            if state != "alive":
                 diagnoses = diagnose(log)
                 known = [d for d in diagnoses if d.level == "error"]
                 phase = status.label if status else "launch"
@@ -129,6 +154,7 @@ def wait_ready(
                      message=f"died without a known cause; relaunch {restarts}/{max_restarts}")
                 relaunch()
                 offset, log, last_label = 0, "", ""
+                decoder = _decoder()
                 tracker = PhaseTracker(origin=time.time())
                 continue
             ready, missing = http_ready(client, base_url, model, api_key)

@@ -58,6 +58,8 @@ class StepPlan:
 class Step(abc.ABC):
     name: str
     verify: bool = True  # must the re-probe after apply show it converged?
+    # Does a change made by an earlier step change this one (check mode cannot see it)?
+    follows_earlier_changes: bool = False
 
     @abc.abstractmethod
     def request(self) -> ProbeRequest:

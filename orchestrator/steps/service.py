@@ -87,6 +87,7 @@ class OrchWheelStep(Step):
 class ServiceStep(Step):
     name = "service"
     verify = False  # liveness after a start is readiness's job, with diagnosis
+    follows_earlier_changes = True  # packages or config changed by earlier steps restart it
 
     def __init__(
         self,
@@ -122,6 +123,7 @@ class ServiceStep(Step):
     def fingerprint(self, facts: Facts) -> dict[str, str]:
         freeze = facts.venv.freeze() if facts.venv is not None else ""
         parts = {
+            "backend": self.backend,
             "launch_spec": spec_hash(self.spec),
             "environment": _sha(self.env_text),
             "packages": _sha(freeze),
@@ -162,8 +164,11 @@ class ServiceStep(Step):
             result.blocked = "; ".join(f.message for f in errors)
         wanted = self.fingerprint(facts)
         stored: dict[str, str] = {}
+        recorded_backend: str = self.backend
         with contextlib.suppress(json.JSONDecodeError, AttributeError):
-            stored = json.loads(service.get("spec") or "{}").get("fingerprint", {})
+            record_on_host = json.loads(service.get("spec") or "{}")
+            stored = record_on_host.get("fingerprint", {})
+            recorded_backend = record_on_host.get("backend", self.backend)
         uploads = [Upload(self.paths.env_file, self.env_text.encode(), 0o600)]
         commands: list[Command] = []
         if self.backend == "systemd":
@@ -186,6 +191,9 @@ class ServiceStep(Step):
             reason = "restart requested"
         else:
             return result
+        if recorded_backend != self.backend and recorded_backend in ("process", "systemd"):
+            # Moving between backends: stop what the old one started.
+            commands.append(stop_command(recorded_backend, self.paths))  # type: ignore[arg-type]
         commands.append(stop_command(self.backend, self.paths))
         commands.append(start_command(self.backend, self.spec, self.paths))
         verb = "start" if not alive else "restart"

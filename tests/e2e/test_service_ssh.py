@@ -223,3 +223,67 @@ def test_ctrl_c_leaves_a_readable_run_folder_marked_incomplete(env: dict[str, An
     meta = json.loads((last_run(env["tmp"]) / "meta.json").read_text())
     assert meta["status"] == "incomplete"
     assert "Traceback" not in err
+
+
+def test_orch_stop_during_start_up_is_not_undone_by_a_relaunch(env: dict[str, Any]) -> None:
+    import os
+    import sys
+    import time
+
+    write(env, sim={"slow_start": 30.0}, smoke=[])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", str(env["plan"]), "-i", str(env["inventory"])],
+        cwd=env["tmp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runs = list((env["tmp"] / "runs").glob("*/*/events.jsonl"))
+        if runs and '"phase": "startup"' in runs[0].read_text():
+            break
+        time.sleep(0.2)
+    stop = orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+    assert "stopped" in stop.stdout, stop.stdout + stop.stderr
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, out + err
+    assert "stopped (orch stop) during start-up" in out
+    assert "relaunch 1/" not in out
+    status = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    assert status["state"] != "running"
+
+
+def test_a_pidfile_naming_someone_elses_process_is_not_the_service(env: dict[str, Any]) -> None:
+    write(env, smoke=[])
+    assert apply(env).returncode == 0
+    assert "stopped" in orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"]).stdout
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:  # after a reboot, the recorded pid belongs to another program
+        pidfile = env["venv"] / ".orch" / "service" / env["name"] / "pid"
+        pidfile.write_text(f"{stranger.pid} 1\n")
+        status = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+        assert status["state"] != "running"
+        again = apply(env)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "not running" in again.stdout
+        assert stranger.poll() is None  # never signalled
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_plan_warns_that_pending_package_changes_will_restart_the_service(env: dict[str, Any]) -> None:
+    from fixtures.wheels import make_wheel
+
+    path = write(env, smoke=[])
+    assert apply(env).returncode == 0
+    wheels = env["tmp"] / "wheels"
+    make_wheel(wheels, "orchtest-extra", "1.0.0")
+    plan = yaml.safe_load(path.read_text())
+    plan["install"] = {"packages": ["orchtest-extra==1.0.0"], "find_links": [str(wheels)], "no_index": True}
+    path.write_text(yaml.safe_dump(plan))
+    check = orch("plan", path, "-i", env["inventory"], cwd=env["tmp"])
+    assert check.returncode == 2
+    assert "service: likely to change after the pending changes above" in check.stdout
+    result = apply(env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "changed: packages" in result.stdout

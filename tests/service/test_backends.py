@@ -1,0 +1,67 @@
+"""The backends' shell commands, run for real by a local shell: pid ownership, stop markers
+and byte-exact log reading."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from orchestrator.service.backends import ServicePaths, stop_command, watch_command
+from orchestrator.service.readiness import parse_watch
+from orchestrator.transport.local import LocalTransport
+
+
+def test_log_reading_is_byte_exact_across_polls(tmp_path: Path) -> None:
+    paths = ServicePaths.for_venv(str(tmp_path), "svc")
+    Path(paths.state_dir).mkdir(parents=True)
+    first = b"INFO bad byte \xff here, then half a character \xe2\x82"
+    Path(paths.log).write_bytes(first)
+    local = LocalTransport("local")
+    state, chunk = parse_watch(local.run(watch_command("process", paths, 0)).stdout)
+    assert (state, chunk) == ("dead", first)
+    with open(paths.log, "ab") as log:
+        log.write(b"\xac and on.\nStarting to load model m...\n")
+    _, rest = parse_watch(local.run(watch_command("process", paths, len(chunk))).stdout)
+    assert rest == b"\xac and on.\nStarting to load model m...\n"
+    assert (chunk + rest).decode("utf-8", errors="replace").count("€") == 1
+
+
+def test_a_reused_pid_is_neither_alive_nor_signalled(tmp_path: Path) -> None:
+    paths = ServicePaths.for_venv(str(tmp_path), "svc")
+    Path(paths.state_dir).mkdir(parents=True)
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        # The pidfile names the stranger's pid with another start time: a reused pid.
+        Path(paths.pidfile).write_text(f"{stranger.pid} 1\n")
+        local = LocalTransport("local")
+        state, _ = parse_watch(local.run(watch_command("process", paths, 0)).stdout)
+        assert state == "stopped" or state == "dead"
+        local.run(stop_command("process", paths, timeout_s=1))
+        time.sleep(0.2)
+        assert stranger.poll() is None  # still running: never signalled
+        assert Path(paths.stopped_marker).exists()
+        state, _ = parse_watch(local.run(watch_command("process", paths, 0)).stdout)
+        assert state == "stopped"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_stop_kills_the_group_it_started_even_when_the_leader_is_gone(tmp_path: Path) -> None:
+    paths = ServicePaths.for_venv(str(tmp_path), "svc")
+    Path(paths.state_dir).mkdir(parents=True)
+    # A leader that starts a worker and dies, like an API server leaving engine workers behind.
+    leader = subprocess.Popen(["sh", "-c", "sleep 30 & echo $! > worker; exit 0"],
+                              cwd=tmp_path, start_new_session=True)
+    leader.wait()
+    worker = int((tmp_path / "worker").read_text())
+    stat = Path(f"/proc/{leader.pid}/stat")
+    assert not stat.exists()
+    Path(paths.pidfile).write_text(f"{leader.pid} 12345\n")
+    LocalTransport("local").run(stop_command("process", paths, timeout_s=2))
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = Path(f"/proc/{worker}/stat").read_text().split(") ")[1][0] if Path(f"/proc/{worker}").exists() else "gone"
+    assert status in ("gone", "Z")
