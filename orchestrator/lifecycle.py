@@ -26,8 +26,8 @@ from orchestrator.plan.secrets import substitute
 from orchestrator.probe import Facts
 from orchestrator.rundir import RunFolder
 from orchestrator.runner import Emit, HostOutcome, StepOutcome
-from orchestrator.service.backends import ServicePaths, start_command
-from orchestrator.service.readiness import wait_ready
+from orchestrator.service.backends import ServicePaths, start_command, stop_command
+from orchestrator.service.readiness import http_ready, wait_ready
 from orchestrator.steps.service import ServiceStep
 from orchestrator.transport.base import Transport
 
@@ -119,8 +119,18 @@ class Lifecycle:
         assert step is not None and self.plan.service is not None
         paths: ServicePaths = step.paths
 
-        def relaunch() -> None:
-            transport.run(start_command(step.backend, step.spec, paths), timeout=60)
+        def relaunch() -> None:  # stop first: leftover workers hold GPU memory and the port
+            transport.run(stop_command(step.backend, paths).then(
+                start_command(step.backend, step.spec, paths)), timeout=120)
+
+        launched = any(s.step == "service" and s.status == "changed" for s in outcome.steps)
+        if not launched:  # already running and unchanged: one readiness check, no replay
+            with httpx.Client(timeout=self.plan.health.request_timeout) as client:
+                ok, _ = http_ready(client, base_url, step.spec.served_names[0], self.api_key)
+            if ok:
+                self._write_json(outcome.host, "startup.json",
+                                 {"already_running": True, "url": base_url, "phases": []})
+                return f"{base_url} serves {step.spec.served_names[0]} (already running)"
 
         try:
             ready = wait_ready(

@@ -79,7 +79,11 @@ class PythonEnv(StrictModel):
     )
     installer: Literal["uv", "pip"] = Field(
         "pip",
-        description="Installer used inside the venv. `uv` is installed into the venv when missing.",
+        description=(
+            "Installer used inside the venv. `uv` is installed into the venv with pip when "
+            "missing, from the same indexes (with `no_index`, put a uv wheel in `find_links`). "
+            "Note that uv stops at the first index holding a package, pip searches all."
+        ),
     )
 
     @field_validator("venv")
@@ -114,8 +118,9 @@ class Install(StrictModel):
     torch_backend: str | None = Field(
         None,
         description=(
-            "uv only: `--torch-backend` (e.g. `auto`, `cu128`), so PyTorch comes from the index "
-            "that matches the host's CUDA driver, as vLLM's install guide recommends."
+            "uv only (ignored with pip): `--torch-backend` (e.g. `auto`, `cu128`), so PyTorch "
+            "comes from the index that matches the host's CUDA driver, as vLLM's install guide "
+            "recommends."
         ),
     )
     families: list[list[str]] = Field(
