@@ -13,7 +13,24 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from orchestrator import masking
+from orchestrator.errors import CommandFailed
 from orchestrator.transport.command import Command
+
+TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
+
+
+def timed_out(shown: str, stderr: bytes, timeout: float | None, host: str) -> CommandFailed:
+    """The error of a command that ran past its timeout (both transports)."""
+    detail = stderr.decode(errors="replace").rstrip()
+    note = f"orch: timed out after {timeout:g} s"
+    return CommandFailed(
+        shown,
+        TIMEOUT_EXIT_CODE,
+        masking.mask(f"{detail}\n{note}" if detail else note),
+        host=host,
+        hint="raise the timeout if the command needs longer",
+    )
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,8 @@ from pathlib import Path
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
-from orchestrator.transport.base import Result, Transport, no_forward
+from orchestrator.transport.base import Result, Transport, no_forward, timed_out
 from orchestrator.transport.command import Command
-
-TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
 
 
 def default_shell() -> str:
@@ -64,16 +62,8 @@ class LocalTransport(Transport):
             out, err = process.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process)
-            out, err = _leftovers(process)
-            detail = err.decode(errors="replace").rstrip()
-            note = f"orch: timed out after {timeout:g} s"
-            raise CommandFailed(
-                shown,
-                TIMEOUT_EXIT_CODE,
-                masking.mask(f"{detail}\n{note}" if detail else note),
-                host=self.host,
-                hint="raise the timeout if the command needs longer",
-            ) from None
+            _, err = _leftovers(process)
+            raise timed_out(shown, err, timeout, self.host) from None
         except BaseException:
             _kill_group(process)  # Ctrl-C: do not leave the command running
             process.wait()

@@ -38,7 +38,7 @@ import paramiko
 from orchestrator import masking
 from orchestrator.errors import CommandFailed, ConnectError
 from orchestrator.inventory import SshSettings
-from orchestrator.transport.base import Result, Transport
+from orchestrator.transport.base import Result, Transport, timed_out
 from orchestrator.transport.command import Command, Raw
 from orchestrator.transport.retry import (
     Backoff,
@@ -54,7 +54,6 @@ from orchestrator.transport.tunnel import Channel, local_forward
 log = logging.getLogger("orchestrator.transport")
 
 T = TypeVar("T")
-TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
 SIGNALLED_EXIT_CODE = -1  # the command was killed by a signal (paramiko does not say which)
 _CHUNK = 64 * 1024
 _WINDOW_WAIT = 0.005  # poll interval while stdin waits for the SSH window to open
@@ -190,16 +189,8 @@ class SshTransport(Transport):
 
         try:
             return self._retrying(attempt)
-        except _TimedOut as timed_out:
-            detail = timed_out.stderr.decode(errors="replace").rstrip()
-            note = f"orch: timed out after {timeout:g} s"
-            raise CommandFailed(
-                shown,
-                TIMEOUT_EXIT_CODE,
-                masking.mask(f"{detail}\n{note}" if detail else note),
-                host=self.host,
-                hint="raise the timeout if the command needs longer",
-            ) from None
+        except _TimedOut as late:
+            raise timed_out(shown, late.stderr, timeout, self.host) from None
 
     def _exec_once(
         self,

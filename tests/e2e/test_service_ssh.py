@@ -5,9 +5,13 @@ preflight and the restart budget. The CLI runs as a subprocess, as a user runs i
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,37 +203,8 @@ def test_bench_through_an_ssh_port_forward_writes_results_into_the_run_folder(en
     assert summary  # written, with the sweep's figures
 
 
-def test_ctrl_c_leaves_a_readable_run_folder_marked_incomplete(env: dict[str, Any]) -> None:
-    import os
-    import signal
-    import sys
-    import time
-
-    write(env, sim={"slow_start": 30.0}, smoke=[])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "apply", str(env["plan"]), "-i", str(env["inventory"])],
-        cwd=env["tmp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "COLUMNS": "120"},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until it is waiting for the server
-        runs = list((env["tmp"] / "runs").glob("*/*/events.jsonl"))
-        if runs and '"phase": "ready"' in runs[0].read_text():
-            break
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
-    assert process.returncode == 130, out + err
-    meta = json.loads((last_run(env["tmp"]) / "meta.json").read_text())
-    assert meta["status"] == "incomplete"
-    assert "Traceback" not in err
-
-
-def test_orch_stop_during_start_up_is_not_undone_by_a_relaunch(env: dict[str, Any]) -> None:
-    import os
-    import sys
-    import time
-
+def apply_waiting_for_start_up(env: dict[str, Any]) -> subprocess.Popen[str]:
+    """`orch apply` of a slow-starting server, returned once it waits for readiness."""
     write(env, sim={"slow_start": 30.0}, smoke=[])
     process = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "apply", str(env["plan"]), "-i", str(env["inventory"])],
@@ -242,6 +217,21 @@ def test_orch_stop_during_start_up_is_not_undone_by_a_relaunch(env: dict[str, An
         if runs and '"phase": "startup"' in runs[0].read_text():
             break
         time.sleep(0.2)
+    return process
+
+
+def test_ctrl_c_leaves_a_readable_run_folder_marked_incomplete(env: dict[str, Any]) -> None:
+    process = apply_waiting_for_start_up(env)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, out + err
+    meta = json.loads((last_run(env["tmp"]) / "meta.json").read_text())
+    assert meta["status"] == "incomplete"
+    assert "Traceback" not in err
+
+
+def test_orch_stop_during_start_up_is_not_undone_by_a_relaunch(env: dict[str, Any]) -> None:
+    process = apply_waiting_for_start_up(env)
     stop = orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
     assert "stopped" in stop.stdout, stop.stdout + stop.stderr
     out, err = process.communicate(timeout=60)
