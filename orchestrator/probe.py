@@ -27,6 +27,7 @@ _PYTHON = Command.script(
 class ProbeRequest:
     host: bool = True
     venv: str | None = None
+    interpreter: str | None = None  # where is it on the host's PATH (to create the venv)?
     record: list[str] = field(default_factory=list)
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
@@ -37,6 +38,7 @@ class ProbeRequest:
         return ProbeRequest(
             host=self.host or other.host,
             venv=self.venv or other.venv,
+            interpreter=self.interpreter or other.interpreter,
             record=sorted({*self.record, *other.record}),
             files={**self.files, **other.files},
             service=other.service or self.service,
@@ -46,6 +48,7 @@ class ProbeRequest:
         return {
             "host": self.host,
             "venv": self.venv,
+            "interpreter": self.interpreter,
             "record": self.record,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
@@ -65,6 +68,7 @@ class VenvFacts:
     python_version: str | None
     distributions: dict[str, Distribution]  # canonical name -> distribution
     has_uv: bool
+    interpreter_path: str | None = None  # the plan's interpreter on the host's PATH, if asked
 
     def freeze(self) -> str:
         """`pip freeze`-style lines, sorted by name (read from metadata, no pip call)."""
@@ -128,6 +132,7 @@ def parse_answer(text: str) -> Facts:
                 for key, d in venv.get("distributions", {}).items()
             },
             has_uv=bool(venv.get("has_uv")),
+            interpreter_path=venv.get("interpreter"),
         )
     for key, rec in (data.get("record") or {}).items():
         facts.record[key] = RecordFacts(modified=list(rec["modified"]), missing=list(rec["missing"]))

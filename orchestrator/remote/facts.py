@@ -311,6 +311,8 @@ def main(request: Dict[str, Any]) -> None:
         answer["host"] = host_facts()
     if request.get("venv"):
         answer["venv"] = venv_facts(request["venv"])
+        if request.get("interpreter"):
+            answer["venv"]["interpreter"] = shutil.which(request["interpreter"])
         if request.get("record"):
             answer["record"] = record_facts(request["venv"], request["record"])
     if request.get("files"):

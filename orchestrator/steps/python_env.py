@@ -79,7 +79,8 @@ class PythonEnvStep(Step):
         return f"{self.python.venv}/bin/python"
 
     def request(self) -> ProbeRequest:
-        return ProbeRequest(venv=self.python.venv, record=sorted(self.pins))
+        return ProbeRequest(venv=self.python.venv, interpreter=self.python.interpreter,
+                            record=sorted(self.pins))
 
     # -- commands ---------------------------------------------------------------------
 
@@ -128,6 +129,12 @@ class PythonEnvStep(Step):
     def plan(self, facts: Facts) -> StepPlan:
         result = StepPlan(step=self.name)
         venv = facts.venv or VenvFacts(self.python.venv, False, None, {}, False)
+        if not venv.exists and venv.interpreter_path is None and facts.venv is not None:
+            result.blocked = (
+                f"cannot create the venv {self.python.venv}: {self.python.interpreter} is not on "
+                "the host's PATH (python.interpreter); install it or name another interpreter"
+            )
+            return result
         if not venv.exists:
             result.changes.append(
                 Change(

@@ -12,10 +12,12 @@ VENV = "/opt/venvs/vllm"
 
 
 def facts(installed: dict[str, str], *, exists: bool = True, has_uv: bool = False,
-          record: dict[str, RecordFacts] | None = None) -> Facts:
+          record: dict[str, RecordFacts] | None = None,
+          interpreter: str | None = "/usr/bin/python3") -> Facts:
     return Facts(
         venv=VenvFacts(VENV, exists, "3.12.3",
-                       {k: Distribution(k, v) for k, v in installed.items()}, has_uv),
+                       {k: Distribution(k, v) for k, v in installed.items()}, has_uv,
+                       interpreter_path=interpreter),
         record=record or {},
     )
 
@@ -129,3 +131,9 @@ def test_uv_gets_the_torch_backend() -> None:
     step_ = PythonEnvStep(PythonEnv(venv=VENV, installer="uv"), install)
     plan = step_.plan(facts({}, has_uv=True))
     assert "--torch-backend auto" in plan.changes[0].commands[0].raw()
+
+
+def test_a_missing_interpreter_blocks_before_anything_runs() -> None:
+    plan = step(PINS).plan(facts({}, exists=False, interpreter=None))
+    assert plan.changes == []
+    assert plan.blocked is not None and "python3 is not on the host's PATH" in plan.blocked
