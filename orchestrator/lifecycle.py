@@ -78,15 +78,16 @@ class Lifecycle:
                     outcome.extra["service_url"] = base_url
                     phases: list[tuple[str, Callable[[], str]]] = [
                         ("ready", lambda: self._ready(transport, base_url, outcome, emit))]
-                    if self.plan.smoke and "smoke" not in self.skip:
+                    if self.plan.smoke:
                         phases.append(("smoke", lambda: self._smoke(transport.host, base_url, outcome)))
-                    if self.plan.bench and "bench" not in self.skip:
+                    if self.plan.bench:
                         phases.append(("bench", lambda: self._bench(transport.host, base_url, outcome)))
                     for name, body in phases:
-                        if outcome.failed:
+                        if outcome.failed or name in self.skip:
+                            why = "--skip" if name in self.skip else "an earlier phase failed"
                             outcome.steps.append(StepOutcome(step=name, status="skipped"))
                             emit("phase", host=outcome.host, phase=name, status="skipped",
-                                 message="an earlier phase failed")
+                                 message=why)
                         else:
                             self._phase(outcome, emit, name, body)
         finally:
