@@ -106,8 +106,8 @@ def run_sweep(
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`."""
     target = parse_target(base_url)
+    server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
     ensure_dir(out_dir)
-    server = probe_server(target.root, model=model, api_key=api_key)
     workload = Workload(config, server.model, base_dir=base_dir)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console, labels or {})
     try:
