@@ -29,6 +29,8 @@ shows one).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class OrchError(Exception):
     """Base of every error orch reports to a user."""
@@ -150,7 +152,11 @@ class StepDidNotConverge(StepError):
 
 
 class ServiceError(OrchError):
-    pass
+    def __init__(
+        self, message: str, *, hint: str | None = None, diagnoses: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.diagnoses = diagnoses or []  # what the log showed (service/diagnosis.py), as JSON
 
 
 class PreflightError(ServiceError):

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from orchestrator.errors import BenchError, OrchError, SmokeFailed, StepError
+from orchestrator.errors import BenchError, OrchError, ServiceError, SmokeFailed, StepError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
@@ -30,6 +30,7 @@ from orchestrator.service.backends import ServicePaths, start_command, stop_comm
 from orchestrator.service.readiness import http_ready, wait_ready
 from orchestrator.steps.service import ServiceStep
 from orchestrator.transport.base import Transport
+from orchestrator.transport.command import Command
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure each other
@@ -139,12 +140,8 @@ class Lifecycle:
                 base_url=base_url, model=step.spec.served_names[0], api_key=self.api_key,
                 relaunch=relaunch, max_restarts=self.plan.service.restart.max_restarts, emit=emit,
             )
-        except OrchError:
-            if self.folder is not None:
-                log = transport.run(_cat(paths.log), check=False).stdout
-                from orchestrator.service.diagnosis import diagnose
-
-                self._write_json(outcome.host, "diagnosis.json", [d.to_json() for d in diagnose(log)])
+        except ServiceError as error:
+            self._write_json(outcome.host, "diagnosis.json", error.diagnoses)
             raise
         self._write_json(outcome.host, "startup.json", {
             "seconds": round(ready.seconds, 3), "restarts": ready.restarts,
@@ -194,12 +191,12 @@ class Lifecycle:
             return ""
         got = 0
         if self.service_step is not None:
-            log = transport.run(_cat(self.service_step.paths.log), check=False)
+            log = transport.run(Command("cat", self.service_step.paths.log), check=False)
             if log.stdout:
                 self.folder.write_text(f"hosts/{outcome.host}/service.log", log.stdout)
                 got += 1
         for item in self.plan.collect:
-            result = transport.run(_cat(item.path), check=False)
+            result = transport.run(Command("cat", item.path), check=False)
             if result.returncode != 0:
                 if not item.optional:
                     raise StepError(f"{outcome.host}: cannot collect {item.path}: {result.stderr.strip()}")
@@ -207,12 +204,6 @@ class Lifecycle:
             self.folder.write_text(f"hosts/{outcome.host}/collect/{_safe(item.path)}", result.stdout)
             got += 1
         return f"{got} files"
-
-
-def _cat(path: str) -> Any:
-    from orchestrator.transport.command import Command
-
-    return Command("cat", path)
 
 
 def _safe(name: str) -> str:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -93,19 +91,13 @@ def _paths_and_backend(transport: Transport, plan: Plan) -> tuple[ServicePaths, 
     assert plan.service is not None and plan.python is not None  # checked by run()
     from orchestrator.probe import ProbeRequest, probe
     from orchestrator.service.backends import ServicePaths
-    from orchestrator.steps.service import choose_backend
+    from orchestrator.steps.service import choose_backend, recorded_backend_of, service_request
 
     paths = ServicePaths.for_venv(plan.python.venv, plan.service.name)
-    service: dict[str, Any] = {"pidfile": paths.pidfile, "spec_file": paths.spec_file,
-                               "port": plan.service.port}
-    if plan.service.backend in ("auto", "systemd"):
-        service["unit"] = paths.unit
-    facts = probe(transport, ProbeRequest(venv=plan.python.venv, service=service))
-    backend = choose_backend(plan.service.backend, facts.host)
-    with contextlib.suppress(ValueError, AttributeError):  # what the running service used
-        recorded = json.loads((facts.service or {}).get("spec") or "{}").get("backend")
-        if recorded in ("process", "systemd"):
-            backend = recorded
+    facts = probe(transport, ProbeRequest(venv=plan.python.venv,
+                                          service=service_request(paths, plan.service)))
+    # What the running service was started with wins over what the plan says now.
+    backend = recorded_backend_of(facts) or choose_backend(plan.service.backend, facts.host)
     return paths, backend, facts
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.errors import CrashLoop, StartupFailed, StartupTimeout
+from orchestrator.errors import CrashLoop, ServiceError, StartupFailed, StartupTimeout
 from orchestrator.plan.models import Health
 from orchestrator.service.backends import Backend, ServicePaths, watch_command
 from orchestrator.service.diagnosis import Diagnosis, diagnose, tail
@@ -40,6 +40,13 @@ class Readiness:
     restarts: int
     log: str
     facts: dict[str, Any] = field(default_factory=dict)
+
+
+def failure(
+    kind: type[ServiceError], what: str, diagnoses: list[Diagnosis], log: str
+) -> ServiceError:
+    """The error that ends the wait, with the diagnoses attached for the run folder."""
+    return kind(describe_failure(what, diagnoses, log), diagnoses=[d.to_json() for d in diagnoses])
 
 
 def describe_failure(what: str, diagnoses: list[Diagnosis], log: str) -> str:
@@ -143,12 +150,14 @@ def wait_ready(
                 known = [d for d in diagnoses if d.level == "error"]
                 phase = status.label if status else "launch"
                 if known:
-                    raise StartupFailed(describe_failure(
-                        f"{transport.host}: the server died during start-up ({phase})", diagnoses, log))
+                    raise failure(StartupFailed,
+                                  f"{transport.host}: the server died during start-up ({phase})",
+                                  diagnoses, log)
                 if restarts >= max_restarts:
-                    raise CrashLoop(describe_failure(
-                        f"{transport.host}: the server died {restarts + 1} times during start-up "
-                        f"(service.restart.max_restarts: {max_restarts}); not relaunching", diagnoses, log))
+                    raise failure(CrashLoop,
+                                  f"{transport.host}: the server died {restarts + 1} times during "
+                                  f"start-up (service.restart.max_restarts: {max_restarts}); "
+                                  "not relaunching", diagnoses, log)
                 restarts += 1
                 emit("phase", host=transport.host, phase="startup", status="changed",
                      message=f"died without a known cause; relaunch {restarts}/{max_restarts}")
@@ -165,8 +174,8 @@ def wait_ready(
                 )
             if time.monotonic() >= deadline:
                 phase = status.label if status else "launch"
-                raise StartupTimeout(describe_failure(
-                    f"{transport.host}: not ready after {health.startup_timeout:g} s "
-                    f"(health.startup_timeout); last phase: {phase}; last check: {missing}",
-                    diagnose(log), log))
+                raise failure(StartupTimeout,
+                              f"{transport.host}: not ready after {health.startup_timeout:g} s "
+                              f"(health.startup_timeout); last phase: {phase}; last check: {missing}",
+                              diagnose(log), log)
             time.sleep(min(health.poll_interval, max(0.0, deadline - time.monotonic())))

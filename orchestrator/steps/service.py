@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.plan.models import Plan, PythonEnv
+from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
 from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service.backends import Backend, ServicePaths, start_command, stop_command
@@ -44,6 +44,34 @@ def choose_backend(configured: str, host_facts: Mapping[str, Any]) -> Backend:
         return "process"
     root = str(host_facts.get("user")) in ("root", "0")
     return "systemd" if host_facts.get("systemd") and root else "process"
+
+
+def service_request(paths: ServicePaths, service: ServiceSpec) -> dict[str, Any]:
+    """What the probe must look at for the service (the service step and `orch status`)."""
+    request: dict[str, Any] = {
+        "pidfile": paths.pidfile,
+        "spec_file": paths.spec_file,
+        "env_file": paths.env_file,
+        "port": service.port,
+    }
+    if service.backend in ("auto", "systemd"):
+        request["unit"] = paths.unit
+        request["unit_file"] = paths.unit_file
+    return request
+
+
+def host_record(facts: Facts) -> dict[str, Any]:
+    """The service's `spec.json` on the host: what the running server was started with."""
+    with contextlib.suppress(json.JSONDecodeError, AttributeError, TypeError):
+        record = json.loads((facts.service or {}).get("spec") or "{}")
+        if isinstance(record, dict):
+            return record
+    return {}
+
+
+def recorded_backend_of(facts: Facts) -> Backend | None:
+    backend = host_record(facts).get("backend")
+    return "systemd" if backend == "systemd" else "process" if backend == "process" else None
 
 
 class OrchWheelStep(Step):
@@ -109,16 +137,7 @@ class ServiceStep(Step):
         self.backend: Backend = "process"
 
     def request(self) -> ProbeRequest:
-        service: dict[str, Any] = {
-            "pidfile": self.paths.pidfile,
-            "spec_file": self.paths.spec_file,
-            "env_file": self.paths.env_file,
-            "port": self.service.port,
-        }
-        if self.service.backend in ("auto", "systemd"):
-            service["unit"] = self.paths.unit
-            service["unit_file"] = self.paths.unit_file
-        return ProbeRequest(service=service)
+        return ProbeRequest(service=service_request(self.paths, self.service))
 
     def fingerprint(self, facts: Facts) -> dict[str, str]:
         freeze = facts.venv.freeze() if facts.venv is not None else ""
@@ -163,12 +182,9 @@ class ServiceStep(Step):
         if errors and not alive:
             result.blocked = "; ".join(f.message for f in errors)
         wanted = self.fingerprint(facts)
-        stored: dict[str, str] = {}
-        recorded_backend: str = self.backend
-        with contextlib.suppress(json.JSONDecodeError, AttributeError):
-            record_on_host = json.loads(service.get("spec") or "{}")
-            stored = record_on_host.get("fingerprint", {})
-            recorded_backend = record_on_host.get("backend", self.backend)
+        on_host = host_record(facts)
+        stored: dict[str, str] = on_host.get("fingerprint") or {}
+        recorded_backend = recorded_backend_of(facts) or self.backend
         uploads = [Upload(self.paths.env_file, self.env_text.encode(), 0o600)]
         commands: list[Command] = []
         if self.backend == "systemd":
@@ -191,9 +207,9 @@ class ServiceStep(Step):
             reason = "restart requested"
         else:
             return result
-        if recorded_backend != self.backend and recorded_backend in ("process", "systemd"):
+        if recorded_backend != self.backend:
             # Moving between backends: stop what the old one started.
-            commands.append(stop_command(recorded_backend, self.paths))  # type: ignore[arg-type]
+            commands.append(stop_command(recorded_backend, self.paths))
         commands.append(stop_command(self.backend, self.paths))
         commands.append(start_command(self.backend, self.spec, self.paths))
         verb = "start" if not alive else "restart"

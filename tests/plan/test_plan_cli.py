@@ -63,3 +63,17 @@ def test_schema_prints_json() -> None:
     schema = json.loads(result.stdout)
     assert schema["title"] == "orch plan"
     assert "service" in schema["properties"]
+
+
+def test_validate_finds_what_only_the_launch_command_would_reject(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "name: p\npython: {venv: /opt/v}\nservice:\n  model: m\n  args:\n    port: 9000\n"
+    )
+    result = orch("validate", str(plan))
+    assert result.returncode == 1
+    assert f"{plan}:6: flag 'port' has its own field" in result.stderr
+    assert "expected: set service.port instead" in result.stderr
+    assert "Traceback" not in result.stderr
+    via_set = orch("validate", "plans/sim/kimi-nvfp4.yaml", "--set", "service.args.port=1")
+    assert "--set service.args.port=1: flag 'port' has its own field" in via_set.stderr
