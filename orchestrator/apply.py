@@ -39,6 +39,7 @@ class ApplyOptions:
     locked: Path | None = None
     skip: set[str] = field(default_factory=set)
     restart: bool = False  # `orch restart`: restart the service even when converged
+    verify_all: bool = False  # hash every installed file against RECORD (no stat cache)
 
 
 @dataclass
@@ -62,6 +63,7 @@ def build_steps(
     freeze: list[str] | None = None,
     with_service: bool = True,
     force_restart: bool = False,
+    verify_all: bool = False,
 ) -> list[Step]:
     steps: list[Step] = []
     if plan.python is not None:
@@ -70,7 +72,8 @@ def build_steps(
             install = Install.model_validate(
                 {**plan.install.model_dump(), "packages": freeze}
             )
-        steps.append(PythonEnvStep(plan.python, install, exact=freeze is not None))
+        steps.append(PythonEnvStep(plan.python, install, exact=freeze is not None,
+                                   verify_all=verify_all))
     if plan.files:
         files: list[DesiredFile] = render_files(
             plan.files, base_dir=base_dir, render=lambda t: render_text(t, plan, secrets)
@@ -126,6 +129,23 @@ def load_locked(folder: Path) -> tuple[Path, Locked]:
     return plan_file, Locked(folder=folder, freeze=freeze)
 
 
+def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list[str]:
+    """A locked apply targets the hosts the run froze (narrowed by --limit): each host gets
+    its own frozen set, never another host's."""
+    frozen = list(locked.freeze)
+    if limit:
+        unknown = [host for host in limit if host not in locked.freeze]
+        if unknown:
+            raise RunFolderError(
+                f"--limit names {', '.join(unknown)}, which {locked.folder} froze no package "
+                f"set for (it froze: {', '.join(frozen)})",
+                hint="a locked apply reinstalls a host's own frozen set; pick among those hosts",
+            )
+        frozen = [host for host in frozen if host in limit]
+    inventory.select(frozen)  # each must still be in the inventory (a located error if not)
+    return frozen
+
+
 def execute(options: ApplyOptions) -> int:
     console = Console(highlight=False, stderr=options.json_lines)  # --json: stdout is events only
     locked: Locked | None = None
@@ -139,7 +159,10 @@ def execute(options: ApplyOptions) -> int:
         _print_origins(console, loaded)
     secrets = resolve_secrets(plan)  # before any connection: a missing one fails now
     inventory = load_inventory(options.inventory)
-    hosts = inventory.select(plan.hosts, options.limit or None)
+    if locked is not None:
+        hosts = locked_hosts(locked, inventory, options.limit)
+    else:
+        hosts = inventory.select(plan.hosts, options.limit or None)
 
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
     # the run before a run folder exists.
@@ -148,9 +171,8 @@ def execute(options: ApplyOptions) -> int:
         host_steps = {
             host: build_steps(
                 plan, loaded.base_dir, secrets, with_service=with_service,
-                force_restart=options.restart,
-                freeze=(locked.freeze.get(host) or next(iter(locked.freeze.values())))
-                if locked else None,
+                force_restart=options.restart, verify_all=options.verify_all,
+                freeze=locked.freeze[host] if locked else None,
             )
             for host in hosts
         }
@@ -248,7 +270,8 @@ def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> Non
         facts = outcome.facts
         if facts is None:
             continue
-        folder.write_json(f"{base}/facts.json", {"host": facts.host, "probe_seconds": facts.probe_seconds})
+        folder.write_json(f"{base}/facts.json", {"host": facts.host, "probe_seconds": facts.probe_seconds,
+                                                 "record_files": facts.record_stats})
         if facts.venv is not None and facts.venv.exists:
             folder.write_text(f"{base}/freeze.txt", facts.venv.freeze())
 

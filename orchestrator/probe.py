@@ -29,6 +29,7 @@ class ProbeRequest:
     venv: str | None = None
     interpreter: str | None = None  # where is it on the host's PATH (to create the venv)?
     record: list[str] = field(default_factory=list)
+    verify_all: bool = False  # hash every RECORD file, ignoring the host's stat cache
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
 
@@ -40,6 +41,7 @@ class ProbeRequest:
             venv=self.venv or other.venv,
             interpreter=self.interpreter or other.interpreter,
             record=sorted({*self.record, *other.record}),
+            verify_all=self.verify_all or other.verify_all,
             files={**self.files, **other.files},
             service=other.service or self.service,
         )
@@ -50,6 +52,7 @@ class ProbeRequest:
             "venv": self.venv,
             "interpreter": self.interpreter,
             "record": self.record,
+            "verify_all": self.verify_all,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
         }
@@ -96,6 +99,7 @@ class Facts:
     host: dict[str, Any] = field(default_factory=dict)
     venv: VenvFacts | None = None
     record: dict[str, RecordFacts] = field(default_factory=dict)
+    record_stats: dict[str, int] = field(default_factory=dict)  # files checked, hashed
     files: dict[str, FileFacts] = field(default_factory=dict)
     service: dict[str, Any] | None = None
     probe_seconds: float = 0.0
@@ -136,6 +140,7 @@ def parse_answer(text: str) -> Facts:
         )
     for key, rec in (data.get("record") or {}).items():
         facts.record[key] = RecordFacts(modified=list(rec["modified"]), missing=list(rec["missing"]))
+    facts.record_stats = {k: int(v) for k, v in (data.get("record_stats") or {}).items()}
     for path, entry in (data.get("files") or {}).items():
         facts.files[path] = FileFacts(
             exists=bool(entry.get("exists")),

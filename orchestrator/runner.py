@@ -144,9 +144,11 @@ def _converge(
                 emit("step_end", host=job.host, **result.to_json())
                 break
             applied_any = True
-            result = _outcome_from_plan(plan, "changed", time.monotonic() - started)
             # Later steps may depend on what this one changed (the venv a file lives in).
             facts = probe(transport, request)
+            result = _outcome_from_plan(plan, "changed", time.monotonic() - started)
+            # What is still worth saying after the change: not the problems it just fixed.
+            result.findings = _outcome_from_plan(step.plan(facts), "changed", 0).findings
         outcome.steps.append(result)
         emit("step_end", host=job.host, **result.to_json())
     for step in job.steps[len(outcome.steps):]:  # after a failed step: say what did not run

@@ -12,9 +12,7 @@ from pathlib import Path
 
 def configure(parser: argparse.ArgumentParser) -> None:
     check = parser.prog.endswith(" plan")
-    parser.add_argument(
-        "plan", nargs="?" if not check else None, type=Path, help="plan file (YAML)"
-    )
+    parser.add_argument("plan", nargs="?", type=Path, help="plan file (YAML); not with --locked")
     parser.add_argument("-i", "--inventory", type=Path, help="inventory file (default inventory/local.yaml)")
     parser.add_argument("--limit", action="append", default=[], metavar="HOST",
                         help="only these hosts (repeat, or comma-separated)")
@@ -27,9 +25,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print events as JSON lines")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
                         help="where run folders go (default ./runs)")
+    parser.add_argument("--locked", type=Path, metavar="RUN_FOLDER",
+                        help="exactly the package set an earlier run froze, on that run's hosts "
+                             "(installed without dependency resolution)")
+    parser.add_argument("--verify-all", action="store_true",
+                        help="hash every installed file of the pinned packages against its "
+                             "RECORD, ignoring the host's stat cache")
     if not check:
-        parser.add_argument("--locked", type=Path, metavar="RUN_FOLDER",
-                            help="reinstall exactly the package set frozen by an earlier run")
         parser.add_argument("--skip", action="append", default=[], metavar="PHASE",
                             choices=["service", "smoke", "bench"],
                             help="skip a phase after converge (repeatable)")
@@ -50,10 +52,11 @@ def run(args: argparse.Namespace) -> int:
         json_lines=args.json,
         check=args.check,
         runs_dir=args.runs_dir,
-        locked=getattr(args, "locked", None),
+        locked=args.locked,
         skip=set(getattr(args, "skip", [])),
+        verify_all=args.verify_all,
     )
-    if options.plan is None and options.locked is None:
-        print("error: give a PLAN, or --locked RUN_FOLDER", file=sys.stderr)
+    if (options.plan is None) == (options.locked is None):
+        print("error: give a PLAN, or --locked RUN_FOLDER (which holds its plan)", file=sys.stderr)
         return 1
     return execute(options)

@@ -17,8 +17,11 @@ The request says what to look at; each section of the answer is gathered by one 
 from __future__ import annotations
 
 import base64
+import contextlib
+import csv
 import glob
 import hashlib
+import io
 import json
 import os
 import platform
@@ -28,9 +31,12 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 MAX_DIFF_BYTES = 256 * 1024
+RECORD_CACHE = ".orch/record-cache.json"  # inside the venv, beside orch's other state
+RECORD_CACHE_VERSION = 1
+RACY_WINDOW_NS = 2 * 10**9
 
 
 def _read(path: str) -> Optional[str]:
@@ -162,31 +168,116 @@ def _record_hash(path: str) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
 
 
-def record_facts(venv: str, names: List[str]) -> Dict[str, Any]:
-    """For each named distribution: files whose sha256 differs from RECORD, and missing ones."""
-    dists = _distributions(os.path.expanduser(venv))
+def record_rows(text: str) -> List[Tuple[str, str]]:
+    """(path, "sha256=...") of every hashed RECORD entry. RECORD is CSV (PEP 376/491): paths
+    holding commas are quoted, e.g. vLLM's `"vllm/.../E=1,N=14336,device_name=....json"`."""
+    rows: List[Tuple[str, str]] = []
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            rows.append((row[0], row[1]))
+    return rows
+
+
+def _signature(stat: os.stat_result) -> List[int]:
+    # Like git's index: an edit in place changes mtime and ctime (ctime cannot be set back).
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+
+
+def _load_cache(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != RECORD_CACHE_VERSION:
+        return {}
+    dists = data.get("dists")
+    return dists if isinstance(dists, dict) else {}
+
+
+def _save_cache(path: str, dists: Dict[str, Any]) -> None:
+    """Best effort (a read-only venv just means hashing again next time); atomic."""
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump({"version": RECORD_CACHE_VERSION, "dists": dists}, handle, separators=(",", ":"))
+        os.replace(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+def record_facts(
+    venv: str, names: List[str], verify_all: bool = False
+) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    """For each named distribution: files whose sha256 differs from RECORD, and missing ones.
+
+    A file whose stat signature (size, mtime_ns, ctime_ns, inode) equals the one recorded
+    when it last hashed correctly is not hashed again; the signatures live in the venv's
+    `.orch/record-cache.json`. A distribution's entries are dropped when its RECORD changes
+    (any install or reinstall rewrites it), so installed files are always hashed once in
+    full; `verify_all` ignores the cache. Returns the findings and how many files were
+    checked and hashed."""
+    venv = os.path.expanduser(venv)
+    dists = _distributions(venv)
+    cache_path = os.path.join(venv, RECORD_CACHE)
+    on_disk = _load_cache(cache_path)
+    trusted = {} if verify_all else on_disk
+    new_cache: Dict[str, Any] = {}
     out: Dict[str, Any] = {}
+    files_seen = hashed = 0
+    # "Racily clean" (git's term): a file changed within the timestamp granularity of its
+    # last change could change again without a new signature; such files are not cached.
+    racy_after = time.time_ns() - RACY_WINDOW_NS
     for name in names:
-        dist = dists.get(_canonical(name))
+        key = _canonical(name)
+        dist = dists.get(key)
         if dist is None:
             continue
         info = dist["dist_info"]
         site = os.path.dirname(info)
+        record_path = os.path.join(info, "RECORD")
+        try:
+            record_sig = _signature(os.stat(record_path))
+        except OSError:
+            record_sig = None
+        cached = trusted.get(key) or {}
+        known: Dict[str, Any] = {}
+        if cached.get("record") == record_sig and record_sig is not None:
+            known = cached.get("files") or {}
+        good: Dict[str, List[int]] = {}
         modified: List[str] = []
         missing: List[str] = []
-        for line in (_read(os.path.join(info, "RECORD")) or "").splitlines():
-            parts = line.rsplit(",", 2)
-            if len(parts) != 3 or not parts[1].startswith("sha256="):
-                continue
-            rel, expected = parts[0], parts[1]
+        for rel, expected in record_rows(_read(record_path) or ""):
+            files_seen += 1
             path = os.path.normpath(os.path.join(site, rel))
             try:
-                if _record_hash(path) != expected:
-                    modified.append(rel)
+                signature = _signature(os.stat(path))
             except OSError:
                 missing.append(rel)
-        out[_canonical(name)] = {"modified": modified, "missing": missing}
-    return out
+                continue
+            if known.get(rel) == signature:
+                good[rel] = signature
+                continue
+            hashed += 1
+            try:
+                matches = _record_hash(path) == expected
+            except OSError:
+                missing.append(rel)
+                continue
+            if matches:
+                if signature[2] < racy_after:
+                    good[rel] = signature
+            else:
+                modified.append(rel)
+        out[key] = {"modified": modified, "missing": missing}
+        new_cache[key] = {"record": record_sig, "files": good}
+    merged = dict(on_disk)
+    merged.update(new_cache)
+    if merged != on_disk:
+        _save_cache(cache_path, merged)
+    return out, {"files": files_seen, "hashed": hashed}
 
 
 def file_facts(files: List[Dict[str, str]]) -> Dict[str, Any]:
@@ -314,7 +405,8 @@ def main(request: Dict[str, Any]) -> None:
         if request.get("interpreter"):
             answer["venv"]["interpreter"] = shutil.which(request["interpreter"])
         if request.get("record"):
-            answer["record"] = record_facts(request["venv"], request["record"])
+            answer["record"], answer["record_stats"] = record_facts(
+                request["venv"], request["record"], bool(request.get("verify_all")))
     if request.get("files"):
         answer["files"] = file_facts(request["files"])
     if request.get("service"):

@@ -25,7 +25,7 @@ from orchestrator.errors import PreflightError
 from orchestrator.plan.models import ArgValue, Plan, canonical_name
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.steps.base import Finding
-from orchestrator.steps.python_env import family_mismatches, same_version
+from orchestrator.steps.python_env import family_mismatches
 
 REASONING_PARSERS_0_17 = frozenset(
     [
@@ -246,21 +246,17 @@ def _gpu_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
 
 
 def _family_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+    """A family out of step that no pin settles (the python step aligns the others)."""
     installed_raw = facts.get("installed")
     if not isinstance(installed_raw, Mapping):
         return []
     installed = {canonical_name(str(k)): str(v) for k, v in installed_raw.items()}
-    pins = plan.install.pins()
-    out: list[Finding] = []
-    for mismatch in family_mismatches(installed, plan.install.families, pins):
-        target = mismatch.target
-        if target is None:
-            fix = "pin every member of the family to one version in install.packages"
-        else:
-            wrong = [n for n, v in sorted(mismatch.members.items()) if not same_version(v, target)]
-            fix = "pin " + ", ".join(f"{n}=={target}" for n in wrong) + " in install.packages"
-        out.append(Finding("error", mismatch.describe(), fix))
-    return out
+    return [
+        Finding("error", mismatch.describe(),
+                "pin every member of the family to one version in install.packages")
+        for mismatch in family_mismatches(installed, plan.install.families, plan.install.pins())
+        if mismatch.target is None
+    ]
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...] | None:

@@ -68,10 +68,13 @@ def family_mismatches(
 class PythonEnvStep(Step):
     name = "python"
 
-    def __init__(self, python: PythonEnv, install: Install, *, exact: bool = False) -> None:
+    def __init__(
+        self, python: PythonEnv, install: Install, *, exact: bool = False, verify_all: bool = False
+    ) -> None:
         self.python = python
         self.install = install
         self.exact = exact
+        self.verify_all = verify_all
         self.pins = install.pins()
 
     @property
@@ -80,7 +83,7 @@ class PythonEnvStep(Step):
 
     def request(self) -> ProbeRequest:
         return ProbeRequest(venv=self.python.venv, interpreter=self.python.interpreter,
-                            record=sorted(self.pins))
+                            record=sorted(self.pins), verify_all=self.verify_all)
 
     # -- commands ---------------------------------------------------------------------
 
@@ -95,19 +98,22 @@ class PythonEnvStep(Step):
         return args
 
     def _install(self, specs: list[str], *, reinstall: bool = False) -> Command:
+        # A locked (exact) install takes exactly the frozen set: resolving dependencies
+        # could pull in anything (a drifted flashinfer once brought a new torch and 47 more).
+        no_deps = ["--no-deps"] if self.exact or reinstall else []
         if self.python.installer == "uv":
             # Copies, not uv's default hardlinks into its cache: a patch edited in place in
             # site-packages would otherwise corrupt the cache, and a reinstall would bring
             # the patch back. A reinstall also bypasses the cache for the same reason.
-            extra = ["--link-mode", "copy"]
-            extra += ["--reinstall", "--no-deps", "--no-cache"] if reinstall else []
+            extra = ["--link-mode", "copy", *no_deps]
+            extra += ["--reinstall", "--no-cache"] if reinstall else []
             if self.install.torch_backend:
                 extra += ["--torch-backend", self.install.torch_backend]
             return Command(
                 f"{self.python.venv}/bin/uv", "pip", "install", "--quiet",
                 "--python", self.venv_python, *extra, *self._index_args(), *specs,
             )
-        extra = ["--force-reinstall", "--no-deps"] if reinstall else []
+        extra = ["--force-reinstall", *no_deps] if reinstall else no_deps
         return Command(
             self.venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
             *extra, *self._index_args(), *specs,
@@ -164,18 +170,22 @@ class PythonEnvStep(Step):
                 notes.append(f"{name} {have} -> {version}")
         for mismatch in family_mismatches(installed, self.install.families, self.pins):
             if mismatch.target is None:
-                result.findings.append(
-                    Finding("error", mismatch.describe(),
-                            "pin one member of the family in install.packages so orch can align them")
-                )
+                # Nothing says which version they should share: vLLM would crash at start-up
+                # (flashinfer refuses to import), and orch cannot choose for the user.
+                members = sorted(mismatch.members)
+                fix = (f"pin {' and '.join(members)} to one version in install.packages "
+                       f"(e.g. {members[0]}=={mismatch.members[members[0]]})")
+                result.findings.append(Finding("error", mismatch.describe(), fix))
+                result.blocked = f"{mismatch.describe()}; {fix}"
                 continue
-            fix = ", ".join(
-                f"{n}=={mismatch.target}" for n in sorted(mismatch.members)
-                if not same_version(mismatch.members[n], mismatch.target)
+            unpinned = sorted(
+                n for n, v in mismatch.members.items()
+                if n not in self.pins and not same_version(v, mismatch.target)
             )
+            fix = (f"pin {', '.join(f'{n}=={mismatch.target}' for n in unpinned)} in "
+                   "install.packages (this apply aligns it meanwhile)") if unpinned else ""
             result.findings.append(
-                Finding("error", mismatch.describe() + f" (they must all be {mismatch.target})",
-                        f"pin {fix} in install.packages")
+                Finding("warning", mismatch.describe() + f" (they must all be {mismatch.target})", fix)
             )
             for name, have in mismatch.members.items():
                 if not same_version(have, mismatch.target) and name not in specs:

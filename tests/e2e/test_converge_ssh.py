@@ -32,6 +32,8 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("orchtest-fam-cubin", "0.6.3"),
     ]:
         make_wheel(dest, name, version)
+    # Declares a dependency no index here has: installing it with resolution fails.
+    make_wheel(dest, "orchtest-needy", "1.0.0", requires=["orchtest-absent>=1"])
     return dest
 
 
@@ -168,8 +170,33 @@ def test_family_mismatch_reported_with_both_versions_and_converged(
     assert "orchtest-fam-cubin 0.6.3" in check.stdout and "orchtest-fam-python 0.6.4" in check.stdout
     assert "pin orchtest-fam-cubin==0.6.4 in install.packages" in check.stdout
 
-    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    apply = orch("apply", plan, "-i", inventory, cwd=tmp)
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    assert "orchtest-fam-cubin 0.6.3 -> 0.6.4 (family)" in apply.stdout
+    # The change is reported; the problem it fixed is not repeated as if it still held.
+    assert "out of step" not in apply.stdout
+    steps = json.loads((last_run(tmp) / "hosts" / "h1" / "steps.json").read_text())["steps"]
+    assert steps[0]["findings"] == []
     assert "Version: 0.6.4" in next(site_packages(venv).glob("orchtest_fam_cubin-*.dist-info/METADATA")).read_text()
+
+
+def test_a_family_mismatch_no_pin_settles_fails_plan_and_apply(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    # flashinfer-cubin 0.6.3 beside flashinfer-python 0.6.4 and neither pinned: vLLM would
+    # crash at start-up. A CI gate on `orch plan`'s exit code must not pass it.
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    venv_pip(venv, "install", "--no-index", "--find-links", str(wheels),
+             "orchtest-fam-python==0.6.4", "orchtest-fam-cubin==0.6.3")
+    for command in ("plan", "apply"):
+        result = orch(command, plan, "-i", inventory, cwd=tmp)
+        assert result.returncode == 1, (command, result.stdout + result.stderr)
+        assert "package family out of step: orchtest-fam-cubin 0.6.3, orchtest-fam-python 0.6.4" in result.stdout
+        assert "pin orchtest-fam-cubin and orchtest-fam-python to one version" in result.stdout
+        assert "Traceback" not in result.stderr
 
 
 def test_modified_file_reported_then_reinstalled_with_clean(applied: Applied) -> None:
@@ -202,6 +229,39 @@ def test_locked_redeploy_reinstalls_the_frozen_set(applied: Applied, wheels: Pat
     assert "uninstall 1 unpinned: orchtest-fam-cubin" in locked.stdout
     run = last_run(tmp)
     assert (run / "hosts" / "h1" / "freeze.txt").read_text() == (frozen / "hosts" / "h1" / "freeze.txt").read_text()
+
+
+def test_a_locked_apply_installs_exactly_the_frozen_set_without_resolving(
+    workdir: tuple[Path, Path], wheels: Path
+) -> None:
+    tmp, inventory = workdir
+    venv = tmp / "host" / "venv"
+    plan = write_plan(tmp / "plan.yaml", venv, wheels)
+    data = yaml.safe_load(plan.read_text())
+    data["install"]["packages"] = ["orchtest-alpha==2.0.0", "orchtest-needy==1.0.0"]
+    plan.write_text(yaml.safe_dump(data))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # orchtest-needy's dependency exists nowhere: it was installed without it, like a venv
+    # whose packages were installed with --no-deps (vLLM's wheel on a host without CUDA deps).
+    venv_pip(venv, "install", "--no-index", "--no-deps", "--find-links", str(wheels), "orchtest-needy==1.0.0")
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+    frozen = last_run(tmp)
+    venv_pip(venv, "uninstall", "--yes", "orchtest-needy")  # drift
+
+    check = orch("plan", "--locked", frozen, "-i", inventory, cwd=tmp)
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert "orchtest-needy missing -> 1.0.0" in check.stdout
+    assert len(list((tmp / "runs").glob("*/*"))) == 1  # check mode writes no run folder
+
+    locked = orch("apply", "--locked", frozen, "-i", inventory, cwd=tmp)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    assert (last_run(tmp) / "hosts" / "h1" / "freeze.txt").read_text() == \
+        (frozen / "hosts" / "h1" / "freeze.txt").read_text()
+
+    other = orch("plan", "--locked", frozen, "-i", inventory, "--limit", "h2", cwd=tmp)
+    assert other.returncode == 1
+    assert "--limit names h2, which" in other.stderr and "froze no package set" in other.stderr
+    assert "Traceback" not in other.stderr
 
 
 def test_missing_secret_fails_before_connecting(workdir: tuple[Path, Path], wheels: Path) -> None:

@@ -104,13 +104,12 @@ def test_visible_gpus_accepts_uuids() -> None:
     assert visible_gpus(GPUS8[:1], "0,1,2") == 1
 
 
-def test_family_mismatch_is_an_error_with_the_pin_to_add() -> None:
+def test_a_family_mismatch_a_pin_settles_is_left_to_the_python_step() -> None:
+    # The python step aligns flashinfer-cubin to the pinned 0.6.4 before the launch; in check
+    # mode the service step sees the old facts and must not block on what apply fixes.
     plan = load_plan("kimi-nvfp4")
     installed = {**KIMI_INSTALLED, "flashinfer_cubin": "0.6.3", "flashinfer-jit-cache": "0.6.4+cu129"}
-    (finding,) = preflight(plan, {"installed": installed})
-    assert finding.level == "error"
-    assert "flashinfer-cubin 0.6.3" in finding.message
-    assert finding.fix == "pin flashinfer-cubin==0.6.4 in install.packages"
+    assert [f for f in preflight(plan, {"installed": installed}) if "family" in f.message] == []
 
 
 def test_family_mismatch_without_a_pin() -> None:

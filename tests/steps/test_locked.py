@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.apply import load_locked
-from orchestrator.errors import RunFolderError
+from orchestrator.apply import Locked, load_locked, locked_hosts
+from orchestrator.errors import InventoryError, RunFolderError
+from orchestrator.inventory import Inventory
 
 
 def make_run(tmp_path: Path, freeze: str | None) -> Path:
@@ -37,3 +38,25 @@ def test_a_run_without_a_freeze_is_refused_with_a_hint(tmp_path: Path) -> None:
 def test_not_a_run_folder(tmp_path: Path) -> None:
     with pytest.raises(RunFolderError, match="not a run folder"):
         load_locked(tmp_path)
+
+
+def _inventory(*names: str) -> Inventory:
+    return Inventory.model_validate({"hosts": {n: {"connection": "local"} for n in names}})
+
+
+def test_a_locked_apply_targets_the_runs_own_hosts(tmp_path: Path) -> None:
+    locked = Locked(folder=tmp_path, freeze={"h1": ["a==1"], "h2": ["a==2"]})
+    assert locked_hosts(locked, _inventory("h1", "h2", "h3"), []) == ["h1", "h2"]
+    assert locked_hosts(locked, _inventory("h1", "h2", "h3"), ["h2"]) == ["h2"]
+
+
+def test_a_host_the_run_did_not_freeze_is_an_error_not_another_hosts_set(tmp_path: Path) -> None:
+    locked = Locked(folder=tmp_path, freeze={"h1": ["a==1"]})
+    with pytest.raises(RunFolderError, match=r"--limit names h3, which .* froze no package set"):
+        locked_hosts(locked, _inventory("h1", "h3"), ["h3"])
+
+
+def test_a_frozen_host_gone_from_the_inventory_is_an_error(tmp_path: Path) -> None:
+    locked = Locked(folder=tmp_path, freeze={"h1": ["a==1"], "gone": ["a==1"]})
+    with pytest.raises(InventoryError, match="no host or group named 'gone'"):
+        locked_hosts(locked, _inventory("h1"), [])

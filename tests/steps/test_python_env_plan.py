@@ -73,19 +73,33 @@ def test_unpinned_family_member_out_of_step_is_reported_and_aligned() -> None:
         facts({"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.3"})
     )
     (finding,) = plan.findings
-    assert finding.level == "error"
+    assert finding.level == "warning"  # this apply fixes it: not an error of the command
     assert "flashinfer-cubin 0.6.3" in finding.message and "flashinfer-python 0.6.4" in finding.message
-    assert finding.fix == "pin flashinfer-cubin==0.6.4 in install.packages"
+    assert finding.fix == ("pin flashinfer-cubin==0.6.4 in install.packages "
+                           "(this apply aligns it meanwhile)")
     assert "flashinfer-cubin==0.6.4" in plan.changes[0].commands[0].raw()
+    assert plan.blocked is None
 
 
-def test_family_without_pins_cannot_be_aligned_but_is_reported() -> None:
+def test_a_pinned_member_out_of_step_gets_no_pin_hint() -> None:
+    plan = step(PINS).plan(
+        facts({"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.3"})
+    )
+    (finding,) = plan.findings
+    assert finding.fix == ""  # it is pinned already; the change below installs the pin
+    assert [c.summary for c in plan.changes] == ["install flashinfer-cubin 0.6.3 -> 0.6.4"]
+
+
+def test_family_without_pins_blocks_the_step() -> None:
+    # Nothing says which version the family shares: vLLM would crash at start-up, and orch
+    # cannot choose. An error finding fails the command (plan and apply alike).
     plan = step(["vllm==0.17.1"]).plan(
         facts({"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.3"})
     )
-    assert plan.converged
     assert plan.findings[0].level == "error"
-    assert "pin one member" in plan.findings[0].fix
+    assert plan.findings[0].fix == ("pin flashinfer-cubin and flashinfer-python to one version "
+                                    "in install.packages (e.g. flashinfer-cubin==0.6.3)")
+    assert plan.blocked is not None and "flashinfer-cubin 0.6.3" in plan.blocked
 
 
 def test_jit_cache_local_label_matches_family() -> None:
@@ -137,3 +151,22 @@ def test_a_missing_interpreter_blocks_before_anything_runs() -> None:
     plan = step(PINS).plan(facts({}, exists=False, interpreter=None))
     assert plan.changes == []
     assert plan.blocked is not None and "python3 is not on the host's PATH" in plan.blocked
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_exact_installs_take_no_dependencies(installer: str) -> None:
+    # A locked apply installs exactly the frozen set: resolving dependencies once pulled a
+    # new torch and 47 other packages into a venv because one flashinfer pin had drifted.
+    plan = step(["flashinfer-python==0.6.4"], installer=installer, exact=True).plan(
+        facts({"flashinfer-python": "0.6.3"}, has_uv=True))
+    (change,) = plan.changes
+    assert " --no-deps " in change.commands[0].raw()
+    normal = step(["flashinfer-python==0.6.4"], installer=installer).plan(
+        facts({"flashinfer-python": "0.6.3"}, has_uv=True))
+    assert "--no-deps" not in normal.changes[0].commands[0].raw()
+
+
+def test_verify_all_reaches_the_probe_request() -> None:
+    install = Install(packages=PINS)
+    assert PythonEnvStep(PythonEnv(venv=VENV), install, verify_all=True).request().verify_all
+    assert not PythonEnvStep(PythonEnv(venv=VENV), install).request().verify_all
