@@ -30,6 +30,7 @@ class ProbeRequest:
     interpreter: str | None = None  # where is it on the host's PATH (to create the venv)?
     record: list[str] = field(default_factory=list)
     verify_all: bool = False  # hash every RECORD file, ignoring the host's stat cache
+    vllm: bool = False  # the installed vLLM's version and flag names (parsers, backends)
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
 
@@ -42,6 +43,7 @@ class ProbeRequest:
             interpreter=self.interpreter or other.interpreter,
             record=sorted({*self.record, *other.record}),
             verify_all=self.verify_all or other.verify_all,
+            vllm=self.vllm or other.vllm,
             files={**self.files, **other.files},
             service=other.service or self.service,
         )
@@ -53,6 +55,7 @@ class ProbeRequest:
             "interpreter": self.interpreter,
             "record": self.record,
             "verify_all": self.verify_all,
+            "vllm": self.vllm,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
         }
@@ -86,6 +89,17 @@ class RecordFacts:
 
 
 @dataclass(frozen=True)
+class VllmFacts:
+    """The vLLM installed in the venv, read from its files: its version and the names its
+    flags accept (None where this release's layout was not recognised)."""
+
+    version: str
+    reasoning_parsers: frozenset[str] | None = None
+    tool_parsers: frozenset[str] | None = None
+    attention_backends: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
 class FileFacts:
     exists: bool
     sha256: str | None = None
@@ -100,6 +114,7 @@ class Facts:
     venv: VenvFacts | None = None
     record: dict[str, RecordFacts] = field(default_factory=dict)
     record_stats: dict[str, int] = field(default_factory=dict)  # files checked, hashed
+    vllm: VllmFacts | None = None  # when asked for and vLLM is installed
     files: dict[str, FileFacts] = field(default_factory=dict)
     service: dict[str, Any] | None = None
     probe_seconds: float = 0.0
@@ -141,6 +156,19 @@ def parse_answer(text: str) -> Facts:
     for key, rec in (data.get("record") or {}).items():
         facts.record[key] = RecordFacts(modified=list(rec["modified"]), missing=list(rec["missing"]))
     facts.record_stats = {k: int(v) for k, v in (data.get("record_stats") or {}).items()}
+    vllm = data.get("vllm")
+    if isinstance(vllm, dict) and vllm.get("version"):
+
+        def names(key: str) -> frozenset[str] | None:
+            found = vllm.get(key)
+            return frozenset(str(n) for n in found) if isinstance(found, list) else None
+
+        facts.vllm = VllmFacts(
+            version=str(vllm["version"]),
+            reasoning_parsers=names("reasoning_parsers"),
+            tool_parsers=names("tool_parsers"),
+            attention_backends=names("attention_backends"),
+        )
     for path, entry in (data.get("files") or {}).items():
         facts.files[path] = FileFacts(
             exists=bool(entry.get("exists")),

@@ -71,6 +71,9 @@ def render(console: Console, source: str, diagnoses: list[Diagnosis], last_lines
         body.append(diagnosis.fix + "\n")
         body.append("evidence  ", style="bold")
         body.append(diagnosis.evidence_line, style="dim")
+        for line in diagnosis.related:
+            body.append("\nearlier   ", style="bold")
+            body.append(line, style="dim")
         style = "red" if diagnosis.level == "error" else "yellow"
         title = f"{diagnosis.level}: {diagnosis.key}"
         console.print(Panel(body, title=title, title_align="left", border_style=style))

@@ -16,6 +16,7 @@ The request says what to look at; each section of the answer is gathered by one 
 # ruff: noqa: UP006, UP035, UP045 - runs on Python 3.8 hosts
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import csv
@@ -125,7 +126,12 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+_DISTRIBUTIONS: Dict[str, Dict[str, Dict[str, str]]] = {}  # venv -> its distributions, once per run
+
+
 def _distributions(venv: str) -> Dict[str, Dict[str, str]]:
+    if venv in _DISTRIBUTIONS:
+        return _DISTRIBUTIONS[venv]
     found: Dict[str, Dict[str, str]] = {}
     for site in _site_packages(venv):
         for info in sorted(glob.glob(os.path.join(site, "*.dist-info"))):
@@ -139,6 +145,7 @@ def _distributions(venv: str) -> Dict[str, Dict[str, str]]:
                     break
             if name and version:
                 found[_canonical(name)] = {"name": name, "version": version, "dist_info": info}
+    _DISTRIBUTIONS[venv] = found
     return found
 
 
@@ -280,6 +287,85 @@ def record_facts(
     return out, {"files": files_seen, "hashed": hashed}
 
 
+# Where a vLLM release keeps the names its flags accept, newest layout first: reasoning and
+# tool parsers are registered in a `_*_TO_REGISTER` dict (0.16+) or by decorators in each
+# parser's module (older); attention backends are an enum's members.
+_PARSER_DIRS = {
+    "reasoning_parsers": ["vllm/reasoning"],
+    "tool_parsers": ["vllm/tool_parsers", "vllm/entrypoints/openai/tool_parsers"],
+}
+_BACKEND_ENUMS = [
+    ("vllm/v1/attention/backends/registry.py", "AttentionBackendEnum"),
+    ("vllm/attention/backends/registry.py", "_Backend"),
+    ("vllm/platforms/interface.py", "_Backend"),
+]
+_REGISTERED = re.compile(r"register_module\(\s*(?:name\s*=\s*)?(\[[^\]]*\]|\"[^\"]+\"|'[^']+')")
+
+
+def _parse(path: str) -> Optional[Any]:
+    text = _read(path)
+    if text is None:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _registered_names(package_dir: str) -> Optional[List[str]]:
+    tree = _parse(os.path.join(package_dir, "__init__.py"))
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+            isinstance(t, ast.Name) and t.id.endswith("_TO_REGISTER") for t in node.targets
+        ):
+            return sorted(k.value for k in node.value.keys
+                          if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    names = set()
+    for path in glob.glob(os.path.join(package_dir, "*.py")):
+        if os.path.basename(path).startswith("abs"):  # the manager's docstring examples
+            continue
+        for match in _REGISTERED.finditer(_read(path) or ""):
+            names.update(re.findall(r"[\"']([^\"']+)[\"']", match.group(1)))
+    return sorted(names)
+
+
+def _enum_members(path: str, class_name: str) -> Optional[List[str]]:
+    tree = _parse(path)
+    if tree is None:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return [t.id for item in node.body if isinstance(item, ast.Assign)
+                    for t in item.targets if isinstance(t, ast.Name) and t.id.isupper()]
+    return None
+
+
+def vllm_facts(venv: str) -> Optional[Dict[str, Any]]:
+    """The installed vLLM's version and the names its flags accept, read from its source
+    files (never imported: importing vLLM takes seconds and may crash)."""
+    dist = _distributions(os.path.expanduser(venv)).get("vllm")
+    if dist is None:
+        return None
+    site = os.path.dirname(dist["dist_info"])
+    out: Dict[str, Any] = {"version": dist["version"]}
+    for key, candidates in _PARSER_DIRS.items():
+        out[key] = None
+        for relative in candidates:
+            names = _registered_names(os.path.join(site, relative))
+            if names:
+                out[key] = names
+                break
+    out["attention_backends"] = None
+    for relative, class_name in _BACKEND_ENUMS:
+        members = _enum_members(os.path.join(site, relative), class_name)
+        if members:
+            out["attention_backends"] = members
+            break
+    return out
+
+
 def file_facts(files: List[Dict[str, str]]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for spec in files:
@@ -404,6 +490,8 @@ def main(request: Dict[str, Any]) -> None:
         answer["venv"] = venv_facts(request["venv"])
         if request.get("interpreter"):
             answer["venv"]["interpreter"] = shutil.which(request["interpreter"])
+        if request.get("vllm"):
+            answer["vllm"] = vllm_facts(request["venv"])
         if request.get("record"):
             answer["record"], answer["record_stats"] = record_facts(
                 request["venv"], request["record"], bool(request.get("verify_all")))

@@ -28,6 +28,7 @@ class Diagnosis:
     evidence_line: str
     details: Details = field(default_factory=dict)
     level: Level = "error"
+    related: tuple[str, ...] = ()  # earlier lines that explain it (not in the log's tail)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -36,6 +37,7 @@ class Diagnosis:
             "cause": self.cause,
             "fix": self.fix,
             "evidence_line": self.evidence_line,
+            "related_lines": list(self.related),
             "details": self.details,
         }
 
@@ -47,6 +49,7 @@ class Signature:
     explain: Callable[[re.Match[str], str], tuple[str, str, Details]]  # (cause, fix, details)
     covers: tuple[str, ...] = ()
     level: Level = "error"
+    related: re.Pattern[str] | None = None  # other lines worth quoting with the evidence
 
 
 def _flashinfer(package: str) -> Callable[[re.Match[str], str], tuple[str, str, Details]]:
@@ -224,6 +227,58 @@ def _invalid_repo(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     )
 
 
+def _no_gpu(m: re.Match[str], text: str) -> tuple[str, str, Details]:
+    missing = re.search(r"(lib[\w.-]+\.so[\w.]*): cannot open shared object file", text)
+    library = missing.group(1) if missing else None
+    why = f" ({library} cannot be loaded: no NVIDIA driver)" if library else ""
+    return (
+        f"vLLM found no GPU on the host{why}",
+        "check `nvidia-smi` on the host: install the NVIDIA driver, or make the GPUs visible to "
+        "the service (env: CUDA_VISIBLE_DEVICES; a container needs the GPU runtime)",
+        {"library": library},
+    )
+
+
+def _hub_unreachable(m: re.Match[str], text: str) -> tuple[str, str, Details]:
+    url = re.search(r"url: /([^/\s]+/[^/\s]+)/resolve/", text)
+    model = url.group(1) if url else None
+    return (
+        f"the host cannot reach huggingface.co to fetch {model or 'the model'}, and it is not "
+        "in the host's cache",
+        "let the host reach huggingface.co (a proxy: HTTPS_PROXY in env:), or fetch the model "
+        "ahead: service.model as a local directory, or a filled HF_HOME cache with "
+        "HF_HUB_OFFLINE: '1' in env:",
+        {"model": model},
+    )
+
+
+def _late_reasoning_parser(m: re.Match[str], text: str) -> tuple[str, str, Details]:
+    name = m.group(1) or m.group(3)
+    choices = [c.strip() for c in (m.group(2) or "").split(",") if c.strip()]
+    if not choices:  # the TypeError alone: the KeyError above it lists the choices
+        listed = re.search(r"Reasoning parser '[^']+' not found\. Available parsers: ([^\"\n]*)", text)
+        choices = [c.strip() for c in (listed.group(1) if listed else "").split(",") if c.strip()]
+    fix = "set service.args.reasoning-parser to a name this vLLM knows"
+    if choices:
+        fix += ": " + ", ".join(choices)
+    return (
+        f"{name!r} is not a reasoning parser of this vLLM (0.17 accepts it at launch and fails "
+        "only after loading the weights)",
+        fix,
+        {"name": name, "choices": choices},
+    )
+
+
+def _unknown_backend(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    name = m.group(1)
+    choices = [c.strip() for c in m.group(2).split(",") if c.strip()]
+    return (
+        f"{name!r} is not an attention backend of this vLLM",
+        "set service.args.attention-backend to one of: " + ", ".join(choices),
+        {"name": name, "choices": choices},
+    )
+
+
 SIGNATURES: list[Signature] = [
     Signature(
         "flashinfer-cubin-mismatch",
@@ -322,6 +377,35 @@ SIGNATURES: list[Signature] = [
         "invalid-model",
         re.compile(r"Invalid repository ID or local directory specified: '([^']+)'"),
         _invalid_repo,
+    ),
+    Signature(
+        "no-gpu",
+        re.compile(r"RuntimeError: Failed to infer device type"),
+        _no_gpu,
+        related=re.compile(r"lib[\w.-]+\.so[\w.]*: cannot open shared object file"),
+    ),
+    Signature(
+        "hub-unreachable",
+        re.compile(
+            r"We couldn't connect to '?https://huggingface\.co'? to load"
+            r"|cannot find the requested files in the local cache\. Please check your connection"
+        ),
+        _hub_unreachable,
+        covers=("invalid-model",),
+        related=re.compile(r"\w+Error: HTTPSConnection\(host='huggingface\.co'"),
+    ),
+    Signature(
+        "unknown-reasoning-parser",
+        re.compile(
+            r"Reasoning parser '([^']+)' not found\. Available parsers: ([^\"\n]*)"
+            r"|reasoning_parser_name='([^']+)' has not been registered"
+        ),
+        _late_reasoning_parser,
+    ),
+    Signature(
+        "unknown-attention-backend",
+        re.compile(r"Unknown attention backend: '([^']+)'\. Valid options are: ([^\n]*)"),
+        _unknown_backend,
     ),
     Signature(
         "invalid-reasoning-parser",
@@ -431,6 +515,12 @@ def _unique_by_group(matches: list[re.Match[str]]) -> list[re.Match[str]]:
 
 def _diagnosis(signature: Signature, match: re.Match[str], text: str) -> Diagnosis:
     cause, fix, details = signature.explain(match, text)
+    related: list[str] = []
+    if signature.related is not None:
+        for found in signature.related.finditer(text):
+            line = masking.mask(_line_at(text, found.start()))[:300]
+            if line not in related:
+                related.append(line)
     return Diagnosis(
         key=signature.key,
         cause=masking.mask(cause),
@@ -438,6 +528,7 @@ def _diagnosis(signature: Signature, match: re.Match[str], text: str) -> Diagnos
         evidence_line=masking.mask(_line_at(text, match.start())),
         details=details,
         level=signature.level,
+        related=tuple(related[-3:]),
     )
 
 

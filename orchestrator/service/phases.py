@@ -40,6 +40,7 @@ LABELS = {
     "ready": "ready",
 }
 _NUM = r"(\d+(?:\.\d+)?)"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _number(text: str) -> float:
@@ -85,7 +86,11 @@ def _clock(seconds: float) -> str:
 
 # (pattern, handler name). Checked in order; a line may match several.
 _RULES: list[tuple[re.Pattern[str], str]] = [
+    # The plain form (VLLM_DISABLE_LOG_LOGO=1, or no log formatter) ...
     (re.compile(r"vLLM server version (\S+), serving model (\S+)"), "_server_version"),
+    # ... and vLLM's default: an ASCII-art logo whose lines end "version X" and "model Y".
+    (re.compile(r"█\s+version\s+(\S+)\s*$"), "_logo_version"),
+    (re.compile(r"█\s+model\s+(\S+)\s*$"), "_logo_model"),
     (re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\)"), "_engine_version"),
     (re.compile(r"Starting to load model (\S+?)(?:\.\.\.)?\s*$"), "_weights_start"),
     (
@@ -154,7 +159,8 @@ class PhaseTracker:
         if self.origin is None:
             self.origin = now
         self._begin("process", self.origin)
-        for line in lines:
+        for raw in lines:
+            line = _ANSI.sub("", raw)  # VLLM_LOGGING_COLOR=1 colours levels and the logo
             for pattern, handler in _RULES:
                 match = pattern.search(line)
                 if match:
@@ -205,16 +211,27 @@ class PhaseTracker:
 
     # --- handlers --------------------------------------------------------------------
 
-    def _server_version(self, match: re.Match[str], now: float) -> None:
-        if any(name != "process" for name in self.phases):
-            # A new attempt appended to the same log: start over.
+    def _new_attempt(self, now: float) -> None:
+        """The server's first line: after any later phase, a new attempt appended to the same
+        log, so start over."""
+        if any(name != "process" for name in self.phases) or "vllm_version" in self.facts:
             self.phases = {}
             self.facts = {}
             self.attempts += 1
             self.origin = now
             self._begin("process", now)
+
+    def _server_version(self, match: re.Match[str], now: float) -> None:
+        self._new_attempt(now)
         self.facts["vllm_version"] = match.group(1)
         self.facts["model"] = match.group(2)
+
+    def _logo_version(self, match: re.Match[str], now: float) -> None:
+        self._new_attempt(now)
+        self.facts["vllm_version"] = match.group(1)
+
+    def _logo_model(self, match: re.Match[str], now: float) -> None:
+        self.facts.setdefault("model", match.group(1))
 
     def _engine_version(self, match: re.Match[str], now: float) -> None:
         self.facts.setdefault("vllm_version", match.group(1))

@@ -9,9 +9,10 @@ its checks):
     installed    {distribution: version} in the service's venv
     service_pid  pid of the service orch runs (None when not running)
     service_pids further pids of that service (its workers), optional
+    vllm         VllmFacts: the installed vLLM and the names its flags accept
 
-Errors stop the launch; warnings are shown. The parser lists are vLLM 0.17.1's (facts §7);
-with another pinned vLLM the parser names are not checked.
+Errors stop the launch; warnings are shown. Parser and backend names are checked against
+the installed vLLM, or before it is installed against vLLM 0.17.1's lists (`vllm_names.py`).
 """
 
 from __future__ import annotations
@@ -24,65 +25,11 @@ from orchestrator import masking
 from orchestrator.errors import PreflightError
 from orchestrator.plan.models import ArgValue, Plan, canonical_name
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
+from orchestrator.probe import VllmFacts
+from orchestrator.service.vllm_names import known_names, suggestion
 from orchestrator.steps.base import Finding
 from orchestrator.steps.python_env import family_mismatches
 
-REASONING_PARSERS_0_17 = frozenset(
-    [
-        "deepseek_r1",
-        "deepseek_v3",
-        "ernie45",
-        "glm45",
-        "openai_gptoss",
-        "granite",
-        "holo2",
-        "hunyuan_a13b",
-        "kimi_k2",
-        "minimax_m2",
-        "minimax_m2_append_think",
-        "mistral",
-        "nemotron_v3",
-        "olmo3",
-        "qwen3",
-        "seed_oss",
-        "step3",
-        "step3p5",
-    ]
-)
-# The tool call parsers vLLM 0.17.1 is known to ship (its 0.12 registry plus later additions).
-TOOL_CALL_PARSERS_0_17 = frozenset(
-    [
-        "deepseek_v3",
-        "deepseek_v31",
-        "deepseek_v32",
-        "ernie45",
-        "glm45",
-        "glm47",
-        "granite",
-        "granite-20b-fc",
-        "hermes",
-        "hunyuan_a13b",
-        "internlm",
-        "jamba",
-        "kimi_k2",
-        "llama3_json",
-        "llama4_json",
-        "llama4_pythonic",
-        "longcat",
-        "minimax",
-        "minimax_m2",
-        "mistral",
-        "olmo3",
-        "openai",
-        "phi4_mini_json",
-        "pythonic",
-        "qwen3_coder",
-        "qwen3_xml",
-        "seed_oss",
-        "step3",
-        "xlam",
-    ]
-)
 # Environment names a vLLM release stopped reading (facts §7, §7.1): name -> (since, fix).
 RETIRED_ENV: dict[str, tuple[tuple[int, ...], str]] = {
     "VLLM_ATTENTION_BACKEND": (
@@ -314,21 +261,21 @@ def _parser_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
                 "set service.args.tool-call-parser (e.g. kimi_k2) or drop enable-auto-tool-choice",
             )
         )
-    version = _version_tuple(vllm_version(plan, facts))
-    if version is not None and version[:2] != (0, 17):
+    vllm = facts.get("vllm")
+    known = known_names(vllm if isinstance(vllm, VllmFacts) else None, vllm_version(plan, facts))
+    if known is None:
         return out
-    checks = [
-        ("reasoning-parser", REASONING_PARSERS_0_17),
-        ("tool-call-parser", TOOL_CALL_PARSERS_0_17),
-    ]
-    for flag, known in checks:
+    for flag, names in known.by_flag.items():
         value = args.get(flag, args.get(flag.replace("-", "_")))
-        if isinstance(value, str) and value and value not in known:
-            out.append(
-                Finding(
-                    "warning",
-                    f"service.args.{flag} {value!r} is not among vLLM 0.17.1's known names",
-                    f"check the spelling; known: {', '.join(sorted(known))}",
-                )
+        if not isinstance(value, str) or not value or value in names:
+            continue
+        late = "; vLLM would die only after loading the weights" if (
+            known.authoritative and flag == "reasoning-parser") else ""
+        out.append(
+            Finding(
+                "error" if known.authoritative else "warning",
+                f"service.args.{flag} {value!r} is not {known.source}{late}",
+                f"{suggestion(value, names)}known: {', '.join(sorted(names))}",
             )
+        )
     return out

@@ -57,6 +57,7 @@ def describe_failure(what: str, diagnoses: list[Diagnosis], log: str) -> str:
         lines.append(f"  cause: {diag.cause}")
         lines.append(f"  fix:   {diag.fix}")
         lines.append(f"  log:   {diag.evidence_line}")
+        lines += [f"  and:   {line}" for line in diag.related]
     lines.append("  last log lines:")
     lines += [f"    {line}" for line in tail(log, TAIL_LINES)]
     return "\n".join(lines)

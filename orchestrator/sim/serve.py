@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import signal
 import socket
 import traceback
+from collections.abc import Mapping
 
 from orchestrator import masking
 from orchestrator.sim import failures
@@ -47,15 +49,34 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def version_banner(version: str, model: str, environ: Mapping[str, str]) -> str:
+    """vLLM's first line: its ASCII-art logo (monochrome, as in a log file) holding the
+    version and model, or the plain sentence with VLLM_DISABLE_LOG_LOGO=1."""
+    try:
+        plain = bool(int(environ.get("VLLM_DISABLE_LOG_LOGO", "0")))
+    except ValueError:
+        plain = False
+    if plain:
+        return f"vLLM server version {version}, serving model {model}"
+    return (
+        "\n       █     █     █▄   ▄█\n"
+        f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}\n"
+        f"  █▄█▀ █     █     █     █  model   {model}\n"
+        "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n"
+    )
+
+
 def _header(options: SimOptions, log: VllmLog) -> None:
     api = "APIServer"
     log.warning(api, "simulator.py:1",
                 f"orch simulator: this is not vLLM but a simulated server "
                 f"(profile={options.profile.name}, time-scale={options.time_scale!r}, "
                 f"vllm-version={options.version.text})")  # fmt: skip
-    log.info(api, "api_server.py:1885",
-             f"vLLM server version {options.version.text}, serving model {options.model}")  # fmt: skip
-    log.info(api, "utils.py:267", f"non-default args: {options.non_default!r}")
+    new = options.version.new_wording
+    log.info(api, "startup.py:38" if new else "utils.py:302",
+             version_banner(options.version.text, options.model, os.environ))
+    log.info(api, "startup.py:96" if new else "utils.py:238",
+             f"non-default args: {options.non_default!r}")
     for name, value in options.ignored:
         shown = f"--{name}" if value is None else f"--{name} {value}"
         log.warning(api, "simulator.py:1", f"Ignoring vLLM flag {shown} (not modelled by the simulator)")

@@ -137,7 +137,8 @@ class ServiceStep(Step):
         self.backend: Backend = "process"
 
     def request(self) -> ProbeRequest:
-        return ProbeRequest(service=service_request(self.paths, self.service))
+        return ProbeRequest(service=service_request(self.paths, self.service),
+                            vllm=self.service.engine == "vllm")
 
     def fingerprint(self, facts: Facts) -> dict[str, str]:
         freeze = facts.venv.freeze() if facts.venv is not None else ""
@@ -169,6 +170,8 @@ class ServiceStep(Step):
                                "service_pid": service.get("pid")}
         if facts.venv is not None:
             out["installed"] = {k: d.version for k, d in facts.venv.distributions.items()}
+        if facts.vllm is not None:
+            out["vllm"] = facts.vllm
         return out
 
     def plan(self, facts: Facts) -> StepPlan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -230,7 +231,45 @@ CASES = [
         {},
         "cudagraph_mode: PIECEWISE",
     ),
+    (
+        # vLLM 0.17.1 accepts any --reasoning-parser at launch; after the KV cache is set up,
+        # vllm/reasoning/abs_reasoning_parsers.py raises the KeyError and
+        # vllm/parser/parser_manager.py wraps it in the TypeError (texts from the real wheel).
+        crash(A + "KeyError: \"Reasoning parser 'kimi' not found. Available parsers: "
+              "deepseek_r1, kimi_k2, qwen3\"",
+              A + "The above exception was the direct cause of the following exception:",
+              A + "TypeError: reasoning_parser_name='kimi' has not been registered"),
+        "unknown-reasoning-parser",
+        {"name": "kimi", "choices": ["deepseek_r1", "kimi_k2", "qwen3"]},
+        "reasoning-parser to a name this vLLM knows: deepseek_r1, kimi_k2, qwen3",
+    ),
 ]
+
+LOGS = Path(__file__).parent / "logs"
+# Logs of the real vLLM 0.17.1 wheel, captured on a machine without GPU (tests/real
+# regenerates them): (file, key, cause substring, fix substring, an earlier line quoted).
+REAL_CASES = [
+    ("real-0.17.1-no-gpu.log", "no-gpu",
+     "vLLM found no GPU on the host (libcuda.so.1 cannot be loaded: no NVIDIA driver)",
+     "check `nvidia-smi` on the host", "libcuda.so.1: cannot open shared object file"),
+    ("real-0.17.1-hub-unreachable.log", "hub-unreachable",
+     "cannot reach huggingface.co to fetch moonshotai/Kimi-K2.5", "HF_HUB_OFFLINE",
+     "Failed to resolve 'huggingface.co'"),
+    ("real-0.17.1-unknown-attention-backend.log", "unknown-attention-backend",
+     "'NOPE' is not an attention backend of this vLLM",
+     "attention-backend to one of: FLASH_ATTN, FLASH_ATTN_DIFFKV, TRITON_ATTN", None),
+]
+
+
+@pytest.mark.parametrize(("name", "key", "cause", "fix", "earlier"), REAL_CASES,
+                         ids=[c[1] for c in REAL_CASES])
+def test_real_vllm_failures(name: str, key: str, cause: str, fix: str, earlier: str | None) -> None:
+    (diagnosis,) = [d for d in diagnose((LOGS / name).read_text()) if d.level == "error"]
+    assert diagnosis.key == key
+    assert cause in diagnosis.cause and fix in diagnosis.fix
+    if earlier:
+        # Quoted with the evidence: the log's tail (what a failure prints) leaves it out.
+        assert any(earlier in line for line in diagnosis.related), diagnosis.related
 
 
 @pytest.mark.parametrize(("log", "key", "details", "fix"), CASES, ids=[c[1] for c in CASES])
@@ -245,7 +284,7 @@ def test_signature(log: str, key: str, details: dict[str, object], fix: str) -> 
 
 
 def test_every_signature_has_a_case() -> None:
-    tested = {c[1] for c in CASES} | {"unknown-vllm-env"}
+    tested = {c[1] for c in CASES} | {c[1] for c in REAL_CASES} | {"unknown-vllm-env"}
     assert tested == {s.key for s in SIGNATURES}
 
 

@@ -167,6 +167,31 @@ def test_a_new_attempt_in_the_same_log_starts_over() -> None:
     assert tracker.origin == 500.0 and tracker.facts["model"] == "m2"
 
 
+def test_a_new_attempt_announced_by_the_logo_starts_over() -> None:
+    # vLLM's default banner is a logo (the plain sentence needs VLLM_DISABLE_LOG_LOGO=1).
+    first = (FIXTURES / "startup-0.17.1.log").read_text().splitlines()[:30]
+    tracker = PhaseTracker(origin=0.0)
+    tracker.feed(first, 10.0)
+    assert tracker.facts["vllm_version"] == "0.17.1" and "weights" in tracker.phases
+    tracker.feed(first[:6], 600.0)
+    assert tracker.attempts == 2
+    assert list(tracker.phases) == ["process"] and tracker.origin == 600.0
+    assert tracker.facts == {"vllm_version": "0.17.1", "model": "nvidia/Kimi-K2.5-NVFP4"}
+
+
+def test_the_coloured_logo_is_read_too() -> None:
+    # VLLM_LOGGING_COLOR=1 (or a terminal): the logo's words carry ANSI escapes.
+    w, r = "\x1b[97;1m", "\x1b[0m"
+    tracker = PhaseTracker(origin=0.0)
+    tracker.feed([
+        f"(APIServer pid=1) INFO 12-01 00:10:56 [utils.py:302]  \x1b[93m▄▄{r} \x1b[94m▄█{r} "
+        f"{w}█     █     █ ▀▄▀ █{r}  version {w}0.17.1{r}",
+        f"(APIServer pid=1) INFO 12-01 00:10:56 [utils.py:302]   \x1b[93m█{r}\x1b[94m▄█▀{r} "
+        f"{w}█     █     █     █{r}  model   {w}/models/tiny{r}",
+    ], 1.0)
+    assert tracker.facts == {"vllm_version": "0.17.1", "model": "/models/tiny"}
+
+
 def test_repeated_ready_and_unrelated_lines_change_nothing() -> None:
     tracker = replay("startup-0.17.1.log")
     before = tracker.summary()

@@ -8,6 +8,7 @@ import pytest
 from plan_fixtures import load_plan, make_plan
 
 from orchestrator.errors import PreflightError
+from orchestrator.probe import VllmFacts
 from orchestrator.service.preflight import preflight, raise_on_errors, required_gpus, visible_gpus
 
 GPUS8 = [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"} for i in range(8)]
@@ -155,9 +156,12 @@ def test_the_pin_wins_over_the_installed_version() -> None:
                     "with `--enable-auto-tool-choice requires --tool-call-parser`")]),
         ({"enable-auto-tool-choice": True, "tool-call-parser": "kimi_k2"}, None, []),
         ({"reasoning-parser": "kimi"}, "0.17.1",
-         [("warning", "service.args.reasoning-parser 'kimi' is not among vLLM 0.17.1's known names")]),
+         [("warning", "service.args.reasoning-parser 'kimi' is not among vLLM 0.17.1's known "
+                      "names (built-in list: vLLM is not installed yet)")]),
         ({"tool-call-parser": "kimi-k2"}, None,
-         [("warning", "service.args.tool-call-parser 'kimi-k2' is not among vLLM 0.17.1's known names")]),
+         [("warning", "service.args.tool-call-parser 'kimi-k2' is not among vLLM 0.17.1's known "
+                      "names (built-in list: vLLM is not installed yet)")]),
+        ({"attention-backend": "TRITON_MLA", "tool-call-parser": "step3p5"}, "0.17.1", []),
         ({"reasoning-parser": "new_parser"}, "0.33.0", []),
         ({"reasoning-parser": "minimax_m2_append_think", "tool-call-parser": "minimax_m2"}, "0.17.1", []),
     ],
@@ -182,3 +186,31 @@ def test_errors_come_first_and_raise_lists_every_error_with_its_fix() -> None:
 
 def test_a_plan_without_service_has_nothing_to_check() -> None:
     assert preflight(make_plan(None), {"ports": {8000: {"pid": 1}}}) == []
+
+
+def _installed(version: str, reasoning: list[str]) -> VllmFacts:
+    return VllmFacts(version=version, reasoning_parsers=frozenset(reasoning),
+                     tool_parsers=frozenset(["kimi_k2"]), attention_backends=frozenset(["TRITON_MLA"]))
+
+
+def test_names_from_the_installed_vllm_are_authoritative() -> None:
+    # vLLM 0.17.1 accepts a wrong --reasoning-parser at launch and dies only after the
+    # weights are loaded: with the host's own registry at hand, that is an error now.
+    plan = make_plan({"args": {"reasoning-parser": "kimi_k25", "attention-backend": "TRITON_MLAA"}})
+    findings = preflight(plan, {"vllm": _installed("0.17.1", ["kimi_k2", "new_one"])})
+    assert [(f.level, f.message) for f in findings] == [
+        ("error", "service.args.reasoning-parser 'kimi_k25' is not a name the host's vLLM 0.17.1 "
+                  "knows; vLLM would die only after loading the weights"),
+        ("error", "service.args.attention-backend 'TRITON_MLAA' is not a name the host's vLLM "
+                  "0.17.1 knows"),
+    ]
+    assert findings[0].fix == "did you mean 'kimi_k2'? known: kimi_k2, new_one"
+    # A name the installed release has and orch's built-in list lacks is fine.
+    ok = make_plan({"args": {"reasoning-parser": "new_one"}})
+    assert preflight(ok, {"vllm": _installed("0.17.1", ["new_one"])}) == []
+
+
+def test_an_installed_vllm_that_is_not_the_pinned_one_is_not_used() -> None:
+    plan = make_plan({"args": {"reasoning-parser": "new_one"}}, python={"venv": "/v"},
+                     install={"packages": ["vllm==0.33.0"]})
+    assert preflight(plan, {"vllm": _installed("0.17.1", ["kimi_k2"])}) == []

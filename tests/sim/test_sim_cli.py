@@ -68,8 +68,12 @@ def test_orch_sim_serve_takes_vllm_flags(tmp_path: Path) -> None:
 
 MARKERS_017 = [
     "orch simulator: this is not vLLM",
-    "vLLM server version 0.17.1, serving model moonshotai/Kimi-K2.5",
-    "non-default args: {",
+    # vLLM's default banner: its logo, as real 0.17.1 prints it into a log file.
+    "[utils.py:302]        █     █     █▄   ▄█",
+    "[utils.py:302]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.17.1",
+    "[utils.py:302]   █▄█▀ █     █     █     █  model   moonshotai/Kimi-K2.5",
+    "[utils.py:302]    ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
+    "[utils.py:238] non-default args: {",
     "Resolved architecture: KimiK25ForConditionalGeneration",
     "Using max model len 262144",
     "Initializing a V1 LLM engine (v0.17.1) with config: model='moonshotai/Kimi-K2.5'",
@@ -117,3 +121,11 @@ def test_startup_markers_in_order_and_graceful_shutdown() -> None:
     pid = sim.pid
     assert all(line.startswith("(") and f" pid={pid}) " in line for line in lines)
     assert lines[0].startswith(f"(APIServer pid={pid}) WARNING ")
+
+
+def test_vllm_disable_log_logo_gives_the_plain_banner() -> None:
+    with running_simulator(time_scale=0.0005, env={"VLLM_DISABLE_LOG_LOGO": "1"}) as sim:
+        pass
+    text = sim.log()
+    assert "[utils.py:302] vLLM server version 0.17.1, serving model moonshotai/Kimi-K2.5" in text
+    assert "version 0.17.1\n" not in text and "▀▄▀" not in text
