@@ -17,9 +17,10 @@ from orchestrator.errors import ProbeError
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
 
-# Runs the host's python3 (or python) on the program given on stdin.
+# Runs the host's python3 (or python) on the program given on stdin. `-S`: the program is
+# stdlib only, and a host's site-packages (conda's .pth files, say) can cost more than it.
 _PYTHON = Command.script(
-    'exec "$(command -v python3 || command -v python || echo python3)" -'
+    'exec "$(command -v python3 || command -v python || echo python3)" -S -'
 )
 
 

@@ -122,6 +122,7 @@ def _converge(
         if plan.blocked is not None:
             result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
             result.error = plan.blocked
+            result.changes = []  # nothing of it will happen
             outcome.steps.append(result)
             emit("step_end", host=job.host, **result.to_json())
             break

@@ -1,4 +1,25 @@
 """Fixtures shared by every test directory. Keep this file small: fixtures live in
 tests/fixtures/, one module per concept, and are registered here."""
 
+from __future__ import annotations
+
+import pytest
+
 pytest_plugins = ["fixtures.sshd", "fixtures.netns"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--real-heavy", action="store_true",
+        help="also run the tests that need the whole real vLLM venv with torch (about 11 GB, "
+             "made once in ~/.cache/orch/real): `scripts/test --real`",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--real-heavy"):
+        return
+    skip = pytest.mark.skip(reason="needs the whole real vLLM venv: run `scripts/test --real`")
+    for item in items:
+        if "real_heavy" in item.keywords:
+            item.add_marker(skip)

@@ -24,6 +24,7 @@ import glob
 import hashlib
 import io
 import json
+import marshal
 import os
 import platform
 import re
@@ -35,8 +36,8 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 MAX_DIFF_BYTES = 256 * 1024
-RECORD_CACHE = ".orch/record-cache.json"  # inside the venv, beside orch's other state
-RECORD_CACHE_VERSION = 1
+RECORD_CACHE = ".orch/record-cache"  # inside the venv, beside orch's other state
+RECORD_CACHE_VERSION = 2
 RACY_WINDOW_NS = 2 * 10**9
 
 
@@ -185,16 +186,22 @@ def record_rows(text: str) -> List[Tuple[str, str]]:
     return rows
 
 
-def _signature(stat: os.stat_result) -> List[int]:
+def _signature(path: str) -> Optional[Tuple[int, int, int, int]]:
     # Like git's index: an edit in place changes mtime and ctime (ctime cannot be set back).
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def _load_cache(path: str) -> Dict[str, Any]:
+    # marshal, not JSON: a real vLLM venv has tens of thousands of entries, and this is read
+    # on every run (an unreadable or foreign cache is only a cache: hash again).
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
+        with open(path, "rb") as handle:
+            data = marshal.loads(handle.read())  # (marshal.load reads in small pieces)
+    except (OSError, ValueError, EOFError, TypeError):
         return {}
     if not isinstance(data, dict) or data.get("version") != RECORD_CACHE_VERSION:
         return {}
@@ -207,12 +214,65 @@ def _save_cache(path: str, dists: Dict[str, Any]) -> None:
     temp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temp, "w", encoding="utf-8") as handle:
-            json.dump({"version": RECORD_CACHE_VERSION, "dists": dists}, handle, separators=(",", ":"))
+        with open(temp, "wb") as handle:
+            handle.write(marshal.dumps({"version": RECORD_CACHE_VERSION, "dists": dists}))
         os.replace(temp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+
+
+def _full_path(site: str, rel: str) -> str:
+    return rel if rel.startswith("/") else site + "/" + rel  # (os.path.join is slower)
+
+
+def _unchanged(prefix: str, known: Dict[str, Any]) -> bool:
+    """Do all these files still have their signatures? (The hot loop of a no-op run: tens of
+    thousands of files on a real vLLM venv, so inlined.)"""
+    stat = os.stat
+    try:
+        for rel, sig in known.items():
+            st = stat(rel if rel[:1] == "/" else prefix + rel)
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != sig:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _verify(site: str, record_path: str, known: Dict[str, Any], rows: int,
+            racy_after: int) -> Tuple[Dict[str, Any], Dict[str, Any], int, int]:
+    """(findings, good files' signatures, RECORD rows, files hashed) of one distribution."""
+    if known and len(known) == rows and _unchanged(site + "/", known):
+        # Every file was good last time and none changed: RECORD need not even be parsed.
+        return {"modified": [], "missing": []}, known, rows, 0
+    good: Dict[str, Any] = {}
+    modified: List[str] = []
+    missing: List[str] = []
+    hashed = 0
+    entries = record_rows(_read(record_path) or "")
+    for rel, expected in entries:
+        path = _full_path(site, rel)
+        signature = _signature(path)
+        if signature is None:
+            missing.append(rel)
+            continue
+        if known.get(rel) == signature:
+            good[rel] = signature
+            continue
+        hashed += 1
+        try:
+            matches = _record_hash(path) == expected
+        except OSError:
+            missing.append(rel)
+            continue
+        if not matches:
+            modified.append(rel)
+        elif signature[2] < racy_after:
+            # "Racily clean" (git's term): a file changed within the timestamp granularity of
+            # its last change could change again without a new signature; not cached.
+            good[rel] = signature
+    return {"modified": modified, "missing": missing}, good, len(entries), hashed
 
 
 def record_facts(
@@ -222,68 +282,37 @@ def record_facts(
 
     A file whose stat signature (size, mtime_ns, ctime_ns, inode) equals the one recorded
     when it last hashed correctly is not hashed again; the signatures live in the venv's
-    `.orch/record-cache.json`. A distribution's entries are dropped when its RECORD changes
-    (any install or reinstall rewrites it), so installed files are always hashed once in
-    full; `verify_all` ignores the cache. Returns the findings and how many files were
-    checked and hashed."""
+    `.orch/record-cache`. A distribution's entries are dropped when its RECORD changes (any
+    install or reinstall rewrites it), so installed files are always hashed once in full;
+    `verify_all` ignores the cache. Returns the findings and how many files were checked
+    and hashed."""
     venv = os.path.expanduser(venv)
     dists = _distributions(venv)
     cache_path = os.path.join(venv, RECORD_CACHE)
     on_disk = _load_cache(cache_path)
-    trusted = {} if verify_all else on_disk
-    new_cache: Dict[str, Any] = {}
+    racy_after = time.time_ns() - RACY_WINDOW_NS
+    updated = dict(on_disk)
     out: Dict[str, Any] = {}
     files_seen = hashed = 0
-    # "Racily clean" (git's term): a file changed within the timestamp granularity of its
-    # last change could change again without a new signature; such files are not cached.
-    racy_after = time.time_ns() - RACY_WINDOW_NS
     for name in names:
         key = _canonical(name)
         dist = dists.get(key)
         if dist is None:
             continue
-        info = dist["dist_info"]
-        site = os.path.dirname(info)
-        record_path = os.path.join(info, "RECORD")
-        try:
-            record_sig = _signature(os.stat(record_path))
-        except OSError:
-            record_sig = None
-        cached = trusted.get(key) or {}
-        known: Dict[str, Any] = {}
-        if cached.get("record") == record_sig and record_sig is not None:
-            known = cached.get("files") or {}
-        good: Dict[str, List[int]] = {}
-        modified: List[str] = []
-        missing: List[str] = []
-        for rel, expected in record_rows(_read(record_path) or ""):
-            files_seen += 1
-            path = os.path.normpath(os.path.join(site, rel))
-            try:
-                signature = _signature(os.stat(path))
-            except OSError:
-                missing.append(rel)
-                continue
-            if known.get(rel) == signature:
-                good[rel] = signature
-                continue
-            hashed += 1
-            try:
-                matches = _record_hash(path) == expected
-            except OSError:
-                missing.append(rel)
-                continue
-            if matches:
-                if signature[2] < racy_after:
-                    good[rel] = signature
-            else:
-                modified.append(rel)
-        out[key] = {"modified": modified, "missing": missing}
-        new_cache[key] = {"record": record_sig, "files": good}
-    merged = dict(on_disk)
-    merged.update(new_cache)
-    if merged != on_disk:
-        _save_cache(cache_path, merged)
+        record_path = os.path.join(dist["dist_info"], "RECORD")
+        record_sig = _signature(record_path)
+        cached = {} if verify_all else on_disk.get(key) or {}
+        trusted = record_sig is not None and cached.get("record") == record_sig
+        known = (cached.get("files") or {}) if trusted else {}
+        rows = cached.get("rows", -1) if trusted else -1
+        out[key], good, seen, count = _verify(os.path.dirname(dist["dist_info"]), record_path,
+                                              known, rows, racy_after)
+        files_seen += seen
+        hashed += count
+        if good is not known:
+            updated[key] = {"record": record_sig, "rows": seen, "files": good}
+    if updated != on_disk:
+        _save_cache(cache_path, updated)
     return out, {"files": files_seen, "hashed": hashed}
 
 

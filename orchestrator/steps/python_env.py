@@ -176,7 +176,7 @@ class PythonEnvStep(Step):
                 fix = (f"pin {' and '.join(members)} to one version in install.packages "
                        f"(e.g. {members[0]}=={mismatch.members[members[0]]})")
                 result.findings.append(Finding("error", mismatch.describe(), fix))
-                result.blocked = f"{mismatch.describe()}; {fix}"
+                result.blocked = "no pin says which version the package family shares (below)"
                 continue
             unpinned = sorted(
                 n for n, v in mismatch.members.items()

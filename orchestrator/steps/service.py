@@ -183,7 +183,7 @@ class ServiceStep(Step):
         errors = [f for f in findings if f.level == "error"]
         alive = service.get("process") is not None
         if errors and not alive:
-            result.blocked = "; ".join(f.message for f in errors)
+            result.blocked = f"preflight: the launch would fail ({len(errors)} problem(s) below)"
         wanted = self.fingerprint(facts)
         on_host = host_record(facts)
         stored: dict[str, str] = on_host.get("fingerprint") or {}
