@@ -74,7 +74,7 @@ class Profile:
     startup: StartupTimes = field(default_factory=StartupTimes)
     tensor_parallel: int = 1
     attention_backend: str = "FLASH_ATTN"
-    moe_backend: str | None = None
+    moe_backend: str | None = None  # NvFp4 MoE backend (the one MoE choice 0.17.1 logs)
     weights_gib: float = 1.0
     kv_cache_gib: float = 1.0
     pcie_only: bool = False
@@ -142,7 +142,7 @@ MINIMAX_EP = Profile(
     ),
     tensor_parallel=4,
     attention_backend="FLASHINFER",
-    moe_backend="TRITON",
+    moe_backend=None,  # 0.17.1 logs the MoE choice for NVFP4 only
     weights_gib=53.6,
     kv_cache_gib=23.62,
     pcie_only=True,
@@ -172,7 +172,7 @@ KIMI_INT4 = Profile(
     ),
     tensor_parallel=8,
     attention_backend="TRITON_MLA",
-    moe_backend="MARLIN",
+    moe_backend=None,  # 0.17.1 logs the MoE choice for NVFP4 only
     weights_gib=74.3,
     kv_cache_gib=13.9,
     pcie_only=True,

@@ -83,7 +83,7 @@ def _header(options: SimOptions, log: VllmLog) -> None:
 
 
 def _shutdown_lines(log: VllmLog) -> None:
-    log.info("APIServer", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+    log.info("APIServer", "launcher.py:122", "Shutting down FastAPI HTTP server.")
     log.uvicorn("Shutting down")
     log.uvicorn("Waiting for application shutdown.")
     log.uvicorn("Application shutdown complete.")

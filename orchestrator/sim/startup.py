@@ -88,12 +88,12 @@ class Startup:
         if fail == "trust-remote-code":
             failures.report_api_failure(log, failures.CONFIG_FRAMES, failures.TRUST_REMOTE_CODE)
             raise StartupFailed(1)
-        log.info(api, "model.py:541", f"Resolved architecture: {profile.architecture}")
-        log.info(api, "model.py:1561", f"Using max model len {o.max_model_len}")
-        log.info(api, "scheduler.py:226",
+        log.info(api, "model.py:531", f"Resolved architecture: {profile.architecture}")
+        log.info(api, "model.py:1554", f"Using max model len {o.max_model_len}")
+        log.info(api, "scheduler.py:231",
                  f"Chunked prefill is enabled with max_num_batched_tokens={o.max_num_batched_tokens}.")  # fmt: skip
-        log.info(api, "vllm.py:750", "Asynchronous scheduling is enabled.")
-        log.info(self.engine, "core.py:96",
+        log.info(api, "vllm.py:747", "Asynchronous scheduling is enabled.")
+        log.info(self.engine, "core.py:101",
                  f"Initializing a V1 LLM engine (v{o.version.text}) with config: model='{o.model}', "
                  f"speculative_config=None, tokenizer='{o.model}', skip_tokenizer_init=False, "
                  f"tokenizer_mode=auto, trust_remote_code=True, dtype=torch.bfloat16, "
@@ -101,10 +101,10 @@ class Startup:
                  f"served_model_name={o.served_names[0]}, enable_prefix_caching=True")  # fmt: skip
         await self._sleep(times.init * 0.4)
         if self.worker is not None:
-            log.info(self.engine, "multiproc_executor.py:96",
+            log.info(self.engine, "multiproc_executor.py:136",
                      f"world_size={self.tp}, local_world_size={self.tp}")  # fmt: skip
             for rank in range(self.tp):
-                log.info(f"Worker_TP{rank}", "parallel_state.py:1208",
+                log.info(f"Worker_TP{rank}", "parallel_state.py:1393",
                          f"world_size={self.tp} rank={rank} local_rank={rank} "
                          f"distributed_init_method=tcp://127.0.0.1:29501 backend=nccl")  # fmt: skip
             log.info(self.worker, "pynccl.py:111", "vLLM is using nccl==2.27.5")
@@ -120,27 +120,29 @@ class Startup:
             self._fail("nccl", failures.NCCL_ERROR)
         proc = self.model_proc
         backend = profile.attention_backend
-        log.info(proc, "cuda.py:367",
+        log.info(proc, "cuda.py:405",
                  f"Using {backend} attention backend out of potential backends: ['{backend}'].")  # fmt: skip
-        log.info(proc, "gpu_model_runner.py:3353", f"Starting to load model {o.model}...")
+        log.info(proc, "gpu_model_runner.py:4281", f"Starting to load model {o.model}...")
         if fail == "flashinfer-mismatch":
             self._fail("flashinfer-mismatch", failures.FLASHINFER_MISMATCH)
         if profile.moe_backend:
-            log.info(proc, "oracle.py:180",
-                     f"Using '{profile.moe_backend}' MoE backend out of potential backends: "
-                     f"['{profile.moe_backend}'].")  # fmt: skip
+            # Only the NVFP4 oracle names its choice in 0.17.1 (fused_moe/oracle/nvfp4.py).
+            log.info(proc, "nvfp4.py:257",
+                     f"Using '{profile.moe_backend}' NvFp4 MoE backend out of potential backends: "
+                     "['FLASHINFER_TRTLLM', 'FLASHINFER_CUTEDSL', 'FLASHINFER_CUTLASS', "
+                     "'VLLM_CUTLASS', 'MARLIN'].")  # fmt: skip
         await self._load_weights(proc)
         await self._compile(proc)
         started = time.monotonic()
         await self._sleep(times.kv_profile)
         if fail == "kv-cache":
-            log.info(proc, "gpu_worker.py:298", "Available KV cache memory: -1.37 GiB")
+            log.info(proc, "gpu_worker.py:424", "Available KV cache memory: -1.37 GiB")
             self._fail("kv-cache", failures.NO_KV_MEMORY)
-        log.info(proc, "gpu_worker.py:298", f"Available KV cache memory: {profile.kv_cache_gib:.2f} GiB")
+        log.info(proc, "gpu_worker.py:424", f"Available KV cache memory: {profile.kv_cache_gib:.2f} GiB")
         self._kv_lines()
         await self._cuda_graphs(proc)
         init_took = time.monotonic() - started + self._compile_took
-        log.info(self.engine, "core.py:259",
+        log.info(self.engine, "core.py:282",
                  f"init engine (profile, create kv cache, warmup model) took {init_took:.2f} seconds")  # fmt: skip
         await self._sleep(times.api)
         await self._api_server()
@@ -156,30 +158,30 @@ class Startup:
         for done in range(1, shards + 1):
             await self._sleep(per_shard, extra)
             if self.o.fail_at_startup == "cuda-oom" and done == int(shards * 0.6) + 1:
-                log.error(proc, "gpu_model_runner.py:3378", failures.CUDA_OOM_NOTE)
+                log.error(proc, "gpu_model_runner.py:4362", failures.CUDA_OOM_NOTE)
                 self._fail("cuda-oom", failures.CUDA_OOM)
             log.raw(proc, tqdm_line(desc, done, shards, time.monotonic() - started))
         took = time.monotonic() - started
-        log.info(proc, "default_loader.py:311", f"Loading weights took {took:.2f} seconds")
-        log.info(proc, "gpu_model_runner.py:3386",
+        log.info(proc, "default_loader.py:293", f"Loading weights took {took:.2f} seconds")
+        log.info(proc, "gpu_model_runner.py:4364",
                  f"Model loading took {self.o.profile.weights_gib:g} GiB memory and "
                  f"{took + 0.01:.6f} seconds")  # fmt: skip
 
     async def _compile(self, proc: str) -> None:
         times, log = self.o.profile.startup, self.log
         started = time.monotonic()
-        log.info(proc, "backends.py:643",
+        log.info(proc, "backends.py:916",
                  "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1a9c2e7b/rank_0_0/"
                  "backbone for vLLM's torch.compile")  # fmt: skip
         if self.o.version.new_wording:
             log.info(proc, "monitor.py:34", "Starting torch.compile")
         await self._sleep(times.dynamo)
         dynamo = time.monotonic() - started
-        log.info(proc, "backends.py:663", f"Dynamo bytecode transform time: {dynamo:.2f} s")
+        log.info(proc, "backends.py:976", f"Dynamo bytecode transform time: {dynamo:.2f} s")
         before = time.monotonic()
         await self._sleep(times.compile)
         graph = time.monotonic() - before
-        log.info(proc, "backends.py:265",
+        log.info(proc, "backends.py:366",
                  f"Compiling a graph for compile range (1, {self.o.max_num_batched_tokens}) "
                  f"takes {graph:.2f} s")  # fmt: skip
         total = time.monotonic() - started
@@ -187,7 +189,7 @@ class Startup:
         if self.o.version.new_wording:
             log.info(proc, "monitor.py:48", f"torch.compile took {total:.2f} s in total")
         else:
-            log.info(proc, "monitor.py:34", f"torch.compile takes {total:.2f} s in total")
+            log.info(proc, "monitor.py:35", f"torch.compile takes {total:.2f} s in total")
 
     def _kv_lines(self) -> None:
         o, log = self.o, self.log
@@ -198,8 +200,8 @@ class Startup:
                      f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for "
                      f"{o.max_model_len:,} tokens per request: {concurrency:.2f}x")  # fmt: skip
         else:
-            log.info(self.engine, "kv_cache_utils.py:1087", f"GPU KV cache size: {tokens:,} tokens")
-            log.info(self.engine, "kv_cache_utils.py:1091",
+            log.info(self.engine, "kv_cache_utils.py:1314", f"GPU KV cache size: {tokens:,} tokens")
+            log.info(self.engine, "kv_cache_utils.py:1319",
                      f"Maximum concurrency for {o.max_model_len:,} tokens per request: "
                      f"{concurrency:.2f}x")  # fmt: skip
 
@@ -216,21 +218,21 @@ class Startup:
             log.raw(proc, f"{desc}: {100 * done // total:3d}%|{bar}| {done}/{total} "
                           f"[{_clock(elapsed)}<00:00, {done / elapsed if elapsed else 0:.2f}it/s]")  # fmt: skip
         took = time.monotonic() - started
-        log.info(proc, "gpu_model_runner.py:4587",
+        log.info(proc, "gpu_model_runner.py:5386",
                  f"Graph capturing finished in {took:.0f} secs, took 1.23 GiB")  # fmt: skip
 
     async def _api_server(self) -> None:
         o, log = self.o, self.log
         api = "APIServer"
         host = o.host if ":" not in o.host else f"[{o.host}]"
-        log.info(api, "api_server.py:1682", "Supported tasks: ['generate']")
+        log.info(api, "api_server.py:495", "Supported tasks: ['generate']")
         if o.version.new_wording:
-            log.info(api, "api_server.py:1760", f"Starting vLLM server on http://{host}:{o.port}")
+            log.info(api, "api_server.py:500", f"Starting vLLM server on http://{host}:{o.port}")
         else:
-            log.info(api, "api_server.py:1760", f"Starting vLLM API server 0 on http://{host}:{o.port}")
-        log.info(api, "launcher.py:37", "Available routes are:")
+            log.info(api, "api_server.py:500", f"Starting vLLM API server 0 on http://{host}:{o.port}")
+        log.info(api, "launcher.py:38", "Available routes are:")
         for path, methods in ROUTES:
-            log.info(api, "launcher.py:45", f"Route: {path}, Methods: {methods}")
+            log.info(api, "launcher.py:47", f"Route: {path}, Methods: {methods}")
         log.uvicorn(f"Started server process [{log.pid}]")
         log.uvicorn("Waiting for application startup.")
         await self.listen()
