@@ -84,7 +84,7 @@ def build_steps(
     if plan.service is not None and with_service:
         # Imported here: a plan without a service does not pay for them (start-up time).
         from orchestrator.service.launch import render_launch
-        from orchestrator.steps.service import OrchWheelStep, ServiceStep
+        from orchestrator.service.step import OrchWheelStep, ServiceStep
 
         if plan.python is None:
             raise PlanError("service: needs a `python:` section (the venv that runs the server)",
@@ -230,7 +230,7 @@ def _run(
         after: list[Phase] = []
         if plan.service is not None or plan.collect:
             from orchestrator.lifecycle import Lifecycle
-            from orchestrator.steps.service import ServiceStep
+            from orchestrator.service.step import ServiceStep
 
             service_step = next((s for s in steps if isinstance(s, ServiceStep)), None)
             after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,

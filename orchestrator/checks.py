@@ -1,8 +1,9 @@
 """Smoke checks: one streamed chat completion per check, and what its answer must satisfy.
 
 `run_smoke` sends the check's prompt (thinking on or off through `chat_template_kwargs`,
-both the Kimi `thinking` and the Qwen-style `enable_thinking` keys), reads the SSE stream
-(reasoning from `delta.reasoning` or the older `delta.reasoning_content`), then `evaluate`
+both the Kimi `thinking` and the Qwen-style `enable_thinking` keys) through the server
+client, which reads the SSE stream (reasoning from `delta.reasoning` or the older
+`delta.reasoning_content`), then `evaluate`
 checks every expectation and says what failed. It never raises for a bad answer or a dead
 server: the result carries the failures, and the caller decides (SmokeFailed).
 
@@ -24,10 +25,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import httpx
-
 from orchestrator import masking
 from orchestrator.plan.models import PythonFunctionExpect, SmokeCheck, SmokeExpect
+from orchestrator.server_client import ChatAnswer, ServerClient
 
 PYTHON_TIMEOUT_S = 10.0
 _SNIPPET = 120
@@ -35,21 +35,6 @@ _RESULT_MARK = "@@orch-smoke-result@@ "
 _FENCED_PYTHON = re.compile(r"```[ \t]*(?:python|py|python3)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _FENCED_ANY = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _THINK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL)
-
-
-@dataclass
-class SmokeResponse:
-    status_code: int | None = None
-    content: str = ""
-    reasoning: str = ""
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    chunks: int = 0
-    content_chunks: int = 0
-    reasoning_chunks: int = 0
-    done: bool = False  # saw `data: [DONE]`
-    error: str | None = None  # transport error, HTTP error or an error event
-    ttft_s: float | None = None  # first chunk with choices
 
 
 @dataclass
@@ -67,7 +52,7 @@ class SmokeResult:
     passed: bool
     failures: list[str]
     request: dict[str, Any]
-    response: SmokeResponse
+    response: ChatAnswer
     duration_s: float
     calls: list[CallResult] = field(default_factory=list)
 
@@ -95,21 +80,13 @@ def build_request(check: SmokeCheck, model: str) -> dict[str, Any]:
     return body
 
 
-def chat_url(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    if not base.endswith("/v1"):
-        base += "/v1"
-    return base + "/chat/completions"
-
-
-def run_smoke(
-    check: SmokeCheck, *, base_url: str, model: str, api_key: str | None, client: httpx.Client
-) -> SmokeResult:
+def run_smoke(check: SmokeCheck, *, client: ServerClient, model: str) -> SmokeResult:
     """Send `check`'s request, read the whole stream, evaluate the expectations."""
     body = build_request(check, model)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     started = time.monotonic()
-    response = _stream_chat(client, chat_url(base_url), body, headers, check.timeout, started)
+    response = client.stream_chat(body, timeout=check.timeout)
+    if response.timed_out:
+        response.error = f"{response.error} (check.timeout)"
     calls: list[CallResult] = []
     failures = evaluate(check.expect, response, calls)
     return SmokeResult(
@@ -123,94 +100,13 @@ def run_smoke(
     )
 
 
-def _stream_chat(
-    client: httpx.Client,
-    url: str,
-    body: dict[str, Any],
-    headers: dict[str, str],
-    timeout: float,
-    started: float,
-) -> SmokeResponse:
-    out = SmokeResponse()
-    content: list[str] = []
-    reasoning: list[str] = []
-    try:
-        with client.stream("POST", url, json=body, headers=headers, timeout=timeout) as http:
-            out.status_code = http.status_code
-            if http.status_code != 200:
-                http.read()
-                out.error = f"HTTP {http.status_code}: {_error_message(http.text)}"
-                return out
-            for line in http.iter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank separators, `:` comments, `event:` lines
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    out.done = True
-                    break
-                _take_chunk(out, data, content, reasoning, started)
-    except httpx.TimeoutException:
-        out.error = f"no complete answer within {timeout:g} s (check.timeout)"
-    except httpx.HTTPError as error:
-        out.error = f"request failed: {type(error).__name__}: {error}"
-    out.content = "".join(content)
-    out.reasoning = "".join(reasoning)
-    if out.error is None and not out.done:
-        out.error = "the stream ended without `data: [DONE]` (did the server die mid-answer?)"
-    return out
-
-
-def _take_chunk(
-    out: SmokeResponse, data: str, content: list[str], reasoning: list[str], started: float
-) -> None:
-    try:
-        chunk = json.loads(data)
-    except json.JSONDecodeError:
-        out.error = out.error or f"a stream event is not JSON: {data[:_SNIPPET]!r}"
-        return
-    if not isinstance(chunk, dict):
-        return
-    out.chunks += 1
-    if "error" in chunk:
-        out.error = f"error event in the stream: {_error_message(json.dumps(chunk))}"
-        return
-    if isinstance(chunk.get("usage"), dict):
-        out.usage = chunk["usage"]
-    for choice in chunk.get("choices") or []:
-        if out.ttft_s is None:
-            out.ttft_s = round(time.monotonic() - started, 4)
-        delta = choice.get("delta") or {}
-        think = delta.get("reasoning") or delta.get("reasoning_content")
-        if think:
-            reasoning.append(think)
-            out.reasoning_chunks += 1
-        if delta.get("content"):
-            content.append(delta["content"])
-            out.content_chunks += 1
-        if choice.get("finish_reason"):
-            out.finish_reason = choice["finish_reason"]
-
-
-def _error_message(text: str) -> str:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return text.strip()[:300] or "(empty body)"
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict) and "message" in error:
-        return str(error["message"])
-    if isinstance(error, str):
-        return error
-    return text.strip()[:300]
-
-
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return repr(flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 3] + "...")
 
 
 def evaluate(
-    expect: SmokeExpect, response: SmokeResponse, calls: list[CallResult] | None = None
+    expect: SmokeExpect, response: ChatAnswer, calls: list[CallResult] | None = None
 ) -> list[str]:
     """Every expectation that does not hold, one clear sentence each. Pure apart from running
     `python_function` code; `calls` receives the per-call results."""
@@ -244,7 +140,7 @@ def evaluate(
     return failures
 
 
-def _reasoning_failures(expect: SmokeExpect, response: SmokeResponse) -> list[str]:
+def _reasoning_failures(expect: SmokeExpect, response: ChatAnswer) -> list[str]:
     has = bool(response.reasoning.strip())
     if expect.reasoning == "present" and not has:
         if _THINK.search(response.content):

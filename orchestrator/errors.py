@@ -23,6 +23,7 @@ shows one).
     │   ├── StartupFailed       the process died during start-up (diagnosis attached)
     │   ├── StartupTimeout      the start-up deadline passed (log tail attached)
     │   └── CrashLoop           the restart budget is spent
+    ├── ServerUnreachable       the model server's HTTP API gave no answer (refused, timed out)
     ├── SmokeFailed             a smoke check's expectation did not hold
     └── BenchError              a benchmark could not run at all (levels keep their own errors)
 """
@@ -173,6 +174,14 @@ class StartupTimeout(ServiceError):
 
 class CrashLoop(ServiceError):
     pass
+
+
+class ServerUnreachable(OrchError):
+    """No HTTP answer from the model server; `reason` names the failure (ConnectError, ...)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SmokeFailed(OrchError):

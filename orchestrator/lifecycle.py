@@ -7,16 +7,14 @@ A failure ends the later phases of that host (collect still runs) and never the 
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 
 from orchestrator.errors import BenchError, OrchError, ServiceError, SmokeFailed, StepError
@@ -26,33 +24,13 @@ from orchestrator.plan.secrets import substitute
 from orchestrator.probe import Facts
 from orchestrator.rundir import RunFolder
 from orchestrator.runner import Emit, HostOutcome, StepOutcome
-from orchestrator.service.backends import ServicePaths, start_command, stop_command
-from orchestrator.service.readiness import http_ready, wait_ready
-from orchestrator.steps.service import ServiceStep
+from orchestrator.server_client import ServerClient
+from orchestrator.service import control
+from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure each other
-
-
-@contextlib.contextmanager
-def reach(transport: Transport, inventory: Inventory, plan: Plan) -> Iterator[str]:
-    """The base URL of the host's service as seen from here: direct for this machine or an
-    exposed port, an SSH port forward for `bench.via: ssh` or a loopback-only service."""
-    from orchestrator.bench.reach import bench_url
-
-    assert plan.service is not None
-    spec = inventory.hosts.get(transport.host)
-    via_ssh = plan.bench is not None and plan.bench.via == "ssh"
-    if spec is not None and spec.connection == "local":
-        address, via = "127.0.0.1", "direct"
-    elif via_ssh or plan.service.host in _LOOPBACK:
-        address, via = "127.0.0.1", "ssh"
-    else:
-        address, via = (spec.address if spec and spec.address else transport.host), "direct"
-    with bench_url(address, plan.service.port, via=via, transport=transport) as url:  # type: ignore[arg-type]
-        yield url
 
 
 @dataclass
@@ -75,7 +53,7 @@ class Lifecycle:
     def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
         try:
             if self.service_step is not None and "service" not in self.skip:
-                with reach(transport, self.inventory, self.plan) as base_url:
+                with control.reach(transport, self.inventory, self.plan) as base_url:
                     outcome.extra["service_url"] = base_url
                     phases: list[tuple[str, Callable[[], str]]] = [
                         ("ready", lambda: self._ready(transport, base_url, outcome, emit))]
@@ -118,31 +96,19 @@ class Lifecycle:
 
     def _ready(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
         step = self.service_step
-        assert step is not None and self.plan.service is not None
-        paths: ServicePaths = step.paths
-
-        def relaunch() -> None:  # stop first: leftover workers hold GPU memory and the port
-            transport.run(stop_command(step.backend, paths).then(
-                start_command(step.backend, step.spec, paths)), timeout=120)
-
+        assert step is not None
         launched = any(s.step == "service" and s.status == "changed" for s in outcome.steps)
-        if not launched:  # already running and unchanged: one readiness check, no replay
-            with httpx.Client(timeout=self.plan.health.request_timeout) as client:
-                ok, _ = http_ready(client, base_url, step.spec.served_names[0], self.api_key)
-            if ok:
-                self._write_json(outcome.host, "startup.json",
-                                 {"already_running": True, "url": base_url, "phases": []})
-                return f"{base_url} serves {step.spec.served_names[0]} (already running)"
-
         try:
-            ready = wait_ready(
-                transport, backend=step.backend, paths=paths, health=self.plan.health,
-                base_url=base_url, model=step.spec.served_names[0], api_key=self.api_key,
-                relaunch=relaunch, max_restarts=self.plan.service.restart.max_restarts, emit=emit,
-            )
+            done = control.ready(transport, step, self.plan, base_url=base_url,
+                                 api_key=self.api_key, launched=launched, emit=emit)
         except ServiceError as error:
             self._write_json(outcome.host, "diagnosis.json", error.diagnoses)
             raise
+        if done.readiness is None:
+            self._write_json(outcome.host, "startup.json",
+                             {"already_running": True, "url": base_url, "phases": []})
+            return f"{base_url} serves {done.model} (already running)"
+        ready = done.readiness
         self._write_json(outcome.host, "startup.json", {
             "seconds": round(ready.seconds, 3), "restarts": ready.restarts,
             "phases": ready.phases, "facts": ready.facts, "url": base_url,
@@ -150,7 +116,7 @@ class Lifecycle:
         outcome.extra["startup_s"] = round(ready.seconds, 3)
         took = ", ".join(f"{p['phase']} {p['duration_s']:.1f}s" for p in ready.phases
                          if p.get("duration_s") and p["phase"] not in ("ready",))
-        return f"{base_url} serves {step.spec.served_names[0]}" + (f"; {took}" if took else "")
+        return f"{base_url} serves {done.model}" + (f"; {took}" if took else "")
 
     def _smoke(self, host: str, base_url: str, outcome: HostOutcome) -> str:
         from orchestrator.checks import run_smoke
@@ -158,9 +124,9 @@ class Lifecycle:
         assert self.service_step is not None
         model = self.service_step.spec.served_names[0]
         failed: list[str] = []
-        with httpx.Client() as client:
+        with ServerClient(base_url, api_key=self.api_key) as client:
             for check in self.plan.smoke:
-                result = run_smoke(check, base_url=base_url, model=model, api_key=self.api_key, client=client)
+                result = run_smoke(check, client=client, model=model)
                 self._write_json(host, f"smoke/{_safe(check.name)}.json", result.to_json())
                 if not result.passed:
                     failed.append(f"{check.name}: " + "; ".join(result.failures))

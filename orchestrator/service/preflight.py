@@ -23,12 +23,12 @@ from typing import Any
 
 from orchestrator import masking
 from orchestrator.errors import PreflightError
+from orchestrator.packages import family_mismatches
 from orchestrator.plan.models import ArgValue, Plan, canonical_name
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.probe import VllmFacts
 from orchestrator.service.vllm_names import known_names, suggestion
 from orchestrator.steps.base import Finding
-from orchestrator.steps.python_env import family_mismatches
 
 # Environment names a vLLM release stopped reading (facts §7, §7.1): name -> (since, fix).
 RETIRED_ENV: dict[str, tuple[tuple[int, ...], str]] = {

@@ -2,8 +2,8 @@
 once and explained.
 
 Every poll is one round trip (`watch_command`: liveness + the new log bytes) plus HTTP
-probes. Ready means `/health` answers 200, `/v1/models` lists the served name, and a
-one-token chat completion answers (vLLM can look healthy before it can serve). A death
+probes (`ServerClient.ready`: `/health` answers 200, `/v1/models` lists the served name,
+and a one-token chat completion answers; vLLM can look healthy before it can serve). A death
 during start-up ends the wait with the diagnosis of the log; an unexplained death is
 relaunched while the restart budget lasts; the deadline ends it with the log tail.
 """
@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from orchestrator.errors import CrashLoop, ServiceError, StartupFailed, StartupTimeout
 from orchestrator.plan.models import Health
+from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import Backend, ServicePaths, watch_command
 from orchestrator.service.diagnosis import Diagnosis, diagnose, tail
 from orchestrator.service.phases import PhaseTracker
@@ -78,31 +77,6 @@ def parse_watch(stdout: str) -> tuple[str, bytes]:
     return state.strip(), chunk
 
 
-def http_ready(
-    client: httpx.Client, base_url: str, model: str, api_key: str | None
-) -> tuple[bool, str]:
-    """(ready, what is missing). Connection refused means still starting."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        health = client.get(f"{base_url}/health")
-        if health.status_code != 200:
-            return False, f"/health answered {health.status_code}"
-        models = client.get(f"{base_url}/v1/models", headers=headers)
-        names = [card.get("id") for card in models.json().get("data", [])] if models.status_code == 200 else []
-        if model not in names:
-            return False, f"/v1/models does not list {model!r} yet ({models.status_code}: {names})"
-        chat = client.post(
-            f"{base_url}/v1/chat/completions",
-            headers=headers,
-            json={"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1},
-        )
-        if chat.status_code != 200:
-            return False, f"a one-token chat completion answered {chat.status_code}: {chat.text[:200]}"
-        return True, "ready"
-    except (httpx.HTTPError, ValueError) as error:
-        return False, f"{type(error).__name__}"
-
-
 def wait_ready(
     transport: Transport,
     *,
@@ -121,7 +95,7 @@ def wait_ready(
     tracker = PhaseTracker(origin=time.time())
     offset, log, restarts, last_label, last_emit = 0, "", 0, "", 0.0
     decoder = _decoder()
-    with httpx.Client(timeout=health.request_timeout) as client:
+    with ServerClient(base_url, api_key=api_key, timeout=health.request_timeout) as client:
         while True:
             result = transport.run(watch_command(backend, paths, offset), check=False, timeout=60)
             state, chunk = parse_watch(result.stdout)
@@ -167,7 +141,7 @@ def wait_ready(
                 decoder = _decoder()
                 tracker = PhaseTracker(origin=time.time())
                 continue
-            ready, missing = http_ready(client, base_url, model, api_key)
+            ready, missing = client.ready(model)
             if ready:
                 return Readiness(
                     seconds=time.monotonic() - started, phases=tracker.summary(),

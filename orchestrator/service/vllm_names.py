@@ -13,8 +13,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from orchestrator.packages import same_version
 from orchestrator.probe import VllmFacts
-from orchestrator.steps.python_env import same_version
 
 REASONING_PARSERS_0_17 = frozenset({
     "deepseek_r1", "deepseek_v3", "ernie45", "glm45", "granite", "holo2", "hunyuan_a13b",

@@ -8,11 +8,8 @@ pinned distributions match their RECORD (reinstalled when `install.clean`); with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from packaging.version import InvalidVersion, Version
-
-from orchestrator.plan.models import Install, PythonEnv, canonical_name
+from orchestrator.packages import Installer, family_mismatches, same_version
+from orchestrator.plan.models import Install, PythonEnv
 from orchestrator.probe import Facts, ProbeRequest, VenvFacts
 from orchestrator.steps.base import Change, Finding, Step, StepPlan
 from orchestrator.transport.command import Command
@@ -21,48 +18,6 @@ from orchestrator.transport.command import Command
 # (installed from the controller's build by the orch step for `engine: sim`).
 _VENV_TOOLS = {"pip", "setuptools", "wheel", "uv", "orch"}
 _MAX_LISTED_FILES = 10
-
-
-def same_version(installed: str, pinned: str) -> bool:
-    """PEP 440 equality; a pin without a local label (+cu129) accepts any local label."""
-    try:
-        have, want = Version(installed), Version(pinned)
-    except InvalidVersion:
-        return installed == pinned
-    if want.local is None:
-        return Version(have.public) == Version(want.public)
-    return have == want
-
-
-@dataclass(frozen=True)
-class FamilyMismatch:
-    members: dict[str, str]  # canonical name -> installed version
-    target: str | None  # the version they must share (from a pin), if known
-
-    def describe(self) -> str:
-        found = ", ".join(f"{name} {version}" for name, version in sorted(self.members.items()))
-        return f"package family out of step: {found}"
-
-
-def family_mismatches(
-    installed: dict[str, str], families: list[list[str]], pins: dict[str, str]
-) -> list[FamilyMismatch]:
-    """Families whose installed members do not share one version. Pure.
-
-    `installed` and `pins` map canonical names to versions. The target version is the
-    pinned version of a pinned member, when there is one."""
-    out: list[FamilyMismatch] = []
-    for family in families:
-        names = [canonical_name(n) for n in family]
-        members = {n: installed[n] for n in names if n in installed}
-        pinned = [pins[n] for n in names if n in pins]
-        target = pinned[0] if pinned else None
-        reference = target or next(iter(members.values()), None)
-        if reference is None:
-            continue
-        if any(not same_version(v, reference) for v in members.values()):
-            out.append(FamilyMismatch(members=members, target=target))
-    return out
 
 
 class PythonEnvStep(Step):
@@ -78,57 +33,12 @@ class PythonEnvStep(Step):
         self.pins = install.pins()
 
     @property
-    def venv_python(self) -> str:
-        return f"{self.python.venv}/bin/python"
+    def installer(self) -> Installer:
+        return Installer.of(self.python, self.install)
 
     def request(self) -> ProbeRequest:
         return ProbeRequest(venv=self.python.venv, interpreter=self.python.interpreter,
                             record=sorted(self.pins), verify_all=self.verify_all)
-
-    # -- commands ---------------------------------------------------------------------
-
-    def _index_args(self) -> list[str]:
-        args: list[str] = []
-        for i, url in enumerate(self.install.index_urls):
-            args += ["--index-url" if i == 0 else "--extra-index-url", url]
-        for link in self.install.find_links:
-            args += ["--find-links", link]
-        if self.install.no_index:
-            args.append("--no-index")
-        return args
-
-    def _install(self, specs: list[str], *, reinstall: bool = False) -> Command:
-        # A locked (exact) install takes exactly the frozen set: resolving dependencies
-        # could pull in anything (a drifted flashinfer once brought a new torch and 47 more).
-        no_deps = ["--no-deps"] if self.exact or reinstall else []
-        if self.python.installer == "uv":
-            # Copies, not uv's default hardlinks into its cache: a patch edited in place in
-            # site-packages would otherwise corrupt the cache, and a reinstall would bring
-            # the patch back. A reinstall also bypasses the cache for the same reason.
-            extra = ["--link-mode", "copy", *no_deps]
-            extra += ["--reinstall", "--no-cache"] if reinstall else []
-            if self.install.torch_backend:
-                extra += ["--torch-backend", self.install.torch_backend]
-            return Command(
-                f"{self.python.venv}/bin/uv", "pip", "install", "--quiet",
-                "--python", self.venv_python, *extra, *self._index_args(), *specs,
-            )
-        extra = ["--force-reinstall", *no_deps] if reinstall else no_deps
-        return Command(
-            self.venv_python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            *extra, *self._index_args(), *specs,
-        )
-
-    def _uninstall(self, names: list[str]) -> Command:
-        if self.python.installer == "uv":
-            return Command(
-                f"{self.python.venv}/bin/uv", "pip", "uninstall", "--quiet",
-                "--python", self.venv_python, *names,
-            )
-        return Command(
-            self.venv_python, "-m", "pip", "uninstall", "--yes", "--quiet",
-            "--disable-pip-version-check", *names,
-        )
 
     # -- plan -------------------------------------------------------------------------
 
@@ -153,8 +63,7 @@ class PythonEnvStep(Step):
             result.changes.append(
                 Change(
                     "install uv into the venv",
-                    [Command(self.venv_python, "-m", "pip", "install", "--quiet",
-                             "--disable-pip-version-check", *self._index_args(), uv_spec)],
+                    [self.installer.install_uv(uv_spec)],
                 )
             )
         installed = {name: d.version for name, d in venv.distributions.items()}
@@ -193,7 +102,11 @@ class PythonEnvStep(Step):
                     notes.append(f"{name} {have} -> {mismatch.target} (family)")
         if specs:
             result.changes.append(
-                Change("install " + "; ".join(notes), [self._install(sorted(specs.values()))])
+                # A locked (exact) install takes exactly the frozen set: resolving dependencies
+                # could pull in anything (a drifted flashinfer once brought a new torch and 47
+                # more packages).
+                Change("install " + "; ".join(notes),
+                       [self.installer.install(sorted(specs.values()), no_deps=self.exact)])
             )
         result.changes.extend(self._record_changes(facts, installed, specs, result.findings))
         if self.exact:
@@ -204,7 +117,7 @@ class PythonEnvStep(Step):
             if extras:
                 result.changes.append(
                     Change(f"uninstall {len(extras)} unpinned: {', '.join(extras)}",
-                           [self._uninstall(extras)])
+                           [self.installer.uninstall(extras)])
                 )
         return result
 
@@ -229,7 +142,7 @@ class PythonEnvStep(Step):
                 findings.append(Finding("warning", what, "reinstalled because install.clean is true"))
                 changes.append(
                     Change(f"reinstall {name}=={pinned} ({len(bad)} files differ from RECORD)",
-                           [self._install([f"{name}=={pinned}"], reinstall=True)])
+                           [self.installer.install([f"{name}=={pinned}"], reinstall=True)])
                 )
             else:
                 findings.append(

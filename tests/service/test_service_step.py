@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.plan.models import Plan
 from orchestrator.probe import Facts
 from orchestrator.service.launch import render_launch
-from orchestrator.steps.service import ServiceStep
+from orchestrator.service.step import ServiceStep
 
 PLAN = Plan.model_validate({
     "name": "p",

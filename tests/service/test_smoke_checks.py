@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from smoke_server import Reply, chat_server, vllm_stream
 
 from orchestrator import checks, masking
 from orchestrator.checks import (
-    SmokeResponse,
+    SmokeResult,
     build_request,
     check_python_function,
     evaluate,
@@ -20,27 +18,23 @@ from orchestrator.checks import (
     run_smoke,
 )
 from orchestrator.plan.models import PythonFunctionExpect, SmokeCheck, SmokeExpect
+from orchestrator.server_client import ChatAnswer, ServerClient
 
 SKY = "Why is the sky blue?"
 ADD = "Write a Python function add(a, b)."
 CODE_ANSWER = "Here it is:\n\n```python\ndef add(a, b):\n    return a + b\n```\nDone."
 
 
-@pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client() as http:
-        yield http
-
-
 def smoke(data: dict[str, Any]) -> SmokeCheck:
     return SmokeCheck.model_validate(data)
 
 
-def run(base: str, check: SmokeCheck, client: httpx.Client, api_key: str | None = "sk-test"):  # type: ignore[no-untyped-def]
-    return run_smoke(check, base_url=base, model="kimi-k2.5", api_key=api_key, client=client)
+def run(base: str, check: SmokeCheck, api_key: str | None = "sk-test") -> SmokeResult:
+    with ServerClient(base, api_key=api_key) as client:
+        return run_smoke(check, client=client, model="kimi-k2.5")
 
 
-def test_issue_examples_pass_against_a_streaming_server(client: httpx.Client) -> None:
+def test_issue_examples_pass_against_a_streaming_server() -> None:
     replies = {
         SKY: Reply(vllm_stream("Rayleigh scattering makes short wavelengths dominate.",
                                "The user asks about the sky colour.")),
@@ -51,8 +45,8 @@ def test_issue_examples_pass_against_a_streaming_server(client: httpx.Client) ->
     code = smoke({"name": "code", "prompt": ADD, "expect": {"python_function": {
         "name": "add", "calls": [{"args": [2, 3], "returns": 5}, {"args": ["a", "b"], "returns": "ab"}]}}})  # fmt: skip
     with chat_server(replies) as (base, requests):
-        first = run(base, reasoning, client)
-        second = run(base + "/v1/", code, client)
+        first = run(base, reasoning)
+        second = run(base + "/v1/", code)
     assert (first.passed, first.failures) == (True, [])
     assert first.response.reasoning == "The user asks about the sky colour."
     assert first.response.content.startswith("Rayleigh scattering")
@@ -75,12 +69,12 @@ def test_issue_examples_pass_against_a_streaming_server(client: httpx.Client) ->
     assert requests[0]["authorization"] == "Bearer sk-test"
 
 
-def test_wrong_expectation_fails_with_a_clear_message(client: httpx.Client) -> None:
+def test_wrong_expectation_fails_with_a_clear_message() -> None:
     check = smoke({"name": "code", "prompt": ADD, "expect": {
         "contains": ["def add", "multiply"], "min_tokens": 500,
         "python_function": {"name": "add", "calls": [{"args": [2, 3], "returns": 6}]}}})  # fmt: skip
     with chat_server({ADD: Reply(vllm_stream(CODE_ANSWER))}) as (base, _):
-        result = run(base, check, client)
+        result = run(base, check)
     assert not result.passed
     assert result.failures == [
         "content does not contain 'multiply'; it starts 'Here it is: ```python def add(a, b): "
@@ -91,11 +85,11 @@ def test_wrong_expectation_fails_with_a_clear_message(client: httpx.Client) -> N
     assert result.calls[0].passed is False
 
 
-def test_older_reasoning_content_field_counts_as_reasoning(client: httpx.Client) -> None:
+def test_older_reasoning_content_field_counts_as_reasoning() -> None:
     check = smoke({"name": "r", "prompt": SKY, "expect": {"reasoning": "present"}})
     reply = Reply(vllm_stream("Scattering.", "thinking...", field_name="reasoning_content"))
     with chat_server({SKY: reply}) as (base, _):
-        result = run(base, check, client)
+        result = run(base, check)
     assert result.passed and result.response.reasoning == "thinking..."
 
 
@@ -125,37 +119,37 @@ def test_older_reasoning_content_field_counts_as_reasoning(client: httpx.Client)
          "the request did not succeed: error event in the stream: EngineCore encountered an issue."),
     ],
 )  # fmt: skip
-def test_unhappy_answers(client: httpx.Client, reply: Reply, expect: dict[str, Any], failure: str) -> None:
+def test_unhappy_answers(reply: Reply, expect: dict[str, Any], failure: str) -> None:
     check = smoke({"name": "x", "prompt": SKY, "thinking": False, "expect": expect})
     with chat_server({SKY: reply}) as (base, _):
-        result = run(base, check, client)
+        result = run(base, check)
     assert result.failures == [failure]
 
 
-def test_success_false_tolerates_a_failed_request(client: httpx.Client) -> None:
+def test_success_false_tolerates_a_failed_request() -> None:
     check = smoke({"name": "x", "prompt": SKY, "expect": {"success": False}})
     with chat_server({SKY: Reply(status=500, body="boom")}) as (base, _):
-        result = run(base, check, client)
+        result = run(base, check)
     assert result.passed and result.response.error == "HTTP 500: boom"
 
 
-def test_timeout_and_refused_connection(client: httpx.Client) -> None:
+def test_timeout_and_refused_connection() -> None:
     slow = smoke({"name": "slow", "prompt": SKY, "timeout": "0.3s"})
     with chat_server({SKY: Reply(vllm_stream("x"), delay_s=1.5)}) as (base, _):
-        result = run(base, slow, client)
+        result = run(base, slow)
     assert result.failures == ["the request did not succeed: no complete answer within 0.3 s "
                                "(check.timeout)"]
-    dead = run(base, slow, client)  # the server is gone now
+    dead = run(base, slow)  # the server is gone now
     assert len(dead.failures) == 1
     assert dead.failures[0].startswith("the request did not succeed: request failed: ConnectError")
 
 
-def test_result_json_is_masked(client: httpx.Client) -> None:
+def test_result_json_is_masked() -> None:
     masking.register("sk-very-secret")
     try:
         check = smoke({"name": "x", "prompt": SKY})
         with chat_server({SKY: Reply(vllm_stream("the key is sk-very-secret"))}) as (base, _):
-            result = run(base, check, client, api_key="sk-very-secret")
+            result = run(base, check, api_key="sk-very-secret")
         text = json.dumps(result.to_json())
         assert "sk-very-secret" not in text and "***" in text
         assert result.to_json()["request"]["model"] == "kimi-k2.5"
@@ -166,8 +160,8 @@ def test_result_json_is_masked(client: httpx.Client) -> None:
 # --- pure parts ---------------------------------------------------------------------------
 
 
-def response(content: str = "", **kw: Any) -> SmokeResponse:
-    return SmokeResponse(status_code=200, content=content, done=True, **kw)
+def response(content: str = "", **kw: Any) -> ChatAnswer:
+    return ChatAnswer(status_code=200, content=content, done=True, **kw)
 
 
 @pytest.mark.parametrize(
@@ -187,7 +181,7 @@ def response(content: str = "", **kw: Any) -> SmokeResponse:
         ({"contains": ["a", "b"]}, response("a"), ["content does not contain 'b'; it starts 'a'"]),
     ],
 )  # fmt: skip
-def test_evaluate(expect: dict[str, Any], resp: SmokeResponse, failures: list[str]) -> None:
+def test_evaluate(expect: dict[str, Any], resp: ChatAnswer, failures: list[str]) -> None:
     assert evaluate(SmokeExpect.model_validate(expect), resp) == failures
 
 

@@ -16,6 +16,7 @@ from plan_fixtures import make_plan
 
 from orchestrator.checks import run_smoke
 from orchestrator.plan.models import SmokeCheck
+from orchestrator.server_client import ServerClient
 from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.launch import render_env_file, render_launch
 from orchestrator.service.phases import ORDER, PhaseTracker
@@ -92,27 +93,25 @@ def test_rendered_launch_serves_phases_models_and_smoke(launched: tuple[str, Pat
         assert client.get(f"{base}/v1/models").status_code == 401  # the key came from the env file
         models = client.get(f"{base}/v1/models", headers={"Authorization": "Bearer sk-sim-secret"})
         assert [m["id"] for m in models.json()["data"]] == ["kimi-k2.5", "kimi"]
+    with ServerClient(base, api_key="sk-sim-secret") as server:
         for data in ISSUE_SMOKE:
-            result = run_smoke(SmokeCheck.model_validate(data), base_url=base, model="kimi-k2.5",
-                               api_key="sk-sim-secret", client=client)  # fmt: skip
+            result = run_smoke(SmokeCheck.model_validate(data), client=server, model="kimi-k2.5")
             assert result.passed, result.failures
     assert "sk-sim-secret" not in log.read_text()
 
 
 def test_smoke_expectations_fail_clearly_against_the_simulator() -> None:
     with testing.running_simulator(reasoning_parser="kimi_k2", served_model_name=["kimi-k2.5"],
-                                   profile="instant") as sim, httpx.Client() as client:  # fmt: skip
+                                   profile="instant") as sim, ServerClient(sim.base_url) as client:  # fmt: skip
         wrong = SmokeCheck.model_validate(
             {"name": "code", "prompt": "Write a Python function add(a, b).",
              "expect": {"python_function": {"name": "add", "calls": [{"args": [2, 3], "returns": 6}]}}}
         )  # fmt: skip
-        result = run_smoke(wrong, base_url=sim.base_url, model="kimi-k2.5", api_key=None,
-                           client=client)  # fmt: skip
+        result = run_smoke(wrong, client=client, model="kimi-k2.5")
         assert result.failures == ["python_function: add(2, 3) returned 5, expected 6"]
         off = SmokeCheck.model_validate({"name": "off", "prompt": "Why is the sky blue?",
                                          "thinking": False, "expect": {"reasoning": "absent"}})
-        result = run_smoke(off, base_url=sim.base_url, model="kimi-k2.5", api_key=None,
-                           client=client)  # fmt: skip
+        result = run_smoke(off, client=client, model="kimi-k2.5")
         assert result.passed, result.failures
         assert result.response.usage and result.response.usage["completion_tokens"] > 0
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.packages import family_mismatches, same_version
 from orchestrator.plan.models import Install, PythonEnv
 from orchestrator.probe import Distribution, Facts, RecordFacts, VenvFacts
-from orchestrator.steps.python_env import PythonEnvStep, family_mismatches, same_version
+from orchestrator.steps.python_env import PythonEnvStep
 
 VENV = "/opt/venvs/vllm"
 

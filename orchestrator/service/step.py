@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
 from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
@@ -95,12 +96,8 @@ class OrchWheelStep(Step):
         uploaded = wheel is not None and wheel.exists and wheel.sha256 == self.digest
         if installed and uploaded:
             return result
-        py = f"{self.python.venv}/bin/python"
-        install = Command(py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                          "--no-deps", "--force-reinstall", self.wheel_path)
-        if self.python.installer == "uv":
-            install = Command(f"{self.python.venv}/bin/uv", "pip", "install", "--quiet", "--python",
-                              py, "--no-deps", "--reinstall", self.wheel_path)
+        # The simulator needs nothing beyond the standard library: no index is asked.
+        install = Installer.of(self.python).install([self.wheel_path], reinstall=True)
         result.changes.append(
             Change(
                 f"install orch {self.digest[:12]} into the venv (for orch sim serve)",

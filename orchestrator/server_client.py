@@ -1,0 +1,227 @@
+"""One synchronous client for a served model's API (vLLM, the simulator, any OpenAI-compatible
+server): health, models, version, a one-token chat, a streamed chat with reasoning.
+
+Readiness, the smoke checks, `orch status` and the benchmark's look at the server before a
+sweep all talk through it. The benchmark's own load generator is not here: its hot path is
+a raw asyncio client with its own measured reasons (docs/bench.md).
+
+Methods return what the server said; a server that cannot be reached raises
+`ServerUnreachable` (the callers decide: still starting, an error, a status cell).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import ServerUnreachable
+from orchestrator.masking import mask
+
+SIMULATOR_HEADER = "x-orch-simulator"
+
+@dataclass(frozen=True)
+class Models:
+    status: int
+    names: list[str]  # the served names (`id` of each card), in order
+    simulator: str | None  # the simulator's header, when it is orch's simulator
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What `orch status` shows of the server."""
+
+    health: str  # the status code of /health, or the reason there is none
+    served: list[str]
+    version: str | None
+
+
+@dataclass
+class ChatAnswer:
+    """A streamed chat completion, read to the end."""
+
+    status_code: int | None = None
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    chunks: int = 0
+    content_chunks: int = 0
+    reasoning_chunks: int = 0
+    done: bool = False  # saw `data: [DONE]`
+    error: str | None = None  # transport error, HTTP error or an error event
+    timed_out: bool = False
+    ttft_s: float | None = None  # first chunk with choices
+
+
+def chat_url(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + "/chat/completions"
+
+
+def error_message(text: str) -> str:
+    """The message of an OpenAI-style error body (or the body itself, shortened)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return text.strip()[:300] or "(empty body)"
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and "message" in error:
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    return text.strip()[:300]
+
+
+class ServerClient:
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(timeout=timeout)
+
+    def __enter__(self) -> ServerClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = f"{self.base_url}{path}"
+        try:
+            return self._http.request(method, url, headers=self.headers, **kwargs)
+        except httpx.HTTPError as error:
+            raise ServerUnreachable(mask(f"cannot reach {url}: {type(error).__name__}: {error}"),
+                                    reason=type(error).__name__) from None
+
+    # -- the endpoints ------------------------------------------------------------------
+
+    def health(self) -> int:
+        return self._request("GET", "/health").status_code
+
+    def models(self) -> Models:
+        answer = self._request("GET", "/v1/models")
+        names: list[str] = []
+        if answer.status_code == 200:
+            try:
+                names = [str(card["id"]) for card in answer.json().get("data", [])]
+            except (ValueError, AttributeError, KeyError, TypeError):
+                names = []
+        return Models(answer.status_code, names, answer.headers.get(SIMULATOR_HEADER))
+
+    def version(self) -> dict[str, Any]:
+        """`/version`'s JSON object (`{"version": "0.17.1"}`), or {} without one."""
+        try:
+            answer = self._request("GET", "/version")
+            data = answer.json() if answer.status_code == 200 else {}
+        except (ServerUnreachable, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def one_token_chat(self, model: str) -> httpx.Response:
+        return self._request("POST", "/v1/chat/completions", json={
+            "model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+        })
+
+    # -- what the callers ask -----------------------------------------------------------
+
+    def ready(self, model: str) -> tuple[bool, str]:
+        """(ready, what is missing). vLLM can look healthy before it can serve: ready means
+        /health 200, /v1/models lists `model`, and a one-token chat answers."""
+        try:
+            health = self.health()
+            if health != 200:
+                return False, f"/health answered {health}"
+            models = self.models()
+            if model not in models.names:
+                return False, (f"/v1/models does not list {model!r} yet "
+                               f"({models.status}: {models.names})")
+            chat = self.one_token_chat(model)
+            if chat.status_code != 200:
+                return False, f"a one-token chat completion answered {chat.status_code}: {chat.text[:200]}"
+            return True, "ready"
+        except ServerUnreachable as error:
+            return False, error.reason
+
+    def describe(self) -> Answers:
+        try:
+            health = str(self.health())
+            models = self.models()
+        except ServerUnreachable as error:
+            return Answers(health=error.reason, served=[], version=None)
+        version = self.version().get("version")
+        return Answers(health, models.names, str(version) if version is not None else None)
+
+    def stream_chat(self, body: dict[str, Any], *, timeout: float) -> ChatAnswer:
+        """POST a streamed chat completion and read it all: content and reasoning (from
+        `delta.reasoning`, or the older `delta.reasoning_content`), usage, finish reason.
+        Never raises: a failure is the answer's `error`."""
+        out = ChatAnswer()
+        content: list[str] = []
+        reasoning: list[str] = []
+        started = time.monotonic()
+        try:
+            with self._http.stream("POST", chat_url(self.base_url), json=body,
+                                   headers=self.headers, timeout=timeout) as http:
+                out.status_code = http.status_code
+                if http.status_code != 200:
+                    http.read()
+                    out.error = f"HTTP {http.status_code}: {error_message(http.text)}"
+                    return out
+                for line in http.iter_lines():
+                    if not line.startswith("data:"):
+                        continue  # blank separators, `:` comments, `event:` lines
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        out.done = True
+                        break
+                    _take_chunk(out, data, started, content, reasoning)
+        except httpx.TimeoutException:
+            out.error, out.timed_out = f"no complete answer within {timeout:g} s", True
+        except httpx.HTTPError as error:
+            out.error = f"request failed: {type(error).__name__}: {error}"
+        out.content = "".join(content)
+        out.reasoning = "".join(reasoning)
+        if out.error is None and not out.done:
+            out.error = "the stream ended without `data: [DONE]` (did the server die mid-answer?)"
+        return out
+
+
+def _take_chunk(
+    out: ChatAnswer, data: str, started: float, content: list[str], reasoning: list[str]
+) -> None:
+    try:
+        chunk = json.loads(data)
+    except json.JSONDecodeError:
+        out.error = out.error or f"a stream event is not JSON: {data[:120]!r}"
+        return
+    if not isinstance(chunk, dict):
+        return
+    out.chunks += 1
+    if "error" in chunk:
+        out.error = f"error event in the stream: {error_message(json.dumps(chunk))}"
+        return
+    if isinstance(chunk.get("usage"), dict):
+        out.usage = chunk["usage"]
+    for choice in chunk.get("choices") or []:
+        if out.ttft_s is None:
+            out.ttft_s = round(time.monotonic() - started, 4)
+        delta = choice.get("delta") or {}
+        think = delta.get("reasoning") or delta.get("reasoning_content")
+        if think:
+            reasoning.append(think)
+            out.reasoning_chunks += 1
+        if delta.get("content"):
+            content.append(delta["content"])
+            out.content_chunks += 1
+        if choice.get("finish_reason"):
+            out.finish_reason = choice["finish_reason"]
