@@ -18,8 +18,11 @@ from orchestrator.plan.loader import LoadedPlan, load_plan, locate
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import resolve_secrets, substitute
 from orchestrator.plan.variables import render_vars
-from orchestrator.rundir import RunFolder, read_meta
 from orchestrator.runner import HostJob, HostOutcome, Phase, run_hosts
+from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.reader import frozen_sets
+from orchestrator.runs.records import HostFactsRecord, HostSteps
+from orchestrator.runs.writer import RunFolder
 from orchestrator.steps.base import Step
 from orchestrator.steps.files import DesiredFile, FilesStep, render_files
 from orchestrator.steps.python_env import PythonEnvStep
@@ -110,17 +113,14 @@ def resolved_plan_yaml(loaded: LoadedPlan) -> str:
 
 
 def load_locked(folder: Path) -> tuple[Path, Locked]:
-    meta = read_meta(folder)
-    plan_file = folder / "plan.yaml"
+    plan_file = RunLayout(folder).plan
+    freeze = {
+        # orch itself comes from the controller's build (orch step), not from an index.
+        host: [line for line in lines if not line.startswith("orch==")]
+        for host, lines in frozen_sets(folder).items()
+    }
     if not plan_file.exists():
         raise RunFolderError(f"{folder} has no plan.yaml to redeploy")
-    freeze: dict[str, list[str]] = {}
-    for host in meta.get("hosts", []):
-        frozen = folder / "hosts" / host / "freeze.txt"
-        if frozen.exists():
-            # orch itself comes from the controller's build (orch step), not from an index.
-            freeze[host] = [line for line in frozen.read_text().splitlines()
-                            if line.strip() and not line.startswith("orch==")]
     if not freeze:
         raise RunFolderError(
             f"{folder} froze no package set (no hosts/*/freeze.txt)",
@@ -184,10 +184,10 @@ def execute(options: ApplyOptions) -> int:
         folder = RunFolder.create(
             plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
             command="restart" if options.restart else "apply --locked" if locked else "apply",
-            extra={"plan_file": str(plan_path), "layers": loaded.layers,
-                   "engine": plan.service.engine if plan.service else None,
-                   "simulated": bool(plan.service and plan.service.engine == "sim"),
-                   "locked_from": str(locked.folder) if locked else None},
+            plan_file=str(plan_path), layers=loaded.layers,
+            engine=plan.service.engine if plan.service else None,
+            simulated=bool(plan.service and plan.service.engine == "sim"),
+            locked_from=str(locked.folder) if locked else None,
         )
     try:
         failed, pending = _run(options, console, plan, loaded, secrets, inventory, host_steps, folder)
@@ -217,7 +217,7 @@ def _run(
 ) -> tuple[bool, bool]:
     """Converge every host and report; (failed, pending)."""
     if folder:
-        folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
+        folder.write_plan(resolved_plan_yaml(loaded))
     reporter = Reporter(console, json_lines=options.json_lines)
 
     def emit(kind: str, **fields: Any) -> None:
@@ -260,20 +260,18 @@ def _run(
 
 def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> None:
     for outcome in outcomes:
-        base = f"hosts/{outcome.host}"
-        folder.write_json(
-            f"{base}/steps.json",
-            {"host": outcome.host, "error": outcome.error, "round_trips": outcome.round_trips,
-             "seconds": round(outcome.seconds, 3), "steps": [s.to_json() for s in outcome.steps],
-             **outcome.extra},
-        )
+        folder.write_steps(HostSteps.model_validate({
+            "host": outcome.host, "error": outcome.error, "round_trips": outcome.round_trips,
+            "seconds": round(outcome.seconds, 3), "steps": [s.to_json() for s in outcome.steps],
+            **outcome.extra,
+        }))
         facts = outcome.facts
         if facts is None:
             continue
-        folder.write_json(f"{base}/facts.json", {"host": facts.host, "probe_seconds": facts.probe_seconds,
-                                                 "record_files": facts.record_stats})
+        folder.write_facts(outcome.host, HostFactsRecord(
+            host=facts.host, probe_seconds=facts.probe_seconds, record_files=facts.record_stats))
         if facts.venv is not None and facts.venv.exists:
-            folder.write_text(f"{base}/freeze.txt", facts.venv.freeze())
+            folder.write_freeze(outcome.host, facts.venv.freeze())
 
 
 def _print_diffs(console: Console, outcomes: list[HostOutcome]) -> None:

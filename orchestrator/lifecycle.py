@@ -7,7 +7,6 @@ A failure ends the later phases of that host (collect still runs) and never the 
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -22,8 +21,9 @@ from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
 from orchestrator.probe import Facts
-from orchestrator.rundir import RunFolder
 from orchestrator.runner import Emit, HostOutcome, StepOutcome
+from orchestrator.runs.records import Startup
+from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
 from orchestrator.service.step import ServiceStep
@@ -88,9 +88,10 @@ class Lifecycle:
             emit("phase", host=outcome.host, phase=name, status="failed", message=str(error))
         outcome.steps.append(step)
 
-    def _write_json(self, host: str, relative: str, obj: Any) -> None:
+
+    def _startup(self, host: str, startup: Startup) -> None:
         if self.folder is not None:
-            self.folder.write_json(f"hosts/{host}/{relative}", obj)
+            self.folder.write_startup(host, startup)
 
     # -- phases -----------------------------------------------------------------------
 
@@ -102,17 +103,16 @@ class Lifecycle:
             done = control.ready(transport, step, self.plan, base_url=base_url,
                                  api_key=self.api_key, launched=launched, emit=emit)
         except ServiceError as error:
-            self._write_json(outcome.host, "diagnosis.json", error.diagnoses)
+            if self.folder is not None:
+                self.folder.write_diagnosis(outcome.host, error.diagnoses)
             raise
         if done.readiness is None:
-            self._write_json(outcome.host, "startup.json",
-                             {"already_running": True, "url": base_url, "phases": []})
+            self._startup(outcome.host, Startup(already_running=True, url=base_url))
             return f"{base_url} serves {done.model} (already running)"
         ready = done.readiness
-        self._write_json(outcome.host, "startup.json", {
-            "seconds": round(ready.seconds, 3), "restarts": ready.restarts,
-            "phases": ready.phases, "facts": ready.facts, "url": base_url,
-        })
+        self._startup(outcome.host, Startup(
+            seconds=round(ready.seconds, 3), restarts=ready.restarts, phases=ready.phases,
+            facts=ready.facts, url=base_url))
         outcome.extra["startup_s"] = round(ready.seconds, 3)
         took = ", ".join(f"{p['phase']} {p['duration_s']:.1f}s" for p in ready.phases
                          if p.get("duration_s") and p["phase"] not in ("ready",))
@@ -127,7 +127,8 @@ class Lifecycle:
         with ServerClient(base_url, api_key=self.api_key) as client:
             for check in self.plan.smoke:
                 result = run_smoke(check, client=client, model=model)
-                self._write_json(host, f"smoke/{_safe(check.name)}.json", result.to_json())
+                if self.folder is not None:
+                    self.folder.write_smoke(host, check.name, result.to_json())
                 if not result.passed:
                     failed.append(f"{check.name}: " + "; ".join(result.failures))
         if failed:
@@ -138,7 +139,7 @@ class Lifecycle:
         from orchestrator.bench.sweep import run_sweep
 
         assert self.plan.bench is not None and self.service_step is not None
-        out_dir = (self.folder.path if self.folder else Path("bench-out")) / "hosts" / host / "bench"
+        out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
         with _BENCH_LOCK:
             result = run_sweep(
                 self.plan.bench, base_url=base_url, model=self.service_step.spec.served_names[0],
@@ -159,7 +160,7 @@ class Lifecycle:
         if self.service_step is not None:
             log = transport.run(Command("cat", self.service_step.paths.log), check=False)
             if log.stdout:
-                self.folder.write_text(f"hosts/{outcome.host}/service.log", log.stdout)
+                self.folder.write_service_log(outcome.host, log.stdout)
                 got += 1
         for item in self.plan.collect:
             result = transport.run(Command("cat", item.path), check=False)
@@ -167,10 +168,7 @@ class Lifecycle:
                 if not item.optional:
                     raise StepError(f"{outcome.host}: cannot collect {item.path}: {result.stderr.strip()}")
                 continue
-            self.folder.write_text(f"hosts/{outcome.host}/collect/{_safe(item.path)}", result.stdout)
+            self.folder.write_collected(outcome.host, item.path, result.stdout)
             got += 1
         return f"{got} files"
 
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")) or "file"

@@ -1,5 +1,6 @@
-"""Result files of a sweep: one JSON per level, `sweep.csv`, `requests-<level>.jsonl` and
-`summary.json`. Every text written here passes through `mask()`.
+"""What a sweep's result files say beyond the raw level results: `sweep.csv`'s columns and
+rows, and the figures of a simulator run in model time. The files themselves are written by
+`runs/writer.py` (layout in `runs/layout.py`).
 
 A simulator run at time scale s also gets a `normalized` block: its figures in the
 model's own time (durations / s, throughputs * s). The raw measurements stay as measured.
@@ -9,14 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
-
-from orchestrator.errors import BenchError
-from orchestrator.masking import mask
 
 THROUGHPUT_KEYS = (
     "request_throughput",
@@ -105,50 +100,3 @@ def render_csv(results: Iterable[Mapping[str, Any]]) -> str:
     for result in results:
         writer.writerow(csv_row(result))
     return buffer.getvalue()
-
-
-def _write(path: Path, text: str) -> None:
-    """Write atomically (temporary file, then rename), masked."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        temporary.write_text(mask(text), encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as error:
-        raise BenchError(f"cannot write {path}: {error.strerror or error}") from None
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str, allow_nan=False) + "\n"
-
-
-def level_filename(label: str) -> str:
-    return f"level-{label}.json"
-
-
-def write_level(out_dir: Path, label: str, result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
-    _write(out_dir / level_filename(label), _json(_finite(result)))
-    lines = "".join(json.dumps(_finite(row), default=str) + "\n" for row in rows)
-    _write(out_dir / f"requests-{label}.jsonl", lines)
-
-
-def write_sweep(out_dir: Path, results: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> None:
-    _write(out_dir / "sweep.csv", render_csv(results))
-    _write(out_dir / "summary.json", _json(_finite(summary)))
-
-
-def ensure_dir(out_dir: Path) -> None:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise BenchError(f"cannot create the output folder {out_dir}: {error.strerror or error}") from None
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: write them as null."""
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value

@@ -28,13 +28,16 @@ from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.level import Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
-from orchestrator.bench.results import csv_row, ensure_dir, write_level, write_sweep
+from orchestrator.bench.results import csv_row, render_csv
 from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.workload import Workload
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
+from orchestrator.runs.layout import BenchLayout
+from orchestrator.runs.records import SweepSummary
+from orchestrator.runs.writer import write_level, write_sweep
 
 
 @dataclass
@@ -107,7 +110,6 @@ def run_sweep(
     """Run the whole sweep (blocking) and write its files into `out_dir`."""
     target = parse_target(base_url)
     server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
-    ensure_dir(out_dir)
     workload = Workload(config, server.model, base_dir=base_dir)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console, labels or {})
     try:
@@ -185,7 +187,7 @@ async def _sweep(
 async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> LevelRun:
     level = await run_level(ctx, spec)
     sweep.levels.append(level)
-    write_level(sweep.out_dir, spec.label, level.result, level.rows)
+    write_level(BenchLayout(sweep.out_dir), level.result, level.rows)
     if ctx.console is not None:
         r = level.result
         note = " (partial)" if level.partial else ""
@@ -233,9 +235,10 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         ]
         for index in throughput_drops(loads):
             members[index].result["flags"] = ["throughput_drop", *level_flags(members[index].result)]
-            write_level(sweep.out_dir, members[index].spec.label, members[index].result, members[index].rows)
+            write_level(BenchLayout(sweep.out_dir), members[index].result, members[index].rows)
     ordered = sweep.ordered()
-    sweep.summary = {
+    bench = BenchLayout(sweep.out_dir)
+    summary = SweepSummary.model_validate({
         "base_url": mask(root),
         "model": sweep.server.model,
         "server_version": sweep.server.version,
@@ -251,9 +254,10 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         "config": config.model_dump(mode="json"),
         "levels": [csv_row(r) for r in ordered],
         "anomalies": {r["level"]: r["flags"] for r in ordered if r["flags"]},
-        "files": {r["level"]: f"level-{r['level']}.json" for r in ordered},
-    }
-    write_sweep(sweep.out_dir, ordered, sweep.summary)
+        "files": {r["level"]: bench.level(r["level"]).name for r in ordered},
+    })
+    sweep.summary = summary.model_dump(mode="json")
+    write_sweep(bench, render_csv(ordered), summary)
 
 
 def _catch_sigint(stop: Stop) -> Any:

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestrator.masking import mask
     from orchestrator.report.comparison import compare_runs
-    from orchestrator.report.run_data import resolve_run
+    from orchestrator.runs.reader import resolve_run
 
     paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
     comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)

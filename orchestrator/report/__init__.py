@@ -1,6 +1,5 @@
-"""Reading run folders back and comparing them (`orch runs|compare|diff|report`).
+"""Comparing runs (`orch runs|compare|diff|report`); run folders are read by `runs/reader.py`.
 
-    run_data       run folders, plan names and plan files -> RunData (meta, plan, facts, results)
     plan_source    where `orch diff` reads a plan: a plan file, a run folder or a plan name
     figures, gpus  pure figures: model time, single stream, peak, knee, equal load, GPU counts
     series         one host's benchmark of one run, labelled, in model time

@@ -15,8 +15,8 @@ from typing import Any
 from orchestrator.errors import RunFolderError
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.figures import LoadKey, at_throughput, rising_part
-from orchestrator.report.run_data import RunData, load_run
 from orchestrator.report.series import Series, build_series
+from orchestrator.runs.reader import RunData, load_run
 
 MAX_EQUAL_LOAD_ROWS = 6
 

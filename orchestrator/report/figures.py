@@ -18,11 +18,11 @@ the simulator at time scale 0.05 reads like the hardware it models.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.bench.auto import knee_of_sweep
+from orchestrator.runs.records import LevelResult
 
 DEFAULT_KNEE_THRESHOLD = 0.05
 
@@ -58,41 +58,29 @@ class Point:
         return float(value) if isinstance(value, int | float) else None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
+    """A level result as a Point; model time when it has a normalized block."""
 
+    def figure(name: str) -> float | None:
+        return result.figure(name, model_time=model_time)
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def point_of(result: Mapping[str, Any], *, model_time: bool = True) -> Point:
-    """A level result (the level JSON) as a Point; model time when it has a normalized block."""
-    figures: Mapping[str, Any] = result
-    normalized = result.get("normalized")
-    if model_time and isinstance(normalized, Mapping):
-        figures = {**result, **normalized}
-    mode = str(result.get("mode") or "closed")
-    raw_load = result.get("request_rate") if mode == "rate" else result.get("max_concurrency")
-    load = _number(raw_load) or 0.0
+    load = result.request_rate if result.mode == "rate" else result.max_concurrency
     return Point(
-        level=str(result.get("level") or ""),
-        mode=mode,
-        load=load,
-        throughput=_number(figures.get("output_throughput")) or 0.0,
-        mean_e2el_ms=_number(figures.get("mean_e2el_ms")),
-        p50_e2el_ms=_number(figures.get("median_e2el_ms", figures.get("p50_e2el_ms"))),
-        p99_e2el_ms=_number(figures.get("p99_e2el_ms")),
-        mean_ttft_ms=_number(figures.get("mean_ttft_ms")),
-        p99_ttft_ms=_number(figures.get("p99_ttft_ms")),
-        mean_itl_ms=_number(figures.get("mean_itl_ms")),
-        p99_itl_ms=_number(figures.get("p99_itl_ms")),
-        completed=_int(result.get("completed")),
-        failed=_int(result.get("failed")),
-        partial=bool(result.get("partial")),
-        flags=tuple(str(flag) for flag in result.get("flags") or ()),
+        level=result.level,
+        mode=result.mode,
+        load=float(load) if isinstance(load, int | float) else 0.0,
+        throughput=figure("output_throughput") or 0.0,
+        mean_e2el_ms=figure("mean_e2el_ms"),
+        p50_e2el_ms=figure("median_e2el_ms") if figure("median_e2el_ms") is not None else figure("p50_e2el_ms"),
+        p99_e2el_ms=figure("p99_e2el_ms"),
+        mean_ttft_ms=figure("mean_ttft_ms"),
+        p99_ttft_ms=figure("p99_ttft_ms"),
+        mean_itl_ms=figure("mean_itl_ms"),
+        p99_itl_ms=figure("p99_itl_ms"),
+        completed=result.completed,
+        failed=result.failed,
+        partial=result.partial,
+        flags=tuple(result.flags),
     )
 
 

@@ -187,8 +187,8 @@ def _host_facts(name: str, facts: dict[str, Any] | None, labels: list[str]) -> s
 def _definitions(comparison: Comparison) -> str:
     for s in comparison.series:
         levels = s.host.bench.levels if s.host.bench else []
-        definitions = next((lv.get("metric_definitions") for lv in levels if lv.get("metric_definitions")), None)
-        if isinstance(definitions, dict):
+        definitions = next((lv.metric_definitions for lv in levels if lv.metric_definitions), None)
+        if definitions:
             items = "".join(f"<li><code>{text(k)}</code>: {text(str(v))}</li>" for k, v in definitions.items())
             return f"<ul>{items}</ul>"
     return "<p>No metric definitions recorded.</p>"

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from orchestrator.errors import RunFolderError
 from orchestrator.report.compare_tables import MISSING, tok_s
-from orchestrator.report.run_data import load_run
 from orchestrator.report.series import build_series
 from orchestrator.report.tabular import Column, TableData
-from orchestrator.rundir import list_runs
+from orchestrator.runs.reader import list_runs, load_run
 
 
 @dataclass(frozen=True)

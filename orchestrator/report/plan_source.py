@@ -9,7 +9,7 @@ from pathlib import Path
 
 from orchestrator.errors import RunFolderError
 from orchestrator.plan.models import Plan
-from orchestrator.report.run_data import latest_complete, load_plan_yaml
+from orchestrator.runs.reader import latest_complete, load_plan_yaml
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from orchestrator.report.figures import (
     single_stream,
 )
 from orchestrator.report.gpus import GpuCount, gpu_count
-from orchestrator.report.run_data import HostData, RunData
+from orchestrator.runs.reader import HostData, RunData
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,8 @@ class Series:
 def _config(run: RunData, host: HostData) -> dict[str, Any]:
     """The settings the sweep recorded, else the plan's bench section."""
     summary = host.bench.summary if host.bench else None
-    recorded = (summary or {}).get("config")
-    if isinstance(recorded, dict):
-        return recorded
+    if summary is not None and summary.config:
+        return summary.config
     if run.plan is not None and run.plan.bench is not None:
         return run.plan.bench.model_dump(mode="json")
     return {}
@@ -76,15 +75,14 @@ def _threshold(config: dict[str, Any]) -> float:
 def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = True) -> Series:
     assert host.bench is not None
     bench = host.bench
-    normalized = all(isinstance(level.get("normalized"), dict) for level in bench.levels)
+    normalized = all(level.normalized is not None for level in bench.levels)
     use_model_time = model_time and bench.simulated and normalized
     points = [point_of(level, model_time=use_model_time) for level in bench.levels]
     config = _config(run, host)
-    summary = bench.summary or {}
-    recorded = summary.get("knee") if isinstance(summary.get("knee"), int) else None
+    recorded = bench.summary.knee if bench.summary else None
     knee_at, how = knee(points, recorded=recorded, threshold=_threshold(config))
-    first = bench.levels[0] if bench.levels else {}
-    model = first.get("model_id") or summary.get("model")
+    first = bench.levels[0] if bench.levels else None
+    model = (first.model_id if first else None) or (bench.summary.model if bench.summary else None)
     return Series(
         label=label,
         run=run,
@@ -95,8 +93,8 @@ def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = Tr
         simulated=bench.simulated or run.simulated,
         gpus=gpu_count(run.plan, (host.facts or {}).get("gpus")),
         config=config,
-        endpoint_type=first.get("endpoint_type") if isinstance(first.get("endpoint_type"), str) else None,
-        model=str(model) if model else None,
+        endpoint_type=first.endpoint_type if first else None,
+        model=model,
         knee=knee_at,
         knee_how=how,
     )

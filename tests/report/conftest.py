@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator import masking
 from orchestrator.apply import resolved_plan_yaml
-from orchestrator.rundir import RunFolder
+from orchestrator.runs.writer import RunFolder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -36,6 +36,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         real = record_run(root, Server(real_plan, url), simulated=False)
     loaded = sim_plan(REPO / "plans/sim/kimi-nvfp4.yaml", time_scale=0.005, concurrency=(1,))
     failed = RunFolder.create(loaded.plan.name, "f" * 64, root=root, hosts=["localhost"])
-    failed.write_text("plan.yaml", resolved_plan_yaml(loaded))  # written first, as apply does
+    failed.write_plan(resolved_plan_yaml(loaded))  # written first, as apply does
     failed.finish("failed")
     return Runs(root, sim, real, failed.path)

@@ -24,7 +24,8 @@ from orchestrator.apply import resolved_plan_yaml
 from orchestrator.bench.sweep import run_sweep
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.remote.facts import host_facts
-from orchestrator.rundir import RunFolder
+from orchestrator.runs.records import HostFactsRecord
+from orchestrator.runs.writer import RunFolder
 from orchestrator.service.launch import render_launch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,16 +127,17 @@ def record_run(root: Path, server: Server, *, status: str = "complete", simulate
         loaded.digest,
         root=root,
         hosts=["localhost"],
-        extra={"plan_file": str(loaded.path), "layers": loaded.layers, "engine": plan.service.engine, "simulated": simulated},
+        plan_file=str(loaded.path), layers=loaded.layers, engine=plan.service.engine,
+        simulated=simulated,
     )
-    folder.write_text("plan.yaml", resolved_plan_yaml(loaded))
-    folder.write_json("hosts/localhost/facts.json", {"host": host_facts(), "probe_seconds": 0.01})
+    folder.write_plan(resolved_plan_yaml(loaded))
+    folder.write_facts("localhost", HostFactsRecord(host=host_facts(), probe_seconds=0.01))
     run_sweep(
         plan.bench,
         base_url=server.url,
         model=None,
         api_key=None,
-        out_dir=folder.path / "hosts" / "localhost" / "bench",
+        out_dir=folder.host("localhost").bench.root,
         console=None,
     )
     folder.finish(status)

@@ -11,8 +11,9 @@ import pytest
 from orchestrator.plan.models import Bench, Plan
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import compare
-from orchestrator.report.run_data import BenchData, HostData, RunData
 from orchestrator.report.series import Series, build_series
+from orchestrator.runs.reader import BenchData, HostData, RunData
+from orchestrator.runs.records import LevelResult, Meta, SweepSummary
 
 BASE_CONFIG = Bench().model_dump(mode="json")
 
@@ -55,9 +56,10 @@ def run(
         {"name": name, "service": {"model": "m", "engine": plan_engine, "args": {"tensor-parallel-size": tp}}}
     )
     chosen = levels if levels is not None else [level(1), level(2)]
-    summary = {"config": config if config is not None else BASE_CONFIG}
-    bench = BenchData(Path(f"/runs/{name}/bench"), chosen, summary)
-    meta = {"plan": name, "status": status, "engine": engine}
+    summary = SweepSummary(config=config if config is not None else BASE_CONFIG)
+    bench = BenchData(Path(f"/runs/{name}/bench"), [LevelResult.model_validate(lv) for lv in chosen],
+                      summary)
+    meta = Meta(plan=name, status=status, engine=engine)
     return RunData(Path(f"/runs/{name}/20260101T000000Z-00000000"), meta, plan, None, [HostData("h", None, bench)])
 
 

@@ -20,10 +20,11 @@ from orchestrator.report.figures import (
     single_stream,
 )
 from orchestrator.report.gpus import gpu_count, parallel_sizes, visible_devices
+from orchestrator.runs.records import LevelResult
 
 
-def result(c: float, tok_s: float, *, e2el: float = 1000.0, mode: str = "batch", **extra: Any) -> dict[str, Any]:
-    return {
+def result(c: float, tok_s: float, *, e2el: float = 1000.0, mode: str = "batch", **extra: Any) -> LevelResult:
+    return LevelResult.model_validate({
         "level": f"c{c:g}",
         "mode": mode,
         "max_concurrency": c,
@@ -39,7 +40,7 @@ def result(c: float, tok_s: float, *, e2el: float = 1000.0, mode: str = "batch",
         "partial": False,
         "flags": [],
         **extra,
-    }
+    })
 
 
 def curve(*pairs: tuple[float, float]) -> list[Point]:
@@ -57,7 +58,7 @@ def test_model_time_uses_the_normalized_block_and_wall_time_the_raw_one() -> Non
 
 
 def test_rate_levels_are_keyed_by_rate() -> None:
-    point = point_of({**result(0, 50.0), "mode": "rate", "request_rate": 2.5, "max_concurrency": None})
+    point = point_of(result(0, 50.0, mode="rate", request_rate=2.5, max_concurrency=None))
     assert point.key == ("r", 2.5)
     assert single_stream([point]) is None
 

@@ -13,8 +13,9 @@ from orchestrator import masking
 from orchestrator.plan.models import Plan
 from orchestrator.report.compare_tables import comparison_tables, with_ratio
 from orchestrator.report.comparison import compare
-from orchestrator.report.run_data import BenchData, HostData, RunData
 from orchestrator.report.tabular import Column, TableData, split_groups, to_html, to_rich
+from orchestrator.runs.reader import BenchData, HostData, RunData
+from orchestrator.runs.records import LevelResult, Meta, SweepSummary
 
 
 def render(table: TableData, width: int = 80) -> str:
@@ -84,8 +85,10 @@ def rate_level(rate: float, tok_s: float) -> dict[str, Any]:
 
 def test_rate_levels_render_as_requests_per_second() -> None:
     plan = Plan.model_validate({"name": "p", "service": {"model": "m", "args": {"tensor-parallel-size": 2}}})
-    bench = BenchData(Path("/r/bench"), [rate_level(0.5, 40.0), rate_level(2.5, 180.0)], {"config": {}})
-    run = RunData(Path("/r/p/20260101T000000Z-0"), {"plan": "p", "status": "complete"}, plan, None, [HostData("h", None, bench)])
+    bench = BenchData(Path("/r/bench"), [LevelResult.model_validate(rate_level(0.5, 40.0)),
+                                         LevelResult.model_validate(rate_level(2.5, 180.0))], SweepSummary())
+    run = RunData(Path("/r/p/20260101T000000Z-0"), Meta(plan="p", status="complete"), plan, None,
+                  [HostData("h", None, bench)])
     tables = {t.title: t for t in comparison_tables(compare([run]))}
     throughput = tables["Throughput by load"]
     assert throughput.columns[0].header == "Load"
@@ -100,8 +103,9 @@ def test_the_best_run_of_each_row_is_marked() -> None:
 
     def run(name: str, tok_s: float, e2el: float) -> RunData:
         level = {**rate_level(1.0, tok_s), "mean_e2el_ms": e2el, "median_e2el_ms": e2el, "p99_e2el_ms": e2el}
-        bench = BenchData(Path(f"/r/{name}/bench"), [level], {"config": {}})
-        return RunData(Path(f"/r/{name}/x"), {"plan": name, "status": "complete"}, plan, None, [HostData("h", None, bench)])
+        bench = BenchData(Path(f"/r/{name}/bench"), [LevelResult.model_validate(level)], SweepSummary())
+        return RunData(Path(f"/r/{name}/x"), Meta(plan=name, status="complete"), plan, None,
+                       [HostData("h", None, bench)])
 
     tables = {t.title: t for t in comparison_tables(compare([run("a", 100.0, 2000.0), run("b", 150.0, 3000.0)]))}
     throughput, latency = tables["Throughput by load"], tables["Latency by load"]

@@ -1,7 +1,5 @@
-"""Reading run folders back: meta, resolved plan, host facts and benchmark results.
-
-    runs/<plan>/<UTC stamp>-<hash8>/
-      meta.json, plan.yaml, hosts/<host>/facts.json, hosts/<host>/bench/{level-*.json,summary.json}
+"""The one reader of run folders: meta, resolved plan, host facts, frozen package sets and
+benchmark results, as the typed records of `records.py` (paths from `layout.py`).
 
 Nothing here writes. A run reference (`resolve_run`) is a run folder, a plan name (its
 latest complete run with benchmark results), a plan's folder under the runs root, or a plan
@@ -14,14 +12,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
-from orchestrator.rundir import list_runs, read_meta
+from orchestrator.runs.layout import BenchLayout, RunLayout
+from orchestrator.runs.records import HostFactsRecord, LevelResult, Meta, Record, SweepSummary
+
+DEFAULT_ROOT = Path("runs")
+R = TypeVar("R", bound=Record)
 
 
 @dataclass(frozen=True)
@@ -29,22 +31,20 @@ class BenchData:
     """One host's benchmark: level results (by mode, then load) and the sweep summary."""
 
     directory: Path
-    levels: list[dict[str, Any]]
-    summary: dict[str, Any] | None
+    levels: list[LevelResult]
+    summary: SweepSummary | None
 
     @property
     def simulated(self) -> bool:
-        return any(bool(level.get("simulated")) for level in self.levels) or bool(
-            (self.summary or {}).get("simulated")
-        )
+        return any(level.simulated for level in self.levels) or bool(
+            self.summary and self.summary.simulated)
 
     @property
     def time_scale(self) -> float | None:
-        for source in (*self.levels, self.summary or {}):
-            scale = source.get("time_scale")
-            if isinstance(scale, int | float) and not isinstance(scale, bool) and scale > 0:
-                return float(scale)
-        return None
+        sources: list[LevelResult | SweepSummary] = [*self.levels]
+        if self.summary is not None:
+            sources.append(self.summary)
+        return next((s.time_scale for s in sources if s.time_scale and s.time_scale > 0), None)
 
 
 @dataclass(frozen=True)
@@ -57,14 +57,14 @@ class HostData:
 @dataclass(frozen=True)
 class RunData:
     path: Path
-    meta: dict[str, Any]
+    meta: Meta
     plan: Plan | None
     plan_problem: str | None  # why plan.yaml could not be read, if so
     hosts: list[HostData]
 
     @property
     def name(self) -> str:
-        return str(self.meta.get("plan") or self.path.parent.name)
+        return self.meta.plan or self.path.parent.name
 
     @property
     def stamp(self) -> str:
@@ -72,13 +72,12 @@ class RunData:
 
     @property
     def status(self) -> str:
-        return str(self.meta.get("status") or "unknown")
+        return self.meta.status or "unknown"
 
     @property
     def engine(self) -> str | None:
-        engine = self.meta.get("engine")
-        if isinstance(engine, str):
-            return engine
+        if self.meta.engine:
+            return self.meta.engine
         if self.plan is not None and self.plan.service is not None:
             return self.plan.service.engine
         return None
@@ -88,8 +87,8 @@ class RunData:
         """Said by meta.json, the results themselves, or the plan's engine."""
         if any(h.bench is not None and h.bench.simulated for h in self.hosts):
             return True
-        if isinstance(self.meta.get("simulated"), bool):
-            return bool(self.meta["simulated"])
+        if self.meta.simulated is not None:
+            return self.meta.simulated
         return self.engine == "sim"
 
     @property
@@ -115,22 +114,30 @@ def _read_object(path: Path) -> dict[str, Any]:
     return value
 
 
-def _level_order(result: dict[str, Any]) -> tuple[int, float, str]:
-    if result.get("mode") == "rate":
-        rate = result.get("request_rate")
-        return (1, float(rate) if isinstance(rate, int | float) else 0.0, str(result.get("level")))
-    concurrency = result.get("max_concurrency")
-    load = float(concurrency) if isinstance(concurrency, int | float) else 0.0
-    return (0, load, str(result.get("level")))
+def read_record(path: Path, kind: type[R]) -> R:
+    """A record file as its type; a RunFolderError naming the file and the field otherwise."""
+    try:
+        return kind.model_validate(_read_object(path))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "<record>"
+        raise RunFolderError(f"{path}: {where}: {first['msg']}") from None
+
+
+def _level_order(result: LevelResult) -> tuple[int, float, str]:
+    if result.mode == "rate":
+        rate = result.request_rate
+        return (1, float(rate) if isinstance(rate, int | float) else 0.0, result.level)
+    return (0, float(result.max_concurrency or 0), result.level)
 
 
 def load_bench(directory: Path) -> BenchData | None:
     """The level results in `directory` (None when it holds none)."""
     if not directory.is_dir():
         return None
-    summary_file = directory / "summary.json"
-    summary = _read_object(summary_file) if summary_file.exists() else None
-    levels = [_read_object(path) for path in sorted(directory.glob("level-*.json"))]
+    layout = BenchLayout(directory)
+    summary = read_record(layout.summary, SweepSummary) if layout.summary.exists() else None
+    levels = [read_record(path, LevelResult) for path in layout.levels()]
     if not levels and summary is None:
         return None
     return BenchData(directory, sorted(levels, key=_level_order), summary)
@@ -156,31 +163,54 @@ def load_plan_yaml(path: Path) -> Plan:
         ) from None
 
 
+def read_meta(path: Path) -> Meta:
+    meta_file = RunLayout(path).meta
+    if not meta_file.exists():
+        raise RunFolderError(f"{path} is not a run folder (no meta.json)")
+    return read_record(meta_file, Meta)
+
+
+def list_runs(root: Path = DEFAULT_ROOT) -> list[Path]:
+    """Every run folder under `root`, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [meta.parent for meta in root.glob("*/*/meta.json")]
+    return sorted(found, key=lambda p: (p.name, p.parent.name))
+
+
 def load_run(path: Path) -> RunData:
     meta = read_meta(path)
+    layout = RunLayout(path)
     plan: Plan | None = None
     problem: str | None = None
-    plan_file = path / "plan.yaml"
-    if plan_file.exists():
+    if layout.plan.exists():
         try:
-            plan = load_plan_yaml(plan_file)
+            plan = load_plan_yaml(layout.plan)
         except RunFolderError as error:
             problem = str(error)
     else:
-        problem = f"{plan_file} is missing"
-    names = [str(h) for h in meta.get("hosts") or []]
-    hosts_dir = path / "hosts"
-    if hosts_dir.is_dir():
-        names += sorted(p.name for p in hosts_dir.iterdir() if p.is_dir() and p.name not in names)
+        problem = f"{layout.plan} is missing"
+    names = list(meta.hosts)
+    if layout.hosts_dir.is_dir():
+        names += sorted(p.name for p in layout.hosts_dir.iterdir()
+                        if p.is_dir() and p.name not in names)
     hosts: list[HostData] = []
     for name in names:
-        base = hosts_dir / name
-        facts_file = base / "facts.json"
-        facts = _read_object(facts_file).get("host") if facts_file.exists() else None
-        hosts.append(
-            HostData(name, facts if isinstance(facts, dict) else None, load_bench(base / "bench"))
-        )
+        host = layout.host(name)
+        facts = read_record(host.facts, HostFactsRecord).host if host.facts.exists() else None
+        hosts.append(HostData(name, facts, load_bench(host.bench.root)))
     return RunData(path, meta, plan, problem, hosts)
+
+
+def frozen_sets(path: Path) -> dict[str, list[str]]:
+    """host -> the `name==version` lines its freeze.txt holds (for --locked)."""
+    layout = RunLayout(path)
+    out: dict[str, list[str]] = {}
+    for host in read_meta(path).hosts:
+        freeze = layout.host(host).freeze
+        if freeze.exists():
+            out[host] = [line for line in freeze.read_text().splitlines() if line.strip()]
+    return out
 
 
 def plan_runs(root: Path, plan_name: str) -> list[Path]:
@@ -200,10 +230,9 @@ def latest_complete(root: Path, plan_name: str) -> Path:
         )
     statuses: list[str] = []
     for folder in reversed(folders):
-        meta = read_meta(folder)
-        status = str(meta.get("status"))
+        status = read_meta(folder).status
         statuses.append(f"{folder.name}: {status}")
-        if status == "complete" and any((folder / "hosts").glob("*/bench/level-*.json")):
+        if status == "complete" and any(RunLayout(folder).hosts_dir.glob("*/bench/level-*.json")):
             return folder
     raise RunFolderError(
         f"plan {plan_name!r} has no complete run with benchmark results under {root}/{plan_name}/",
@@ -215,7 +244,7 @@ def resolve_run(ref: str, root: Path) -> Path:
     """A run folder from what the user typed: see the module docstring."""
     path = Path(ref)
     if path.is_dir():
-        if (path / "meta.json").exists():
+        if RunLayout(path).meta.exists():
             return path
         if any(path.glob("*/meta.json")):
             return latest_complete(path.parent, path.name)

@@ -1,0 +1,124 @@
+"""The name of every file of a run folder. Writers and readers ask here; no path of a run
+folder is spelt anywhere else.
+
+    runs/<plan>/<UTC time>-<hash8>/
+      meta.json                      Meta: orch version, plan, hosts, times, status
+      plan.yaml                      the resolved plan (secret references, never values)
+      events.jsonl                   one event per line, as they happened
+      hosts/<host>/
+        facts.json                   HostFactsRecord: what the probe found
+        freeze.txt                   the venv's packages, `name==version` (--locked reads it)
+        steps.json                   HostSteps: every step and phase and its outcome
+        startup.json                 Startup: readiness, phases, restarts
+        diagnosis.json               [DiagnosisRecord]: why the service died
+        service.log                  the service's log
+        smoke/<check>.json           one smoke check's request, answer and verdict
+        collect/<path>               files the plan's `collect:` fetched
+        bench/                       BenchLayout: the benchmark's files
+
+`orch bench --out DIR` writes the same benchmark files into any folder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def safe_name(name: str) -> str:
+    """A file name for an arbitrary label (a check name, a remote path)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.strip("/")) or "file"
+
+
+@dataclass(frozen=True)
+class BenchLayout:
+    """A benchmark's folder: one JSON per level, its requests, the CSV and the summary."""
+
+    root: Path
+
+    def level(self, label: str) -> Path:
+        return self.root / f"level-{label}.json"
+
+    def requests(self, label: str) -> Path:
+        return self.root / f"requests-{label}.jsonl"
+
+    @property
+    def sweep_csv(self) -> Path:
+        return self.root / "sweep.csv"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    def levels(self) -> list[Path]:
+        return sorted(self.root.glob("level-*.json"))
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    root: Path
+
+    @property
+    def facts(self) -> Path:
+        return self.root / "facts.json"
+
+    @property
+    def freeze(self) -> Path:
+        return self.root / "freeze.txt"
+
+    @property
+    def steps(self) -> Path:
+        return self.root / "steps.json"
+
+    @property
+    def startup(self) -> Path:
+        return self.root / "startup.json"
+
+    @property
+    def diagnosis(self) -> Path:
+        return self.root / "diagnosis.json"
+
+    @property
+    def service_log(self) -> Path:
+        return self.root / "service.log"
+
+    def smoke(self, check: str) -> Path:
+        return self.root / "smoke" / f"{safe_name(check)}.json"
+
+    def collected(self, remote_path: str) -> Path:
+        return self.root / "collect" / safe_name(remote_path)
+
+    @property
+    def bench(self) -> BenchLayout:
+        return BenchLayout(self.root / "bench")
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Path
+
+    @property
+    def meta(self) -> Path:
+        return self.root / "meta.json"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.yaml"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def hosts_dir(self) -> Path:
+        return self.root / "hosts"
+
+    def host(self, name: str) -> HostLayout:
+        return HostLayout(self.hosts_dir / name)
+
+
+def run_folder_name(stamp: str, plan_digest: str, attempt: int = 1) -> str:
+    """`<UTC time>-<hash8>`, with `-N` for a second run within the same second."""
+    name = f"{stamp}-{plan_digest[:8]}"
+    return name if attempt == 1 else f"{name}-{attempt}"

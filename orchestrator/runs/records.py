@@ -1,0 +1,158 @@
+"""The records a run folder holds, typed (pydantic, like the plan).
+
+The writer validates each record before it writes it, and the reader returns these types:
+a field read back is the field written, and a file from an older or newer orch still reads
+(unknown keys are kept, missing optional ones take their defaults). Benchmark level results
+keep `vllm bench serve`'s keys and order; their core figures are typed here, the per-metric
+statistics (`p99_ttft_ms`, `std_itl_ms`, ...) stay as extra keys (`figure()` reads any).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+RunStatus = Literal["incomplete", "complete", "failed", "interrupted"]
+
+
+class Meta(Record):
+    """meta.json: what ran, when, and how it ended (`incomplete` until it ends)."""
+
+    orch_version: str = ""
+    plan: str = ""
+    plan_digest: str = ""
+    command: str = "apply"
+    hosts: list[str] = Field(default_factory=list)
+    started: str | None = None
+    finished: str | None = None
+    duration_s: float | None = None
+    status: str = "incomplete"
+    plan_file: str | None = None
+    layers: list[str] = Field(default_factory=list)
+    engine: str | None = None
+    simulated: bool | None = None
+    locked_from: str | None = None
+
+
+class FindingRecord(Record):
+    level: str
+    message: str
+    fix: str = ""
+
+
+class StepRecord(Record):
+    """One step or phase of one host."""
+
+    step: str
+    status: str  # ok, changed, pending, failed, skipped
+    changes: list[str] = Field(default_factory=list)
+    findings: list[FindingRecord] = Field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+
+class HostSteps(Record):
+    """steps.json: a host's whole run."""
+
+    host: str
+    error: str | None = None
+    round_trips: int = 0
+    seconds: float = 0.0
+    steps: list[StepRecord] = Field(default_factory=list)
+    service_url: str | None = None
+    startup_s: float | None = None
+    bench_dir: str | None = None
+
+
+class HostFactsRecord(Record):
+    """facts.json: the host as the probe found it."""
+
+    host: dict[str, Any] = Field(default_factory=dict)
+    probe_seconds: float = 0.0
+    record_files: dict[str, int] = Field(default_factory=dict)  # RECORD files checked, hashed
+
+
+class Startup(Record):
+    """startup.json: how the service became ready."""
+
+    url: str | None = None
+    already_running: bool = False
+    seconds: float | None = None
+    restarts: int = 0
+    phases: list[dict[str, Any]] = Field(default_factory=list)
+    facts: dict[str, Any] = Field(default_factory=dict)
+
+
+class DiagnosisRecord(Record):
+    """One entry of diagnosis.json."""
+
+    key: str
+    level: str
+    cause: str
+    fix: str
+    evidence_line: str
+    related_lines: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class LevelResult(Record):
+    """level-<label>.json: one load level (`vllm bench serve`'s result keys, and orch's)."""
+
+    level: str = ""
+    mode: str = "closed"  # closed, batch, rate
+    max_concurrency: int | None = None
+    request_rate: float | str | None = None  # "inf" for closed and batch levels
+    model_id: str | None = None
+    endpoint_type: str | None = None
+    completed: int = 0
+    failed: int = 0
+    partial: bool = False
+    duration: float | None = None
+    output_throughput: float | None = None
+    mean_e2el_ms: float | None = None
+    median_e2el_ms: float | None = None
+    mean_ttft_ms: float | None = None
+    mean_itl_ms: float | None = None
+    flags: list[str] = Field(default_factory=list)
+    simulated: bool = False
+    time_scale: float | None = None
+    normalized: dict[str, float] | None = None  # figures in the simulator's model time
+    metric_definitions: dict[str, str] | None = None
+
+    def figure(self, name: str, *, model_time: bool = True) -> float | None:
+        """A numeric figure by its result key (`p99_ttft_ms`, `output_throughput`, ...),
+        in model time when the level has it and `model_time` asks for it."""
+        if model_time and self.normalized and name in self.normalized:
+            return self.normalized[name]
+        value = getattr(self, name, None) if name in type(self).model_fields else \
+            (self.model_extra or {}).get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
+
+class SweepSummary(Record):
+    """summary.json: the sweep as a whole."""
+
+    base_url: str | None = None
+    model: str | None = None
+    server_version: str | None = None
+    simulated: bool = False
+    simulator_profile: str | None = None
+    time_scale: float | None = None
+    started: str | None = None
+    finished: str | None = None
+    stopped: str | None = None
+    knee: int | None = None
+    knee_reason: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)  # the Bench settings it ran with
+    levels: list[dict[str, Any]] = Field(default_factory=list)  # the CSV rows
+    anomalies: dict[str, list[str]] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,179 @@
+"""The one writer of run folders (and of a benchmark's folder): every file is validated as
+its record, masked, and written atomically (a temporary file, then a rename).
+
+`meta.json` says `incomplete` from the first moment, so an interrupted apply (Ctrl-C, a lost
+connection, a killed controller) leaves a readable folder that says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator import __version__, masking
+from orchestrator.errors import RunFolderError
+from orchestrator.runs.layout import BenchLayout, HostLayout, RunLayout, run_folder_name
+from orchestrator.runs.records import (
+    DiagnosisRecord,
+    HostFactsRecord,
+    HostSteps,
+    LevelResult,
+    Meta,
+    Record,
+    Startup,
+    SweepSummary,
+)
+
+DEFAULT_ROOT = Path("runs")
+
+
+def _utc_stamp(now: float) -> str:
+    return dt.datetime.fromtimestamp(now, tz=dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _iso(now: float) -> str:
+    return dt.datetime.fromtimestamp(now, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+def finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: write them as null."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, Mapping):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(obj: Any) -> str:
+    """Pretty JSON, masked; records by their JSON form, non-finite numbers as null."""
+    if isinstance(obj, Record):
+        obj = obj.model_dump(mode="json")
+    elif isinstance(obj, list):
+        obj = [o.model_dump(mode="json") if isinstance(o, Record) else o for o in obj]
+    return masking.mask(json.dumps(finite(obj), indent=2, default=str, allow_nan=False)) + "\n"
+
+
+def write_file(path: Path, text: str) -> Path:
+    """Masked, atomic; the folder is made as needed. A RunFolderError says what failed."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(masking.mask(text), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as error:
+        raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
+    return path
+
+
+# -- a benchmark's folder ---------------------------------------------------------------
+
+
+def write_level(bench: BenchLayout, result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
+    """One level: its result (checked as a LevelResult; written with `vllm bench serve`'s
+    key order) and its requests, one JSON line each."""
+    checked = LevelResult.model_validate(result)
+    write_file(bench.level(checked.level), json.dumps(finite(result), indent=2, default=str,
+                                                      allow_nan=False) + "\n")
+    lines = "".join(json.dumps(finite(row), default=str) + "\n" for row in rows)
+    write_file(bench.requests(checked.level), lines)
+
+
+def write_sweep(bench: BenchLayout, csv_text: str, summary: SweepSummary) -> None:
+    write_file(bench.sweep_csv, csv_text)
+    write_file(bench.summary, dumps(summary))
+
+
+# -- a run folder -----------------------------------------------------------------------
+
+
+class RunFolder:
+    """A run folder being written (by one apply; its host threads share it)."""
+
+    def __init__(self, path: Path, meta: Meta, started: float) -> None:
+        self.path = path
+        self.layout = RunLayout(path)
+        self.meta = meta
+        self._started = started
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, plan_name: str, plan_digest: str, *, root: Path = DEFAULT_ROOT,
+               command: str = "apply", hosts: Sequence[str] = (), **fields: Any) -> RunFolder:
+        now = time.time()
+        base = root / plan_name
+        attempt = 1
+        path = base / run_folder_name(_utc_stamp(now), plan_digest)
+        while path.exists():  # two runs within one second
+            attempt += 1
+            path = base / run_folder_name(_utc_stamp(now), plan_digest, attempt)
+        try:
+            path.mkdir(parents=True)
+        except OSError as error:
+            raise RunFolderError(
+                f"cannot create the run folder {path}: {error.strerror}",
+                hint="choose a writable place with --runs-dir",
+            ) from None
+        meta = Meta(orch_version=__version__, plan=plan_name, plan_digest=plan_digest,
+                    command=command, hosts=list(hosts), started=_iso(now), **fields)
+        folder = cls(path, meta, now)
+        folder.write_meta()
+        return folder
+
+    def host(self, name: str) -> HostLayout:
+        return self.layout.host(name)
+
+    def write_meta(self) -> None:
+        with self._lock:
+            write_file(self.layout.meta, dumps(self.meta))
+
+    def finish(self, status: str) -> None:
+        now = time.time()
+        self.meta.status = status
+        self.meta.finished = _iso(now)
+        self.meta.duration_s = round(now - self._started, 3)
+        self.write_meta()
+
+    def event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        record = {"ts": round(time.time(), 3), "event": kind, **fields}
+        line = masking.mask(json.dumps(record, default=str))
+        with self._lock, open(self.layout.events, "a") as handle:
+            handle.write(line + "\n")
+        return record
+
+    # -- the records --------------------------------------------------------------------
+
+    def write_plan(self, text: str) -> None:
+        write_file(self.layout.plan, text)
+
+    def write_steps(self, steps: HostSteps) -> None:
+        write_file(self.host(steps.host).steps, dumps(steps))
+
+    def write_facts(self, host: str, facts: HostFactsRecord) -> None:
+        write_file(self.host(host).facts, dumps(facts))
+
+    def write_freeze(self, host: str, freeze: str) -> None:
+        write_file(self.host(host).freeze, freeze)
+
+    def write_startup(self, host: str, startup: Startup) -> None:
+        write_file(self.host(host).startup, dumps(startup))
+
+    def write_diagnosis(self, host: str, diagnoses: Sequence[Mapping[str, Any]]) -> None:
+        records = [DiagnosisRecord.model_validate(d) for d in diagnoses]
+        write_file(self.host(host).diagnosis, dumps(records))
+
+    def write_smoke(self, host: str, check: str, result: Mapping[str, Any]) -> None:
+        write_file(self.host(host).smoke(check), dumps(dict(result)))
+
+    def write_service_log(self, host: str, text: str) -> None:
+        write_file(self.host(host).service_log, text)
+
+    def write_collected(self, host: str, remote_path: str, text: str) -> None:
+        write_file(self.host(host).collected(remote_path), text)
