@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator import masking
+from orchestrator.plan.loader import LoadedPlan
 from orchestrator.runner import HostOutcome
 
 _STYLE = {
@@ -120,3 +121,22 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
             f"{outcome.seconds:.2f}s",
         )
     return table
+
+
+def print_diffs(console: Console, outcomes: list[HostOutcome]) -> None:
+    for outcome in outcomes:
+        for step in outcome.steps:
+            for diff in step.diffs:
+                console.print(f"[bold]{outcome.host}[/] {step.step}:")
+                console.print(diff, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_origins(console: Console, loaded: LoadedPlan) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"origins of {loaded.plan.name}", title_justify="left")
+    table.add_column("field")
+    table.add_column("set by")
+    for key, origin in sorted(loaded.origins.items()):
+        table.add_row(key, origin)
+    console.print(table)

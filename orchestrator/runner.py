@@ -18,6 +18,7 @@ from typing import Any, Literal
 from orchestrator.errors import OrchError, StepDidNotConverge
 from orchestrator.inventory import Inventory
 from orchestrator.probe import Facts, ProbeRequest, probe
+from orchestrator.runs.records import HostSteps
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 
@@ -65,6 +66,14 @@ class HostOutcome:
     @property
     def changed(self) -> int:
         return sum(1 for s in self.steps if s.status in ("changed", "pending"))
+
+    def record(self) -> HostSteps:
+        """What the run folder keeps of this host (steps.json)."""
+        return HostSteps.model_validate({
+            "host": self.host, "error": self.error, "round_trips": self.round_trips,
+            "seconds": round(self.seconds, 3), "steps": [s.to_json() for s in self.steps],
+            **self.extra,
+        })
 
 
 @dataclass

@@ -8,10 +8,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from orchestrator.plan.models import Plan
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,17 +34,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from orchestrator.errors import PlanError
     from orchestrator.masking import mask
-    from orchestrator.plan.loader import load_plan, locate
+    from orchestrator.plan.compile import check
+    from orchestrator.plan.loader import load_plan
     from orchestrator.plan.secrets import secret_names
 
     failed = 0
     for path in args.plans:
         try:
             loaded = load_plan(path, args.overlay, args.sets)
-            try:
-                check_launch(loaded.plan)
-            except PlanError as late:
-                raise locate(late, loaded) from None
+            check(loaded)  # what apply would compile: launch command, files, steps
         except PlanError as error:
             if args.debug:
                 raise
@@ -62,12 +56,3 @@ def run(args: argparse.Namespace) -> int:
             details.append(f"secrets: {', '.join(secrets)}")
         print(mask(f"ok   {path} ({'; '.join(details)})"), flush=True)
     return 1 if failed else 0
-
-
-def check_launch(plan: Plan) -> None:
-    """What apply would find when it renders the service's command line (a flag given twice,
-    a secret on the command line): a PlanError now rather than at apply time."""
-    if plan.service is not None and plan.python is not None:
-        from orchestrator.service.launch import render_launch
-
-        render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
