@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from orchestrator.errors import RunFolderError
+from orchestrator.events import Event
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.compile import Compiled, Options, compile_plan, resolved_plan_yaml
@@ -148,10 +148,8 @@ def _run(
         folder.write_plan(resolved_plan_yaml(loaded))
     reporter = Reporter(console, json_lines=options.json_lines)
 
-    def emit(kind: str, **fields: Any) -> None:
-        record = folder.event(kind, **fields) if folder else {"event": kind, **fields}
-        record.setdefault("event", kind)
-        reporter(record)
+    def emit(event: Event) -> None:
+        reporter(event, folder.event(event) if folder else None)
 
     jobs = []
     for host, steps in compiled.steps.items():

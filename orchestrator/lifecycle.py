@@ -17,11 +17,12 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.errors import BenchError, OrchError, ServiceError, SmokeFailed, StepError
+from orchestrator.events import Emit, PhaseEvent
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
 from orchestrator.probe import Facts
-from orchestrator.runner import Emit, HostOutcome, StepOutcome
+from orchestrator.runner import HostOutcome, StepOutcome
 from orchestrator.runs.records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
@@ -65,8 +66,8 @@ class Lifecycle:
                         if outcome.failed or name in self.skip:
                             why = "--skip" if name in self.skip else "an earlier phase failed"
                             outcome.steps.append(StepOutcome(step=name, status="skipped"))
-                            emit("phase", host=outcome.host, phase=name, status="skipped",
-                                 message=why)
+                            emit(PhaseEvent(outcome.host, phase=name, status="skipped",
+                                            message=why))
                         else:
                             self._phase(outcome, emit, name, body)
         finally:
@@ -76,16 +77,16 @@ class Lifecycle:
 
     def _phase(self, outcome: HostOutcome, emit: Emit, name: str, body: Any) -> None:
         started = time.monotonic()
-        emit("phase", host=outcome.host, phase=name, status="running", message="")
+        emit(PhaseEvent(outcome.host, phase=name, status="running"))
         try:
             message = body() or ""
             step = StepOutcome(step=name, status="ok", seconds=time.monotonic() - started)
-            emit("phase", host=outcome.host, phase=name, status="ok",
-                 message=f"{message} ({step.seconds:.1f}s)".strip())
+            emit(PhaseEvent(outcome.host, phase=name, status="ok",
+                            message=f"{message} ({step.seconds:.1f}s)".strip()))
         except OrchError as error:
             step = StepOutcome(step=name, status="failed", seconds=time.monotonic() - started,
                                error=str(error))
-            emit("phase", host=outcome.host, phase=name, status="failed", message=str(error))
+            emit(PhaseEvent(outcome.host, phase=name, status="failed", message=str(error)))
         outcome.steps.append(step)
 
 

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator import masking
+from orchestrator.events import Event, HostEnd, PhaseEvent, Retry, StepEnd
 from orchestrator.plan.loader import LoadedPlan
 from orchestrator.runner import HostOutcome
 
@@ -39,53 +40,47 @@ class Reporter:
         self.json_lines = json_lines
         self._lock = threading.Lock()
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def __call__(self, event: Event, record: dict[str, Any] | None = None) -> None:
+        """Show `event`; `record` is its JSON form as the run folder stored it (with `ts`)."""
         with self._lock:
             if self.json_lines:
-                sys.stdout.write(masking.mask(json.dumps(record, default=str)) + "\n")
+                data = record if record is not None else event.to_json()
+                sys.stdout.write(masking.mask(json.dumps(data, default=str)) + "\n")
                 sys.stdout.flush()
                 return
-            line = self.render_event(record)
+            line = self.render_event(event)
             if line is not None:
                 self.console.print(line)
 
     @staticmethod
-    def render_event(record: dict[str, Any]) -> Text | None:
-        kind = record.get("event")
-        host = record.get("host", "")
-        prefix = Text(f"{host:<14} ", style="bold cyan")
-        if kind == "step_end":
-            status = record["status"]
-            line = prefix + Text(f"{record['step']:<10} ") + Text(f"{status:<8}", style=_STYLE.get(status, ""))
-            line += Text(f" {record['seconds']:.2f}s", style="dim")
-            if record.get("error"):
-                line += Text(f"\n{'':15}{record['error']}", style="red")
-            for change in record.get("changes", []):
+    def render_event(event: Event) -> Text | None:
+        prefix = Text(f"{event.host:<14} ", style="bold cyan")
+        if isinstance(event, StepEnd):
+            line = prefix + Text(f"{event.step:<10} ") + Text(f"{event.status:<8}",
+                                                               style=_STYLE.get(event.status, ""))
+            line += Text(f" {event.seconds:.2f}s", style="dim")
+            if event.error:
+                line += Text(f"\n{'':15}{event.error}", style="red")
+            for change in event.changes:
                 line += Text(f"\n{'':15}- {change}")
-            for finding in record.get("findings", []):
+            for finding in event.findings:
                 style = "red" if finding["level"] == "error" else "yellow"
                 line += Text(f"\n{'':15}! {finding['message']}", style=style)
                 if finding.get("fix"):
                     line += Text(f"\n{'':17}fix: {finding['fix']}", style="dim")
             return line
-        if kind == "retry":
-            return prefix + Text(
-                f"retry {record.get('attempt')}: {record.get('error')}", style="yellow"
-            )
-        if kind == "host_end" and record.get("error"):
-            return prefix + Text(f"FAILED: {record['error']}", style="bold red")
-        if kind == "phase":
-            status = record.get("status", "")
-            if status == "running" and not record.get("message"):
+        if isinstance(event, Retry):
+            return prefix + Text(f"retry {event.attempt}: {event.error}", style="yellow")
+        if isinstance(event, HostEnd) and event.error:
+            return prefix + Text(f"FAILED: {event.error}", style="bold red")
+        if isinstance(event, PhaseEvent):
+            if event.status == "running" and not event.message:
                 return None
-            text = prefix + Text(f"{record.get('phase', ''):<10} ") + Text(
-                f"{status:<8}", style=_STYLE.get(status, "")
-            )
-            if record.get("message"):
-                text += Text(f" {record['message']}")
+            text = prefix + Text(f"{event.phase:<10} ") + Text(
+                f"{event.status:<8}", style=_STYLE.get(event.status, ""))
+            if event.message:
+                text += Text(f" {event.message}")
             return text
-        if kind == "message":
-            return prefix + Text(str(record.get("message", "")), style=record.get("style", ""))
         return None
 
 

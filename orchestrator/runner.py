@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.errors import OrchError, StepDidNotConverge
+from orchestrator.events import Emit, HostEnd, HostStart, Probed, Retry, StepEnd, StepStart
 from orchestrator.inventory import Inventory
 from orchestrator.probe import Facts, ProbeRequest, probe
 from orchestrator.runs.records import HostSteps
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 
-Emit = Callable[..., None]
 StepStatus = Literal["ok", "changed", "pending", "failed", "skipped"]
 # A phase after converge (ready, smoke, bench, collect): (transport, facts, outcome, emit).
 Phase = Callable[[Transport, Facts, "HostOutcome", Emit], None]
@@ -37,6 +37,11 @@ class StepOutcome:
     findings: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+
+    def event(self, host: str) -> StepEnd:
+        return StepEnd(host, step=self.step, status=self.status, changes=list(self.changes),
+                       findings=list(self.findings), seconds=round(self.seconds, 3),
+                       error=self.error)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -122,18 +127,18 @@ def _converge(
     request = merged_request(job.steps)
     facts = probe(transport, request)
     outcome.facts = facts
-    emit("probe", host=job.host, seconds=facts.probe_seconds)
+    emit(Probed(job.host, seconds=facts.probe_seconds))
     applied_any = False
     for step in job.steps:
         started = time.monotonic()
-        emit("step_start", host=job.host, step=step.name)
+        emit(StepStart(job.host, step=step.name))
         plan = step.plan(facts)
         if plan.blocked is not None:
             result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
             result.error = plan.blocked
             result.changes = []  # nothing of it will happen
             outcome.steps.append(result)
-            emit("step_end", host=job.host, **result.to_json())
+            emit(result.event(job.host))
             break
         if check and plan.converged and step.follows_earlier_changes and any(
             s.status == "pending" for s in outcome.steps
@@ -151,7 +156,7 @@ def _converge(
                 result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
                 result.error = str(error)
                 outcome.steps.append(result)
-                emit("step_end", host=job.host, **result.to_json())
+                emit(result.event(job.host))
                 break
             applied_any = True
             # Later steps may depend on what this one changed (the venv a file lives in).
@@ -160,11 +165,11 @@ def _converge(
             # What is still worth saying after the change: not the problems it just fixed.
             result.findings = _outcome_from_plan(step.plan(facts), "changed", 0).findings
         outcome.steps.append(result)
-        emit("step_end", host=job.host, **result.to_json())
+        emit(result.event(job.host))
     for step in job.steps[len(outcome.steps):]:  # after a failed step: say what did not run
         skipped = StepOutcome(step=step.name, status="skipped")
         outcome.steps.append(skipped)
-        emit("step_end", host=job.host, **skipped.to_json())
+        emit(skipped.event(job.host))
     if applied_any and not outcome.failed:
         # `facts` is the re-probe after the last applied step: verify against it.
         outcome.facts = facts
@@ -201,15 +206,14 @@ def run_hosts(
 
     def one(job: HostJob) -> HostOutcome:
         started = time.monotonic()
-        emit("host_start", host=job.host)
+        emit(HostStart(job.host))
         transport: Transport | None = None
         try:
             transport = connect(
                 job.host,
                 inventory,
                 on_retry=lambda host, attempt, error: emit(
-                    "retry", host=host, attempt=attempt, error=str(error)
-                ),
+                    Retry(host, attempt=attempt, error=str(error))),
             )
             outcome = converge_host(transport, job, check=check, emit=emit)
         except OrchError as error:
@@ -224,15 +228,9 @@ def run_hosts(
                 round_trips = 0
         outcome.round_trips = round_trips
         outcome.seconds = time.monotonic() - started
-        emit(
-            "host_end",
-            host=job.host,
-            failed=outcome.failed,
-            error=outcome.error,
-            changed=outcome.changed,
-            round_trips=outcome.round_trips,
-            seconds=round(outcome.seconds, 3),
-        )
+        emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,
+                     changed=outcome.changed, round_trips=outcome.round_trips,
+                     seconds=round(outcome.seconds, 3)))
         return outcome
 
     if len(jobs) == 1:  # in the main thread, so a benchmark can take Ctrl-C gracefully

@@ -18,6 +18,7 @@ from typing import Any
 
 from orchestrator import __version__, masking
 from orchestrator.errors import RunFolderError
+from orchestrator.events import Event
 from orchestrator.runs.layout import BenchLayout, HostLayout, RunLayout, run_folder_name
 from orchestrator.runs.records import (
     DiagnosisRecord,
@@ -141,8 +142,9 @@ class RunFolder:
         self.meta.duration_s = round(now - self._started, 3)
         self.write_meta()
 
-    def event(self, kind: str, **fields: Any) -> dict[str, Any]:
-        record = {"ts": round(time.time(), 3), "event": kind, **fields}
+    def event(self, event: Event) -> dict[str, Any]:
+        """Append `event` to events.jsonl; returns the record as written (with its time)."""
+        record = {"ts": round(time.time(), 3), **event.to_json()}
         line = masking.mask(json.dumps(record, default=str))
         with self._lock, open(self.layout.events, "a") as handle:
             handle.write(line + "\n")

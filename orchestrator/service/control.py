@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from orchestrator.events import Emit
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
@@ -37,7 +38,6 @@ from orchestrator.service.step import (
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw
 
-Emit = Callable[..., None]
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import CrashLoop, ServiceError, StartupFailed, StartupTimeout
+from orchestrator.events import Emit, PhaseEvent
 from orchestrator.plan.models import Health
 from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import Backend, ServicePaths, watch_command
@@ -26,7 +27,6 @@ from orchestrator.service.diagnosis import Diagnosis, diagnose, tail
 from orchestrator.service.phases import PhaseTracker
 from orchestrator.transport.base import Transport
 
-Emit = Callable[..., None]
 TAIL_LINES = 30
 PROGRESS_EVERY = 5.0  # seconds between progress lines within one phase
 HEARTBEAT_EVERY = 30.0  # seconds between lines while nothing moves
@@ -113,8 +113,8 @@ def wait_ready(
                     status.label not in last_label or now - last_emit >= PROGRESS_EVERY)
                 if moved or now - last_emit >= HEARTBEAT_EVERY:
                     last_label, last_emit = shown, now
-                    emit("phase", host=transport.host, phase="startup", status="running",
-                         message=f"{shown} ({status.total_s:.1f}s since launch)")
+                    emit(PhaseEvent(transport.host, phase="startup", status="running",
+                                    message=f"{shown} ({status.total_s:.1f}s since launch)"))
             if state == "stopped":
                 raise StartupFailed(
                     f"{transport.host}: the server was stopped (orch stop) during start-up; "
@@ -134,8 +134,8 @@ def wait_ready(
                                   f"start-up (service.restart.max_restarts: {max_restarts}); "
                                   "not relaunching", diagnoses, log)
                 restarts += 1
-                emit("phase", host=transport.host, phase="startup", status="changed",
-                     message=f"died without a known cause; relaunch {restarts}/{max_restarts}")
+                emit(PhaseEvent(transport.host, phase="startup", status="changed",
+                                message=f"died without a known cause; relaunch {restarts}/{max_restarts}"))
                 relaunch()
                 offset, log, last_label = 0, "", ""
                 decoder = _decoder()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from orchestrator.events import PhaseEvent, Probed, Retry, StepEnd
 from orchestrator.output import Reporter, recap_table
 from orchestrator.runner import HostOutcome, StepOutcome
 
@@ -43,12 +44,12 @@ def test_check_mode_says_pending_instead_of_changed() -> None:
 
 
 def test_a_step_line_lists_changes_findings_and_fixes() -> None:
-    line = Reporter.render_event({
-        "event": "step_end", "host": "gpu1", "step": "python", "status": "pending", "seconds": 0.02,
-        "changes": ["install flashinfer-cubin 0.6.3 -> 0.6.4 (family)"],
-        "findings": [{"level": "error", "message": "package family out of step",
-                      "fix": "pin flashinfer-cubin==0.6.4 in install.packages"}],
-    })
+    line = Reporter.render_event(StepEnd(
+        "gpu1", step="python", status="pending", seconds=0.02,
+        changes=["install flashinfer-cubin 0.6.3 -> 0.6.4 (family)"],
+        findings=[{"level": "error", "message": "package family out of step",
+                   "fix": "pin flashinfer-cubin==0.6.4 in install.packages"}],
+    ))
     assert line is not None
     text = render(line, width=120)
     assert "gpu1" in text and "pending" in text
@@ -57,5 +58,10 @@ def test_a_step_line_lists_changes_findings_and_fixes() -> None:
 
 
 def test_quiet_events_print_nothing() -> None:
-    assert Reporter.render_event({"event": "probe", "host": "gpu1"}) is None
-    assert Reporter.render_event({"event": "phase", "host": "h", "phase": "smoke", "status": "running"}) is None
+    assert Reporter.render_event(Probed("gpu1", seconds=0.1)) is None
+    assert Reporter.render_event(PhaseEvent("h", phase="smoke", status="running")) is None
+
+
+def test_events_serialize_as_the_run_folder_keeps_them() -> None:
+    assert Retry("h1", attempt=2, error="refused").to_json() == {
+        "event": "retry", "host": "h1", "attempt": 2, "error": "refused"}
