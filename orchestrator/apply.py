@@ -192,6 +192,7 @@ def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> Non
         if facts is None:
             continue
         folder.write_facts(outcome.host, HostFactsRecord(
-            host=facts.host, probe_seconds=facts.probe_seconds, record_files=facts.record_stats))
+            host=facts.host.to_json(), probe_seconds=facts.probe_seconds,
+            record_files=facts.record_stats))
         if facts.venv is not None and facts.venv.exists:
             folder.write_freeze(outcome.host, facts.venv.freeze())

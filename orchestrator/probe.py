@@ -8,7 +8,7 @@ parses the JSON answer into `Facts`. Parsing is pure and tested on captured answ
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -77,6 +77,10 @@ class VenvFacts:
     has_uv: bool
     interpreter_path: str | None = None  # the plan's interpreter on the host's PATH, if asked
 
+    def installed(self) -> dict[str, str]:
+        """Canonical name -> installed version."""
+        return {name: d.version for name, d in self.distributions.items()}
+
     def freeze(self) -> str:
         """`pip freeze`-style lines, sorted by name (read from metadata, no pip call)."""
         lines = sorted(f"{d.name}=={d.version}" for d in self.distributions.values())
@@ -109,15 +113,136 @@ class FileFacts:
     error: str | None = None
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    memory_mib: int | None = None
+    driver: str | None = None
+    compute_cap: str | None = None
+    pci_bus_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The machine: OS, Python, CPU, memory, GPUs (None without nvidia-smi), systemd, user."""
+
+    hostname: str = ""
+    os: str = ""
+    kernel: str = ""
+    arch: str = ""
+    python: str = ""
+    python_path: str = ""
+    cpu_count: int | None = None
+    cpu_model: str = ""
+    memory_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    gpus: tuple[Gpu, ...] | None = None
+    topology: str | None = None
+    systemd: bool = False
+    user: str = ""
+    home: str = ""
+    time: float | None = None
+
+    @property
+    def is_root(self) -> bool:
+        return self.user in ("root", "0")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostFacts:
+        gpus = data.get("gpus")
+        return cls(
+            hostname=_str(data.get("hostname")) or "", os=_str(data.get("os")) or "",
+            kernel=_str(data.get("kernel")) or "", arch=_str(data.get("arch")) or "",
+            python=_str(data.get("python")) or "", python_path=_str(data.get("python_path")) or "",
+            cpu_count=_int(data.get("cpu_count")), cpu_model=_str(data.get("cpu_model")) or "",
+            memory_bytes=_int(data.get("memory_bytes")),
+            memory_available_bytes=_int(data.get("memory_available_bytes")),
+            gpus=tuple(Gpu(**g) for g in gpus) if isinstance(gpus, list) else None,
+            topology=_str(data.get("topology")), systemd=bool(data.get("systemd")),
+            user=str(data.get("user") or ""), home=_str(data.get("home")) or "",
+            time=_float(data.get("time")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process on the host (from /proc)."""
+
+    pid: int | None
+    cmdline: tuple[str, ...] = ()
+    state: str | None = None  # R, S, D, T (stopped), ...
+    uptime: float | None = None  # seconds since it started
+    start_ticks: int | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Process | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(pid=_int(data.get("pid")), cmdline=tuple(str(c) for c in data.get("cmdline") or ()),
+                   state=_str(data.get("state")), uptime=_float(data.get("uptime")),
+                   start_ticks=_int(data.get("start_ticks")))
+
+
+@dataclass(frozen=True)
+class PortFacts:
+    number: int
+    listening: bool
+    holder: Process | None  # who listens (pid None: a process orch cannot see)
+
+
+@dataclass(frozen=True)
+class ServiceFacts:
+    """The service's traces on the host: pidfile and process, its state files, its port."""
+
+    pid: int | None = None  # from the pidfile or systemd's MainPID
+    process: Process | None = None  # alive and ours (same start time as recorded)
+    stale_pid: Process | None = None  # the pidfile's pid, reused by another process
+    spec_text: str | None = None  # spec.json as the last start wrote it
+    digests: dict[str, str | None] = field(default_factory=dict)  # spec/env/unit file sha256
+    unit_state: dict[str, str] | None = None  # systemctl show, for the systemd backend
+    port: PortFacts | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServiceFacts:
+        port = data.get("port")
+        return cls(
+            pid=_int(data.get("pid")),
+            process=Process.from_json(data.get("process")),
+            stale_pid=Process.from_json(data.get("stale_pid")),
+            spec_text=_str(data.get("spec")),
+            digests={k: _str(data.get(k)) for k in ("spec_file", "env_file", "unit_file") if k in data},
+            unit_state=data.get("unit_state") if isinstance(data.get("unit_state"), dict) else None,
+            port=PortFacts(int(port["number"]), bool(port.get("listening")),
+                           Process.from_json(port.get("holder")))
+            if isinstance(port, dict) else None,
+        )
+
+
 @dataclass
 class Facts:
-    host: dict[str, Any] = field(default_factory=dict)
+    host: HostFacts = field(default_factory=HostFacts)
     venv: VenvFacts | None = None
     record: dict[str, RecordFacts] = field(default_factory=dict)
     record_stats: dict[str, int] = field(default_factory=dict)  # files checked, hashed
     vllm: VllmFacts | None = None  # when asked for and vLLM is installed
     files: dict[str, FileFacts] = field(default_factory=dict)
-    service: dict[str, Any] | None = None
+    service: ServiceFacts | None = None
     probe_seconds: float = 0.0
 
 
@@ -140,7 +265,8 @@ def parse_answer(text: str) -> Facts:
         raise ProbeError(f"the fact program printed something that is not JSON: {text[-300:]!r}") from None
     if not isinstance(data, dict) or data.get("probe_version") != 1:
         raise ProbeError(f"unexpected fact program answer: {line[:300]!r}")
-    facts = Facts(host=data.get("host") or {}, probe_seconds=float(data.get("probe_seconds", 0)))
+    facts = Facts(host=HostFacts.from_json(data.get("host") or {}),
+                  probe_seconds=float(data.get("probe_seconds", 0)))
     venv = data.get("venv")
     if venv:
         facts.venv = VenvFacts(
@@ -178,7 +304,8 @@ def parse_answer(text: str) -> Facts:
             content=entry.get("content"),
             error=entry.get("error"),
         )
-    facts.service = data.get("service")
+    if isinstance(data.get("service"), dict):
+        facts.service = ServiceFacts.from_json(data["service"])
     return facts
 
 

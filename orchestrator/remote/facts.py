@@ -59,45 +59,88 @@ def _run(argv: List[str], timeout: float = 10.0) -> Optional[str]:
     return out.stdout if out.returncode == 0 else None
 
 
-def host_facts() -> Dict[str, Any]:
-    os_release: Dict[str, str] = {}
-    for line in (_read("/etc/os-release") or "").splitlines():
-        if "=" in line:
+# -- pure parsers of what the host's files and tools print (tested on captured output) ------
+
+
+def parse_os_release(text: str) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith("#"):
             key, _, value = line.partition("=")
-            os_release[key] = value.strip().strip('"')
-    meminfo: Dict[str, int] = {}
-    for line in (_read("/proc/meminfo") or "").splitlines():
-        match = re.match(r"(\w+):\s+(\d+) kB", line)
+            out[key.strip()] = value.strip().strip('"').strip("'")
+    return out
+
+
+def parse_meminfo(text: str) -> Dict[str, int]:
+    """/proc/meminfo -> name: bytes."""
+    out: Dict[str, int] = {}
+    for line in text.splitlines():
+        match = re.match(r"(\w+(?:\(\w+\))?):\s+(\d+) kB", line)
         if match:
-            meminfo[match.group(1)] = int(match.group(2)) * 1024
-    cpu_model = ""
-    for line in (_read("/proc/cpuinfo") or "").splitlines():
+            out[match.group(1)] = int(match.group(2)) * 1024
+    return out
+
+
+def parse_cpu_model(text: str) -> str:
+    for line in text.splitlines():
         if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
-    gpus = None
-    smi = _run(
-        [
-            "nvidia-smi",
-            "--query-gpu=index,name,memory.total,driver_version,compute_cap,pci.bus_id",
-            "--format=csv,noheader,nounits",
-        ]
-    )
-    if smi is not None:
-        gpus = []
-        for row in smi.strip().splitlines():
-            cells = [c.strip() for c in row.split(",")]
-            if len(cells) >= 6:
-                gpus.append(
-                    {
-                        "index": int(cells[0]),
-                        "name": cells[1],
-                        "memory_mib": int(float(cells[2])) if cells[2].replace(".", "").isdigit() else None,
-                        "driver": cells[3],
-                        "compute_cap": cells[4],
-                        "pci_bus_id": cells[5],
-                    }
-                )
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+NVIDIA_SMI_QUERY = "index,name,memory.total,driver_version,compute_cap,pci.bus_id"
+
+
+def parse_nvidia_smi(text: str) -> List[Dict[str, Any]]:
+    """`nvidia-smi --query-gpu=NVIDIA_SMI_QUERY --format=csv,noheader,nounits` -> GPUs."""
+    gpus: List[Dict[str, Any]] = []
+    for row in text.strip().splitlines():
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) < 6 or not cells[0].isdigit():
+            continue
+        try:
+            memory: Optional[int] = int(float(cells[2]))
+        except ValueError:
+            memory = None  # "[N/A]"
+        gpus.append({"index": int(cells[0]), "name": cells[1], "memory_mib": memory,
+                     "driver": cells[3], "compute_cap": cells[4], "pci_bus_id": cells[5]})
+    return gpus
+
+
+def parse_listening_ports(text: str) -> Dict[int, str]:
+    """/proc/net/tcp or tcp6 -> listening port: socket inode (no ss or netstat needed)."""
+    ports: Dict[int, str] = {}
+    for line in text.splitlines()[1:]:
+        cells = line.split()
+        if len(cells) > 9 and cells[3] == "0A":  # 0A = LISTEN
+            ports.setdefault(int(cells[1].rsplit(":", 1)[1], 16), cells[9])
+    return ports
+
+
+def parse_proc_stat(text: str) -> Tuple[str, int]:
+    """/proc/PID/stat -> (state letter, start time in clock ticks). The command name may
+    hold spaces and parentheses, so fields are counted after its last `)`."""
+    fields = text.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[19])
+
+
+def parse_systemctl_show(text: str) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+# -- gathering ---------------------------------------------------------------------------
+
+
+def host_facts() -> Dict[str, Any]:
+    os_release = parse_os_release(_read("/etc/os-release") or "")
+    meminfo = parse_meminfo(_read("/proc/meminfo") or "")
+    smi = _run(["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"])
+    gpus = parse_nvidia_smi(smi) if smi is not None else None
     topo = _run(["nvidia-smi", "topo", "-m"]) if gpus else None
     return {
         "hostname": socket.gethostname(),
@@ -107,7 +150,7 @@ def host_facts() -> Dict[str, Any]:
         "python": platform.python_version(),
         "python_path": sys.executable,
         "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model,
+        "cpu_model": parse_cpu_model(_read("/proc/cpuinfo") or ""),
         "memory_bytes": meminfo.get("MemTotal"),
         "memory_available_bytes": meminfo.get("MemAvailable"),
         "gpus": gpus,
@@ -420,15 +463,11 @@ def file_facts(files: List[Dict[str, str]]) -> Dict[str, Any]:
     return out
 
 
-def _listening_ports() -> Dict[int, Dict[str, Any]]:
-    """Listening TCP ports -> inode, from /proc/net/tcp{,6} (no ss/netstat needed)."""
-    ports: Dict[int, Dict[str, Any]] = {}
+def _listening_ports() -> Dict[int, str]:
+    ports: Dict[int, str] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in (_read(table) or "").splitlines()[1:]:
-            cells = line.split()
-            if len(cells) > 9 and cells[3] == "0A":  # 0A = LISTEN
-                port = int(cells[1].rsplit(":", 1)[1], 16)
-                ports.setdefault(port, {"inode": cells[9]})
+        for port, inode in parse_listening_ports(_read(table) or "").items():
+            ports.setdefault(port, inode)
     return ports
 
 
@@ -453,15 +492,15 @@ def _process(pid: int) -> Optional[Dict[str, Any]]:
     stat = _read(f"/proc/{pid}/stat")
     if stat is None:
         return None
-    state = stat.rsplit(")", 1)[1].split()[0]
+    state, start_ticks = parse_proc_stat(stat)
     if state == "Z":
         return None
     cmdline = (_read(f"/proc/{pid}/cmdline") or "").split("\0")
-    start_ticks = int(stat.rsplit(")", 1)[1].split()[19])
     uptime = float((_read("/proc/uptime") or "0").split()[0])
     hz = os.sysconf("SC_CLK_TCK")
     return {
         "pid": pid,
+        "state": state,  # R, S, D, T (stopped: SIGSTOP), ...
         "cmdline": [c for c in cmdline if c],
         "uptime": max(0.0, uptime - start_ticks / hz),
         "start_ticks": start_ticks,
@@ -488,11 +527,9 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     if spec.get("spec_file"):
         out["spec"] = _read(spec["spec_file"])
     if spec.get("unit"):
-        state = _run(["systemctl", "show", spec["unit"], "--property=ActiveState,SubState,MainPID,ExecMainStartTimestampMonotonic"])
-        props: Dict[str, str] = {}
-        for line in (state or "").splitlines():
-            key, _, value = line.partition("=")
-            props[key] = value
+        props = parse_systemctl_show(_run([
+            "systemctl", "show", spec["unit"],
+            "--property=ActiveState,SubState,MainPID,ExecMainStartTimestampMonotonic"]) or "")
         out["unit_state"] = props
         main_pid = props.get("MainPID", "0")
         if main_pid.isdigit() and int(main_pid) > 0:
@@ -500,13 +537,12 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
             out["process"] = _process(int(main_pid))
     port = spec.get("port")
     if port:
-        listening = _listening_ports()
-        entry = listening.get(int(port))
+        inode = _listening_ports().get(int(port))
         holder = None
-        if entry is not None:
-            pid = _pids_by_inode([entry["inode"]]).get(entry["inode"])
+        if inode is not None:
+            pid = _pids_by_inode([inode]).get(inode)
             holder = _process(pid) if pid else {"pid": None, "cmdline": [], "uptime": None}
-        out["port"] = {"number": int(port), "listening": entry is not None, "holder": holder}
+        out["port"] = {"number": int(port), "listening": inode is not None, "holder": holder}
     return out
 
 

@@ -18,7 +18,7 @@ from orchestrator.events import Emit
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
-from orchestrator.probe import Facts, ProbeRequest, probe
+from orchestrator.probe import Facts, ProbeRequest, Process, probe
 from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import (
     Backend,
@@ -125,9 +125,8 @@ class ServiceHandle:
         return cls(transport, plan, paths, backend, facts)
 
     @property
-    def process(self) -> dict[str, Any] | None:
-        found = (self.facts.service or {}).get("process")
-        return found if isinstance(found, dict) else None
+    def process(self) -> Process | None:
+        return self.facts.service.process if self.facts.service is not None else None
 
 
 @dataclass
@@ -155,20 +154,18 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     """Process, pins and the server's own answers (health, served names, version).
     `key_missing` says why the API key is unknown (then the served names are not asked)."""
     plan = handle.plan
-    service = handle.facts.service or {}
     row = ServiceStatus(host=handle.transport.host, backend=handle.backend)
     process = handle.process
     if process:
-        row.state, row.pid = "running", process["pid"]
-        row.uptime_s = round(process.get("uptime") or 0)
-    elif service.get("pid"):
+        row.state, row.pid = "running", process.pid
+        row.uptime_s = round(process.uptime or 0)
+    elif handle.facts.service is not None and handle.facts.service.pid:
         row.state = "dead"
     venv = handle.facts.venv
     if venv is not None and not venv.exists:
         row.pins = f"no venv at {venv.path}"
     elif venv is not None:
-        drift = pin_drift({k: d.version for k, d in venv.distributions.items()},
-                          plan.install.pins())
+        drift = pin_drift(venv.installed(), plan.install.pins())
         row.pins = "; ".join(drift) or "ok"
     if process:
         with reach(handle.transport, inventory, plan) as base_url, \

@@ -1,15 +1,10 @@
 """Preflight: what would make the launch fail, caught before a 13-minute start-up finds it.
 
-Pure: `preflight(plan, facts)` reads facts the probe gathered on the host and returns
-findings; nothing here talks to a host. The facts (every key optional: a missing key skips
-its checks):
-
-    ports        {port: {"pid": int | None, "cmdline": [str] | str | None}}  listening ports
-    gpus         [{"index": int, "name": str, ...}] from nvidia-smi, or None without it
-    installed    {distribution: version} in the service's venv
-    service_pid  pid of the service orch runs (None when not running)
-    service_pids further pids of that service (its workers), optional
-    vllm         VllmFacts: the installed vLLM and the names its flags accept
+Pure: `preflight(plan, facts)` reads the probe's typed facts and returns findings; nothing
+here talks to a host. What it reads, each check skipped when its fact is missing: the
+service's port and who holds it (`facts.service`), the GPUs nvidia-smi lists
+(`facts.host.gpus`, None without nvidia-smi), the venv's distributions (`facts.venv`) and
+the installed vLLM's flag names (`facts.vllm`).
 
 Errors stop the launch; warnings are shown. Parser and backend names are checked against
 the installed vLLM, or before it is installed against vLLM 0.17.1's lists (`vllm_names.py`).
@@ -19,14 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from orchestrator import masking
 from orchestrator.errors import PreflightError
 from orchestrator.packages import family_mismatches
-from orchestrator.plan.models import ArgValue, Plan, canonical_name
+from orchestrator.plan.models import ArgValue, Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
-from orchestrator.probe import VllmFacts
+from orchestrator.probe import Facts, Gpu
 from orchestrator.service.vllm_names import known_names, suggestion
 from orchestrator.steps.base import Finding
 
@@ -44,7 +38,7 @@ RETIRED_ENV: dict[str, tuple[tuple[int, ...], str]] = {
 }
 
 
-def preflight(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+def preflight(plan: Plan, facts: Facts) -> list[Finding]:
     """Every problem the facts reveal, errors first."""
     if plan.service is None:
         return []
@@ -70,21 +64,17 @@ def raise_on_errors(findings: list[Finding]) -> None:
     raise PreflightError("\n".join(lines))
 
 
-def _port_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+def _port_findings(plan: Plan, facts: Facts) -> list[Finding]:
     assert plan.service is not None
-    ports = facts.get("ports")
-    if not isinstance(ports, Mapping):
+    found = facts.service.port if facts.service is not None else None
+    if found is None or not found.listening or found.number != plan.service.port:
         return []
-    port = plan.service.port
-    holder = ports.get(port, ports.get(str(port)))
-    if holder is None:
-        return []
-    holder = holder if isinstance(holder, Mapping) else {}
-    own = {facts.get("service_pid"), *(facts.get("service_pids") or [])} - {None}
-    pid = holder.get("pid")
+    port = found.number
+    own = {facts.service.pid} - {None} if facts.service is not None else set()
+    pid = found.holder.pid if found.holder is not None else None
     if pid is not None and pid in own:
         return []
-    command = _display_cmdline(holder.get("cmdline"))
+    command = _display_cmdline(found.holder.cmdline if found.holder is not None else ())
     who = f"pid {pid}" if pid is not None else "a process orch cannot see (another user's?)"
     if command:
         who += f": {command}"
@@ -105,13 +95,7 @@ def _port_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
     ]
 
 
-def _display_cmdline(cmdline: object) -> str:
-    if isinstance(cmdline, list):
-        words = [str(w) for w in cmdline]
-    elif isinstance(cmdline, str):
-        words = cmdline.split()
-    else:
-        return ""
+def _display_cmdline(words: Sequence[str]) -> str:
     shown: list[str] = []
     hide_next = False
     for word in words:
@@ -151,12 +135,12 @@ def required_gpus(args: Mapping[str, ArgValue]) -> int:
     return max(1, -(-tp * pp // nnodes)) * dp
 
 
-def visible_gpus(gpus: Sequence[Mapping[str, Any]], cuda_visible_devices: str | None) -> int:
+def visible_gpus(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> int:
     """How many GPUs CUDA will show: all of them, or the CUDA_VISIBLE_DEVICES entries up to the
     first one that names no GPU (CUDA ignores the rest)."""
     if cuda_visible_devices is None:
         return len(gpus)
-    indexes = {str(g.get("index")) for g in gpus}
+    indexes = {str(g.index) for g in gpus}
     count = 0
     for entry in (e.strip() for e in cuda_visible_devices.split(",")):
         if entry.startswith(("GPU-", "MIG-")):
@@ -168,10 +152,10 @@ def visible_gpus(gpus: Sequence[Mapping[str, Any]], cuda_visible_devices: str | 
     return min(count, len(gpus))
 
 
-def _gpu_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
     assert plan.service is not None
-    gpus = facts.get("gpus")
-    if plan.service.engine != "vllm" or not isinstance(gpus, list):
+    gpus = facts.host.gpus
+    if plan.service.engine != "vllm" or gpus is None:
         return []
     cvd = plan.env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and SECRET_REF.search(cvd):
@@ -192,12 +176,11 @@ def _gpu_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
     ]
 
 
-def _family_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+def _family_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """A family out of step that no pin settles (the python step aligns the others)."""
-    installed_raw = facts.get("installed")
-    if not isinstance(installed_raw, Mapping):
+    if facts.venv is None:
         return []
-    installed = {canonical_name(str(k)): str(v) for k, v in installed_raw.items()}
+    installed = facts.venv.installed()
     return [
         Finding("error", mismatch.describe(),
                 "pin every member of the family to one version in install.packages")
@@ -211,20 +194,15 @@ def _version_tuple(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in match.group(0).split(".")) if match else None
 
 
-def vllm_version(plan: Plan, facts: Mapping[str, Any]) -> str | None:
+def vllm_version(plan: Plan, facts: Facts) -> str | None:
     """The vLLM version that will run: the pin, else the installed one."""
     pinned = plan.install.pins().get("vllm")
     if pinned:
         return pinned
-    installed = facts.get("installed")
-    if isinstance(installed, Mapping):
-        for name, version in installed.items():
-            if canonical_name(str(name)) == "vllm":
-                return str(version)
-    return None
+    return facts.venv.installed().get("vllm") if facts.venv is not None else None
 
 
-def _env_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+def _env_findings(plan: Plan, facts: Facts) -> list[Finding]:
     version = vllm_version(plan, facts)
     have = _version_tuple(version)
     if have is None:
@@ -245,7 +223,7 @@ def _env_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-def _parser_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
+def _parser_findings(plan: Plan, facts: Facts) -> list[Finding]:
     assert plan.service is not None
     args = plan.service.args
     out: list[Finding] = []
@@ -261,8 +239,7 @@ def _parser_findings(plan: Plan, facts: Mapping[str, Any]) -> list[Finding]:
                 "set service.args.tool-call-parser (e.g. kimi_k2) or drop enable-auto-tool-choice",
             )
         )
-    vllm = facts.get("vllm")
-    known = known_names(vllm if isinstance(vllm, VllmFacts) else None, vllm_version(plan, facts))
+    known = known_names(facts.vllm, vllm_version(plan, facts))
     if known is None:
         return out
     for flag, names in known.by_flag.items():

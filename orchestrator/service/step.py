@@ -14,16 +14,16 @@ by digest.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
-from orchestrator.probe import Facts, ProbeRequest
+from orchestrator.probe import Facts, HostFacts, ProbeRequest
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service.backends import Backend, ServicePaths, start_command, stop_command
 from orchestrator.service.launch import LaunchSpec, render_env_file, spec_hash
@@ -37,14 +37,13 @@ def _sha(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def choose_backend(configured: str, host_facts: Mapping[str, Any]) -> Backend:
+def choose_backend(configured: str, host: HostFacts) -> Backend:
     """`auto` picks systemd where the host runs it and we may write units (root)."""
     if configured == "systemd":
         return "systemd"
     if configured == "process":
         return "process"
-    root = str(host_facts.get("user")) in ("root", "0")
-    return "systemd" if host_facts.get("systemd") and root else "process"
+    return "systemd" if host.systemd and host.is_root else "process"
 
 
 def service_request(paths: ServicePaths, service: ServiceSpec) -> dict[str, Any]:
@@ -61,18 +60,45 @@ def service_request(paths: ServicePaths, service: ServiceSpec) -> dict[str, Any]
     return request
 
 
-def host_record(facts: Facts) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ServiceRecord:
     """The service's `spec.json` on the host: what the running server was started with."""
-    with contextlib.suppress(json.JSONDecodeError, AttributeError, TypeError):
-        record = json.loads((facts.service or {}).get("spec") or "{}")
-        if isinstance(record, dict):
-            return record
-    return {}
+
+    fingerprint: dict[str, str]
+    backend: Backend | None
+    command: str = ""
+    port: int | None = None
+    served_names: tuple[str, ...] = ()
+    written: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "served_names": list(self.served_names)}, indent=2) + "\n"
+
+
+def host_record(facts: Facts) -> ServiceRecord | None:
+    """The record the last start left on the host (None: none, or unreadable)."""
+    text = facts.service.spec_text if facts.service is not None else None
+    try:
+        data = json.loads(text or "")
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    backend = data.get("backend")
+    fingerprint = data.get("fingerprint")
+    return ServiceRecord(
+        fingerprint={str(k): str(v) for k, v in fingerprint.items()} if isinstance(fingerprint, dict) else {},
+        backend=backend if backend in ("systemd", "process") else None,
+        command=str(data.get("command") or ""),
+        port=data.get("port") if isinstance(data.get("port"), int) else None,
+        served_names=tuple(str(n) for n in data.get("served_names") or ()),
+        written=float(data.get("written") or 0.0),
+    )
 
 
 def recorded_backend_of(facts: Facts) -> Backend | None:
-    backend = host_record(facts).get("backend")
-    return "systemd" if backend == "systemd" else "process" if backend == "process" else None
+    record = host_record(facts)
+    return record.backend if record is not None else None
 
 
 class OrchWheelStep(Step):
@@ -154,50 +180,27 @@ class ServiceStep(Step):
         return render_unit(self.spec, name=self.paths.name, env_file=self.paths.env_file,
                            log_path=self.paths.log)
 
-    def preflight_facts(self, facts: Facts) -> dict[str, Any]:
-        service = facts.service or {}
-        port = service.get("port") or {}
-        holder = port.get("holder")
-        ports = {}
-        if port.get("listening"):
-            ports[self.service.port] = {
-                "pid": (holder or {}).get("pid"), "cmdline": (holder or {}).get("cmdline"),
-            }
-        out: dict[str, Any] = {"ports": ports, "gpus": facts.host.get("gpus"),
-                               "service_pid": service.get("pid")}
-        if facts.venv is not None:
-            out["installed"] = {k: d.version for k, d in facts.venv.distributions.items()}
-        if facts.vllm is not None:
-            out["vllm"] = facts.vllm
-        return out
-
     def plan(self, facts: Facts) -> StepPlan:
         result = StepPlan(step=self.name)
         self.backend = choose_backend(self.service.backend, facts.host)
-        service = facts.service or {}
-        findings = preflight(self.plan_, self.preflight_facts(facts))
+        findings = preflight(self.plan_, facts)
         result.findings.extend(findings)
         errors = [f for f in findings if f.level == "error"]
-        alive = service.get("process") is not None
+        alive = facts.service is not None and facts.service.process is not None
         if errors and not alive:
             result.blocked = f"preflight: the launch would fail ({len(errors)} problem(s) below)"
         wanted = self.fingerprint(facts)
         on_host = host_record(facts)
-        stored: dict[str, str] = on_host.get("fingerprint") or {}
-        recorded_backend = recorded_backend_of(facts) or self.backend
+        stored = on_host.fingerprint if on_host is not None else {}
+        recorded_backend = (on_host.backend if on_host is not None else None) or self.backend
         uploads = [Upload(self.paths.env_file, self.env_text.encode(), 0o600)]
         commands: list[Command] = []
         if self.backend == "systemd":
             uploads.append(Upload(self.paths.unit_file, self.unit_text().encode(), 0o644))
-        record = {
-            "fingerprint": wanted,
-            "backend": self.backend,
-            "command": self.spec.display(),
-            "port": self.service.port,
-            "served_names": self.spec.served_names,
-            "written": time.time(),
-        }
-        uploads.append(Upload(self.paths.spec_file, (json.dumps(record, indent=2) + "\n").encode(), 0o644))
+        record = ServiceRecord(fingerprint=wanted, backend=self.backend, command=self.spec.display(),
+                               port=self.service.port, served_names=tuple(self.spec.served_names),
+                               written=time.time())
+        uploads.append(Upload(self.paths.spec_file, record.to_json().encode(), 0o644))
         if not alive:
             reason = "not running"
         elif stored != wanted:

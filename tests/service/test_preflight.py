@@ -8,11 +8,46 @@ import pytest
 from plan_fixtures import load_plan, make_plan
 
 from orchestrator.errors import PreflightError
-from orchestrator.probe import VllmFacts
-from orchestrator.service.preflight import preflight, raise_on_errors, required_gpus, visible_gpus
+from orchestrator.plan.models import Plan, canonical_name
+from orchestrator.probe import (
+    Distribution,
+    Facts,
+    Gpu,
+    HostFacts,
+    PortFacts,
+    Process,
+    ServiceFacts,
+    VenvFacts,
+    VllmFacts,
+)
+from orchestrator.service.preflight import preflight as _preflight
+from orchestrator.service.preflight import raise_on_errors, required_gpus, visible_gpus
+from orchestrator.steps.base import Finding
 
-GPUS8 = [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"} for i in range(8)]
+GPUS8 = [Gpu(i, "NVIDIA RTX PRO 6000 Blackwell Server Edition") for i in range(8)]
 KIMI_INSTALLED = {"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cubin": "0.6.4"}
+
+
+def facts(raw: dict[str, Any]) -> Facts:
+    """The probe's typed facts, from a table row: `ports` {port: holder}, `service_pid`,
+    `gpus`, `installed` {name: version}, `vllm`."""
+    port = None
+    for number, holder in (raw.get("ports") or {}).items():
+        cmdline = holder.get("cmdline") or ()
+        port = PortFacts(int(number), True, Process(
+            pid=holder.get("pid"), cmdline=tuple(cmdline.split() if isinstance(cmdline, str) else cmdline)))
+    installed = raw.get("installed")
+    return Facts(
+        host=HostFacts(gpus=tuple(raw["gpus"]) if raw.get("gpus") is not None else None),
+        service=ServiceFacts(pid=raw.get("service_pid"), port=port),
+        venv=VenvFacts("/v", True, None, {canonical_name(k): Distribution(k, v) for k, v in installed.items()},
+                       False) if installed is not None else None,
+        vllm=raw.get("vllm"),
+    )
+
+
+def preflight(plan: Plan, raw: dict[str, Any]) -> list[Finding]:
+    return _preflight(plan, facts(raw))
 
 
 def messages(findings: list[Any]) -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from orchestrator.plan.models import Plan
-from orchestrator.probe import Facts
+from orchestrator.probe import Facts, HostFacts, ServiceFacts
 from orchestrator.service.launch import render_launch
 from orchestrator.service.step import ServiceStep
 
@@ -24,13 +24,14 @@ def step(plan: Plan = PLAN) -> ServiceStep:
 
 def facts(*, running: bool, record: dict[str, Any] | None) -> Facts:
     process = {"pid": 42, "cmdline": ["/opt/v/bin/vllm"], "uptime": 5.0, "start_ticks": 7}
-    return Facts(host={"systemd": False, "user": "root"}, service={
+    # The service part as the fact program answers it, read by the probe's own parser.
+    return Facts(host=HostFacts(systemd=False, user="root"), service=ServiceFacts.from_json({
         "pid": 42 if running else None,
         "process": process if running else None,
         "spec": json.dumps(record) if record is not None else None,
         "port": {"number": 8000, "listening": running,
                  "holder": {"pid": 42, "cmdline": []} if running else None},
-    })
+    }))
 
 
 def started_with(service: ServiceStep, **record: Any) -> dict[str, Any]:
