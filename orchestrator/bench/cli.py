@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 
 def _levels(text: str) -> list[int] | str:
@@ -37,33 +38,84 @@ def _requests(text: str) -> int | str:
     return int(text) if text.strip().isdigit() else text.strip()
 
 
+def _thinking(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return text == "on"
+
+
+# Flag -> the `bench:` field it sets (dotted for nested sections), and how its text is read
+# (None: a string the model validates, such as a duration). Help text and choices come from
+# the model itself, so the command and the plan reference cannot disagree.
+FLAGS: list[tuple[str, str, Callable[[str], Any] | None]] = [
+    ("--endpoint", "endpoint", None),
+    ("--mode", "mode", None),
+    ("--concurrency", "concurrency", _levels),
+    ("--rate", "rate", _rates),
+    ("--arrivals", "arrivals", None),
+    ("--burstiness", "burstiness", float),
+    ("--max-tokens", "max_tokens", int),
+    ("--requests", "requests_per_level", _requests),
+    ("--duration", "duration", None),
+    ("--warmup", "warmup", int),
+    ("--repeats", "repeats", int),
+    ("--prompt", "prompt", None),
+    ("--dataset", "dataset", None),
+    ("--input-len", "input_len", int),
+    ("--temperature", "temperature", float),
+    ("--thinking", "thinking", _thinking),
+    ("--seed", "seed", int),
+    ("--timeout", "request_timeout", None),
+    ("--slo-ttft-ms", "slo.ttft_ms", float),
+    ("--slo-tpot-ms", "slo.tpot_ms", float),
+    ("--slo-e2el-ms", "slo.e2el_ms", float),
+    ("--threshold", "auto.threshold", float),
+    ("--max-concurrency", "auto.max_concurrency", int),
+]
+
+
+def _field(path: str) -> Any:
+    """The pydantic FieldInfo of a dotted `bench:` field."""
+    from orchestrator.plan.models import Bench
+
+    model: Any = Bench
+    info: Any = None
+    for part in path.split("."):
+        info = model.model_fields[part]
+        model = info.annotation
+    return info
+
+
+def _choices(info: Any) -> list[str] | None:
+    annotation = info.annotation
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    return None
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", help="model name (default: the first of /v1/models)")
-    parser.add_argument("--endpoint", choices=["chat", "completions"], help="API endpoint (chat)")
-    parser.add_argument("--mode", choices=["closed", "batch"], help="closed loop (default) or batch")
-    parser.add_argument("--concurrency", type=_levels, help="levels, e.g. 1,2,4,8, or 'auto'")
-    parser.add_argument("--rate", type=_rates, help="open-loop request rates, e.g. 2,4,8")
-    parser.add_argument("--arrivals", choices=["poisson", "constant"], help="open-loop arrivals")
-    parser.add_argument("--burstiness", type=float, help="gamma shape of arrivals (1 = Poisson)")
-    parser.add_argument("--max-tokens", type=int, help="completion token limit (1024)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--requests", type=_requests, help="requests per level: N, or a multiple such as 2x")
-    group.add_argument("--duration", help="run each level this long instead, e.g. 60s")
-    parser.add_argument("--warmup", type=int, help="warm-up requests per level (1)")
-    parser.add_argument("--repeats", type=int, help="repeat each level and report the spread")
-    parser.add_argument("--prompt", help="fixed prompt")
-    parser.add_argument("--dataset", help="JSONL file of prompts")
-    parser.add_argument("--input-len", type=int, help="synthetic prompts of about this many tokens")
-    parser.add_argument("--ignore-eos", action="store_true", default=None, help="always generate max tokens")
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--thinking", choices=["on", "off"], help="thinking on or off (chat_template_kwargs)")
-    parser.add_argument("--timeout", help="per-request timeout, e.g. 600s")
-    parser.add_argument("--slo-ttft-ms", type=float, help="goodput objective: TTFT")
-    parser.add_argument("--slo-tpot-ms", type=float, help="goodput objective: TPOT")
-    parser.add_argument("--slo-e2el-ms", type=float, help="goodput objective: end-to-end latency")
-    parser.add_argument("--threshold", type=float, help="auto: stop when a doubling gains less (0.05)")
-    parser.add_argument("--max-concurrency", type=int, help="auto: upper bound of the search")
+    duration_group = parser.add_mutually_exclusive_group()
+    for flag, path, kind in FLAGS:
+        info = _field(path)
+        default = info.get_default(call_default_factory=True)
+        shown = "" if default is None or (isinstance(default, dict | list) and not default) else \
+            f" (default {','.join(map(str, default)) if isinstance(default, list) else default})"
+        target = duration_group if flag in ("--requests", "--duration") else parser
+        options: dict[str, Any] = {"help": (info.description or "").rstrip(".") + shown,
+                                   "choices": _choices(info)}
+        if kind is not None:
+            options["type"] = kind
+        if kind is _thinking:
+            options["metavar"] = "{on,off}"
+        target.add_argument(flag, **options)
+    parser.add_argument("--ignore-eos", action="store_true", default=None,
+                        help=_field("ignore_eos").description)
     parser.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
                         help="environment variable holding the API key (OPENAI_API_KEY)")
@@ -74,25 +126,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def bench_config(args: argparse.Namespace) -> dict[str, Any]:
     """The `bench:` section the arguments describe (only what was given)."""
     data: dict[str, Any] = {}
-    simple = {
-        "endpoint": "endpoint", "mode": "mode", "concurrency": "concurrency", "rate": "rate",
-        "arrivals": "arrivals", "burstiness": "burstiness", "max_tokens": "max_tokens",
-        "requests": "requests_per_level", "duration": "duration", "warmup": "warmup",
-        "repeats": "repeats", "prompt": "prompt", "dataset": "dataset", "input_len": "input_len",
-        "ignore_eos": "ignore_eos", "temperature": "temperature", "timeout": "request_timeout",
-    }
-    for arg, key in simple.items():
-        value = getattr(args, arg, None)
-        if value is not None:
-            data[key] = value
-    if args.thinking is not None:
-        data["thinking"] = args.thinking == "on"
-    slo = {k: getattr(args, f"slo_{k}") for k in ("ttft_ms", "tpot_ms", "e2el_ms")}
-    if any(v is not None for v in slo.values()):
-        data["slo"] = {k: v for k, v in slo.items() if v is not None}
-    auto = {"threshold": args.threshold, "max_concurrency": args.max_concurrency}
-    if any(v is not None for v in auto.values()):
-        data["auto"] = {k: v for k, v in auto.items() if v is not None}
+    for flag, path, _ in FLAGS:
+        value = getattr(args, _dest(flag), None)
+        if value is None:
+            continue
+        *sections, name = path.split(".")
+        target = data
+        for section in sections:
+            target = target.setdefault(section, {})
+        target[name] = value
+    if args.ignore_eos:
+        data["ignore_eos"] = True
     if args.no_metrics:
         data["metrics_interval"] = None
     return data

@@ -118,3 +118,15 @@ def test_cli_options_map_to_the_plan_section() -> None:
 def test_cli_rejects_bad_options(argv: tuple[str, ...]) -> None:
     with pytest.raises(SystemExit):
         _parse(*argv)
+
+
+def test_every_flag_is_a_field_of_the_bench_model_with_its_help() -> None:
+    from orchestrator.bench.cli import FLAGS, _field
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    helps = {a.option_strings[0]: a.help or "" for a in parser._actions if a.option_strings}
+    for flag, path, _ in FLAGS:
+        description = (_field(path).description or "").rstrip(".")
+        assert helps[flag].startswith(description), flag
+    assert "{closed,batch}" in parser.format_help()  # choices from the model's Literal
