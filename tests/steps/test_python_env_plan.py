@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.packages import family_mismatches, same_version
 from orchestrator.plan.models import Install, PythonEnv
 from orchestrator.probe import Distribution, Facts, RecordFacts, VenvFacts
 from orchestrator.steps.python_env import PythonEnvStep
@@ -31,21 +30,6 @@ def step(packages: list[str], *, installer: str = "pip", clean: bool = False,
 
 
 PINS = ["vllm==0.17.1", "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"]
-
-
-@pytest.mark.parametrize(
-    ("installed", "pinned", "same"),
-    [
-        ("0.6.4", "0.6.4", True),
-        ("1.0", "1.0.0", True),
-        ("0.6.4+cu129", "0.6.4", True),
-        ("0.6.3", "0.6.4", False),
-        ("0.6.4+cu129", "0.6.4+cu130", False),
-        ("weird", "weird", True),
-    ],
-)
-def test_same_version(installed: str, pinned: str, same: bool) -> None:
-    assert same_version(installed, pinned) is same
 
 
 def test_converged_venv_has_no_changes() -> None:
@@ -101,14 +85,6 @@ def test_family_without_pins_blocks_the_step() -> None:
     assert plan.findings[0].fix == ("pin flashinfer-cubin and flashinfer-python to one version "
                                     "in install.packages (e.g. flashinfer-cubin==0.6.3)")
     assert plan.blocked is not None and "no pin says which version" in plan.blocked
-
-
-def test_jit_cache_local_label_matches_family() -> None:
-    assert family_mismatches(
-        {"flashinfer-python": "0.6.4", "flashinfer-jit-cache": "0.6.4+cu129"},
-        [["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]],
-        {"flashinfer-python": "0.6.4"},
-    ) == []
 
 
 def test_modified_files_reported_without_clean() -> None:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from smoke_server import Reply, chat_server, vllm_stream
+from fixtures.smoke_server import Reply, chat_server, vllm_stream
 
 from orchestrator import checks, masking
 from orchestrator.checks import (
