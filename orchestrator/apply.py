@@ -9,11 +9,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.errors import RunFolderError
 from orchestrator.events import Event
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
-from orchestrator.plan.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runner import HostJob, HostOutcome, Phase, run_hosts

@@ -32,9 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator.compile import check
     from orchestrator.errors import PlanError
     from orchestrator.masking import mask
-    from orchestrator.plan.compile import check
     from orchestrator.plan.loader import load_plan
     from orchestrator.plan.secrets import secret_names
 

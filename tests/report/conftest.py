@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import masking
-from orchestrator.plan.compile import resolved_plan_yaml
+from orchestrator.compile import resolved_plan_yaml
 from orchestrator.runs.writer import RunFolder
 
 HERE = Path(__file__).resolve().parent

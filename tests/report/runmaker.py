@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from orchestrator.bench.sweep import run_sweep
-from orchestrator.plan.compile import resolved_plan_yaml
+from orchestrator.compile import resolved_plan_yaml
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.remote.facts import host_facts
 from orchestrator.runs.records import HostFactsRecord
