@@ -65,6 +65,28 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# Plan values that become paths and names on a host are held to a conservative character
+# set where they are loaded: pip writes a venv's path into `#!/bin/sh` wrappers, systemd and
+# orch's state folders take the service name, and no value may climb out with `..`.
+_PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
+_COMMAND_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+
+
+def host_path(value: str) -> str:
+    """An absolute path on the host: letters, digits and `. _ + @ / -`, no `..`."""
+    if not value.startswith("/"):
+        raise ValueError(f"expected an absolute path (~ is not expanded on the host), got {value!r}")
+    if not _PATH_CHARS.fullmatch(value):
+        odd = "".join(sorted({c for c in value if not _PATH_CHARS.fullmatch(c)}))
+        raise ValueError(
+            f"{value!r} holds characters a host path must not ({odd!r}); use letters, digits "
+            "and . _ + @ / -")
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r}: '..' is not allowed in a host path")
+    return value
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -89,10 +111,16 @@ class PythonEnv(StrictModel):
     @field_validator("venv")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(
-                f"expected an absolute path (~ is not expanded on the host), got {value!r}"
-            )
+        return host_path(value.rstrip("/") or "/")
+
+    @field_validator("interpreter")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if value.startswith("/"):
+            return host_path(value)
+        if not _COMMAND_NAME.fullmatch(value):
+            raise ValueError(f"expected a command name such as python3.12, or an absolute path, "
+                             f"got {value!r}")
         return value
 
 
@@ -175,9 +203,7 @@ class FileSpec(StrictModel):
     @field_validator("path")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"expected an absolute path, got {value!r}")
-        return value
+        return host_path(value)
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -277,10 +303,26 @@ class ServiceSpec(StrictModel):
     api_key: str | None = Field(
         None, description="API key the server requires; use a secret reference `${env:NAME}`."
     )
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is not None and ("\n" in value or "\r" in value):
+            raise ValueError("an API key cannot hold a line break")
+        return value
     sim: SimSpec = Field(default_factory=SimSpec, description="Simulator settings (engine: sim).")
     restart: RestartPolicy = Field(
         default_factory=RestartPolicy, description="How often orch relaunches a dead server."
     )
+
+    @field_validator("name")
+    @classmethod
+    def _unit_safe(cls, value: str) -> str:
+        if not SERVICE_NAME.fullmatch(value):
+            raise ValueError(
+                f"expected a service name of letters, digits, '_', '.', '@' or '-' starting "
+                f"with a letter or digit (it names a systemd unit and a folder), got {value!r}")
+        return value
 
     @field_validator("args")
     @classmethod
@@ -486,6 +528,11 @@ class CollectItem(StrictModel):
     path: str = Field(description="Remote file to copy into the run folder.")
     optional: bool = Field(True, description="A missing file is not an error.")
 
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return host_path(value)
+
 
 class Plan(StrictModel):
     """A deployment plan: what to install, configure, launch, check and measure."""
@@ -526,10 +573,20 @@ class Plan(StrictModel):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+        for key, item in value.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
+            if "\n" in item or "\r" in item:
+                raise FieldError("an environment value cannot hold a line break", at=(key,))
         return value
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> Plan:
+        """No value may hold a NUL byte: no command line, file name or environment can."""
+        where = _nul_at(self.model_dump(mode="python"), ())
+        if where is not None:
+            raise FieldError("a NUL byte (\\0) cannot reach a host", at=where)
+        return self
 
     @model_validator(mode="after")
     def _install_needs_python(self) -> Plan:
@@ -539,3 +596,19 @@ class Plan(StrictModel):
                 at=("install", "packages"),
             )
         return self
+
+
+def _nul_at(value: Any, at: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    if isinstance(value, str):
+        return at if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _nul_at(str(key), (*at, str(key))) or _nul_at(item, (*at, str(key)))
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _nul_at(item, (*at, index))
+            if found is not None:
+                return found
+    return None

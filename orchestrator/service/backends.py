@@ -21,7 +21,7 @@ from typing import Literal
 
 from orchestrator.service.launch import LaunchSpec
 from orchestrator.service.systemd import STOP_TIMEOUT_S
-from orchestrator.transport.command import Command, Raw
+from orchestrator.transport.command import Command, Raw, quoted
 
 Backend = Literal["systemd", "process"]
 
@@ -64,6 +64,12 @@ class ServicePaths:
         return f"{self.name}.service"
 
 
+# What the service gets of the environment it is started from (both backends: a systemd
+# unit inherits nothing of it anyway): the rest comes from the plan's env file only.
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+_BASE_ENV_ARGS = " ".join(f'${{{name}:+{name}="${name}"}}' for name in BASE_ENV)
+
+
 def _rotate_log(paths: ServicePaths) -> Command:
     return Command(
         "mkdir", "-p", paths.state_dir, Raw("&&"), Raw("{"), "mv", "-f", paths.log,
@@ -95,16 +101,18 @@ def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Co
             Command("systemctl", "restart", paths.unit)
         )
     # A new session (setsid) with all three standard streams redirected, so the SSH session
-    # that started it can close; `exec` keeps the pid the pidfile names.
+    # that started it can close; `exec` keeps the pid the pidfile names. The environment is
+    # BASE_ENV and the plan's env file, nothing else of the shell that starts it.
     launcher = 'set -a; . "$0"; set +a; exec "$@"'
     return _rotate_log(paths).then(
         Command("cd", spec.workdir)
     ).then(
         Command(
             "rm", "-f", paths.stopped_marker, Raw("&&"),
-            Raw("{"), "setsid", "sh", "-c", launcher, paths.env_file, *spec.argv,
+            Raw("{"), "env", "-i", Raw(_BASE_ENV_ARGS), "setsid", "sh", "-c", launcher,
+            paths.env_file, *spec.argv,
             Raw(">>"), paths.log, Raw("2>&1"), Raw("</dev/null"), Raw("&"),
-            Raw(_record_pid(Command(paths.pidfile).raw())), Raw(";"), Raw("}"),
+            Raw(_record_pid(quoted(paths.pidfile))), Raw(";"), Raw("}"),
         )
     )
 
@@ -113,17 +121,17 @@ def stop_command(backend: Backend, paths: ServicePaths, *, timeout_s: int = STOP
     """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C, then SIGKILL); never fails
     when it is already stopped. Leaves a marker so that a start-up in progress elsewhere
     (an apply waiting for readiness) does not relaunch what was stopped on purpose."""
-    marker = Command(paths.stopped_marker).raw()
+    marker = quoted(paths.stopped_marker)
     if backend == "systemd":
         return Command.script(
-            f"mkdir -p {Command(paths.state_dir).raw()} && touch {marker}; "
-            f"systemctl stop {paths.unit} 2>/dev/null || true"
+            f"mkdir -p {quoted(paths.state_dir)} && touch {marker}; "
+            f"systemctl stop {quoted(paths.unit)} 2>/dev/null || true"
         )
     # Signal the whole process group (vLLM's engine and workers), even when its leader, the
     # API server, is already gone: leftover workers hold GPU memory and the port.
-    pidfile = Command(paths.pidfile).raw()
+    pidfile = quoted(paths.pidfile)
     script = (
-        f"mkdir -p {Command(paths.state_dir).raw()} && touch {marker}; "
+        f"mkdir -p {quoted(paths.state_dir)} && touch {marker}; "
         f"if {_owned(pidfile)} || {{ [ -n \"$pid\" ] && ! kill -0 \"$pid\" 2>/dev/null; }}; then "
         'kill -INT -- -"$pid" 2>/dev/null; '
         f"i=0; while kill -0 -- -\"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
@@ -137,11 +145,11 @@ def watch_command(backend: Backend, paths: ServicePaths, offset: int) -> Command
     """One round trip of readiness: is the process alive, and the log from byte `offset`.
     Prints `alive` or `dead` on the first line, then the new log bytes."""
     if backend == "systemd":
-        alive = f"systemctl is-active --quiet {paths.unit}"
+        alive = f"systemctl is-active --quiet {quoted(paths.unit)}"
     else:
-        alive = _owned(Command(paths.pidfile).raw())
-    log = Command(paths.log).raw()
-    marker = Command(paths.stopped_marker).raw()
+        alive = _owned(quoted(paths.pidfile))
+    log = quoted(paths.log)
+    marker = quoted(paths.stopped_marker)
     # The log bytes travel base64-encoded: the offset stays exact in bytes whatever the log
     # holds (invalid UTF-8, a multi-byte character cut by a poll).
     return Command.script(
@@ -151,4 +159,4 @@ def watch_command(backend: Backend, paths: ServicePaths, offset: int) -> Command
 
 
 def tail_command(paths: ServicePaths, lines: int) -> Command:
-    return Command.script(f"tail -n {int(lines)} {Command(paths.log).raw()} 2>/dev/null || true")
+    return Command.script(f"tail -n {int(lines)} {quoted(paths.log)} 2>/dev/null || true")

@@ -214,13 +214,6 @@ def _environment(plan: Plan, service: ServiceSpec) -> tuple[dict[str, str], froz
         env[API_KEY_ENV] = service.api_key
     # Log lines must reach the file as they happen, or the phases would show late.
     env.setdefault("PYTHONUNBUFFERED", "1")
-    for name, value in env.items():
-        if "\n" in value or "\r" in value or "\0" in value:
-            raise PlanError(
-                "an environment value cannot hold a line break or a NUL byte",
-                field=f"env.{name}",
-                expected="a single-line value",
-            )
     secret = frozenset(n for n, v in env.items() if n in _ALWAYS_SECRET or SECRET_REF.search(v))
     return env, secret
 

@@ -33,6 +33,12 @@ class Raw:
 Part = str | Secret | Raw
 
 
+def quoted(value: str) -> str:
+    """One value as one shell word, for the few scripts orch writes as text (the one place
+    a value is quoted: `Command` parts go through it too)."""
+    return shlex.quote(value)
+
+
 class Command:
     """A shell command line made of quoted parts."""
 
@@ -62,9 +68,9 @@ class Command:
             if isinstance(part, Raw):
                 out.append(part.text)
             elif isinstance(part, Secret):
-                out.append(shlex.quote(part.value) if reveal else masking.MASK)
+                out.append(quoted(part.value) if reveal else masking.MASK)
             else:
-                out.append(shlex.quote(part))
+                out.append(quoted(part))
         return " ".join(out)
 
     def raw(self) -> str:
