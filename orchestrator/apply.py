@@ -13,10 +13,11 @@ from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_
 from orchestrator.errors import RunFolderError
 from orchestrator.events import Event
 from orchestrator.inventory import Inventory, load_inventory
+from orchestrator.lock import Holder, lock_path
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.secrets import resolve_secrets
-from orchestrator.runner import HostJob, HostOutcome, Phase, run_hosts
+from orchestrator.runner import HostJob, HostOutcome, LockRequest, Phase, run_hosts
 from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.reader import frozen_sets
 from orchestrator.runs.records import HostFactsRecord
@@ -38,6 +39,8 @@ class ApplyOptions:
     skip: set[str] = field(default_factory=set)
     restart: bool = False  # `orch restart`: restart the service even when converged
     verify_all: bool = False  # hash every installed file against RECORD (no stat cache)
+    wait: bool = False  # wait for another apply's lock instead of failing at once
+    break_lock: bool = False  # take over whatever holds the lock
 
 
 @dataclass
@@ -111,7 +114,7 @@ def execute(options: ApplyOptions) -> int:
     if not options.check:
         folder = RunFolder.create(
             plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
-            command="restart" if options.restart else "apply --locked" if locked else "apply",
+            command=_command_name(options),
             plan_file=str(plan_path), layers=loaded.layers,
             engine=plan.service.engine if plan.service else None,
             simulated=bool(plan.service and plan.service.engine == "sim"),
@@ -152,7 +155,11 @@ def _run(
         reporter(event, folder.event(event) if folder else None)
 
     jobs = []
+    holder = Holder.me(str(folder.path) if folder else None, _command_name(options))
     for host, steps in compiled.steps.items():
+        lock = None if options.check else LockRequest(
+            lock_path(plan.python.venv if plan.python else None, plan.name, host), holder,
+            wait=options.wait, break_lock=options.break_lock)
         after: list[Phase] = []
         if plan.service is not None or plan.collect:
             from orchestrator.lifecycle import Lifecycle
@@ -163,7 +170,7 @@ def _run(
             after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
                                    console=console, service_step=service_step,
                                    skip=options.skip, base_dir=loaded.base_dir))
-        jobs.append(HostJob(host, steps, after=after))
+        jobs.append(HostJob(host, steps, after=after, lock=lock))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
@@ -183,6 +190,10 @@ def _run(
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
     return failed, pending
+
+
+def _command_name(options: ApplyOptions) -> str:
+    return "restart" if options.restart else "apply --locked" if options.locked else "apply"
 
 
 def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> None:

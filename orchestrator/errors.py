@@ -16,6 +16,7 @@ shows one).
     │   ├── HostKeyError        unknown or changed host key: permanent
     │   └── CommandFailed       a remote command exited non-zero where it had to succeed
     ├── ProbeError              the fact-gathering program failed or printed garbage
+    ├── LockBusy                another apply holds the host's apply lock
     ├── StepError               a step could not apply its changes
     │   └── StepDidNotConverge  re-probe after apply still shows changes
     ├── ServiceError            the model server did not come up or died
@@ -174,6 +175,10 @@ class StartupTimeout(ServiceError):
 
 class CrashLoop(ServiceError):
     pass
+
+
+class LockBusy(OrchError):
+    """Another apply of the same service holds the lock on the host."""
 
 
 class ServerUnreachable(OrchError):

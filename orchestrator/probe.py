@@ -217,6 +217,7 @@ class ServiceFacts:
     digests: dict[str, str | None] = field(default_factory=dict)  # spec/env/unit file sha256
     unit_state: dict[str, str] | None = None  # systemctl show, for the systemd backend
     port: PortFacts | None = None
+    apply_lock: str | None = None  # who holds the apply lock (its JSON), while an apply runs
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ServiceFacts:
@@ -231,6 +232,7 @@ class ServiceFacts:
             port=PortFacts(int(port["number"]), bool(port.get("listening")),
                            Process.from_json(port.get("holder")))
             if isinstance(port, dict) else None,
+            apply_lock=_str(data.get("apply_lock")),
         )
 
 

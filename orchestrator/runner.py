@@ -16,8 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.errors import OrchError, StepDidNotConverge
-from orchestrator.events import Emit, HostEnd, HostStart, Probed, Retry, StepEnd, StepStart
+from orchestrator.events import (
+    Emit,
+    HostEnd,
+    HostStart,
+    PhaseEvent,
+    Probed,
+    Retry,
+    StepEnd,
+    StepStart,
+)
 from orchestrator.inventory import Inventory
+from orchestrator.lock import Holder, HostLock
 from orchestrator.probe import Facts, ProbeRequest, probe
 from orchestrator.runs.records import HostSteps
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
@@ -81,6 +91,16 @@ class HostOutcome:
         })
 
 
+@dataclass(frozen=True)
+class LockRequest:
+    """The apply lock to hold on each host (not in check mode)."""
+
+    path: str
+    holder: Holder
+    wait: bool = False
+    break_lock: bool = False
+
+
 @dataclass
 class HostJob:
     """What to do on one host: its steps, and optional phases after converge."""
@@ -88,6 +108,7 @@ class HostJob:
     host: str
     steps: list[Step]
     after: list[Phase] = field(default_factory=list)
+    lock: LockRequest | None = None
 
 
 def merged_request(steps: list[Step]) -> ProbeRequest:
@@ -111,23 +132,41 @@ def _outcome_from_plan(plan: StepPlan, status: StepStatus, seconds: float) -> St
 def converge_host(
     transport: Transport, job: HostJob, *, check: bool, emit: Emit
 ) -> HostOutcome:
-    """Probe, plan, and (unless `check`) apply and verify every step on one host. An error
-    ends the host's run but keeps what its steps did."""
+    """Probe, plan, and (unless `check`) take the apply lock, apply and verify every step on
+    one host. An error ends the host's run but keeps what its steps did."""
     outcome = HostOutcome(host=job.host)
+    lock: HostLock | None = None
     try:
-        _converge(transport, job, outcome, check=check, emit=emit)
+        if job.lock is not None and not check:
+            request = job.lock
+
+            def waiting(holder: Holder | None) -> None:
+                who = holder.describe() if holder is not None else "another apply"
+                emit(PhaseEvent(job.host, phase="lock", status="running",
+                                message=f"waiting for {who}"))
+
+            # Started now, its answer read after the probe: the two overlap.
+            lock = HostLock(transport, request.path, request.holder, wait=request.wait,
+                            break_lock=request.break_lock, on_wait=waiting)
+        _converge(transport, job, outcome, check=check, emit=emit, lock=lock)
     except OrchError as error:
         outcome.error = str(error)
+    finally:
+        if lock is not None:
+            lock.release()
     return outcome
 
 
 def _converge(
-    transport: Transport, job: HostJob, outcome: HostOutcome, *, check: bool, emit: Emit
+    transport: Transport, job: HostJob, outcome: HostOutcome, *, check: bool, emit: Emit,
+    lock: HostLock | None = None,
 ) -> None:
     request = merged_request(job.steps)
     facts = probe(transport, request)
     outcome.facts = facts
     emit(Probed(job.host, seconds=facts.probe_seconds))
+    if lock is not None:
+        lock.acquire()
     applied_any = False
     for step in job.steps:
         started = time.monotonic()

@@ -32,6 +32,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hash every installed file of the pinned packages against its "
                              "RECORD, ignoring the host's stat cache")
     if not check:
+        parser.add_argument("--wait", action="store_true",
+                            help="wait while another apply holds the host's lock (default: fail "
+                                 "at once, naming it)")
+        parser.add_argument("--break-lock", action="store_true",
+                            help="take over the host's apply lock whoever holds it (when that "
+                                 "apply is known to be gone)")
         parser.add_argument("--skip", action="append", default=[], metavar="PHASE",
                             choices=["service", "smoke", "bench"],
                             help="skip a phase after converge (repeatable)")
@@ -55,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         locked=args.locked,
         skip=set(getattr(args, "skip", [])),
         verify_all=args.verify_all,
+        wait=getattr(args, "wait", False),
+        break_lock=getattr(args, "break_lock", False),
     )
     if (options.plan is None) == (options.locked is None):
         print("error: give a PLAN, or --locked RUN_FOLDER (which holds its plan)", file=sys.stderr)

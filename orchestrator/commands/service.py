@@ -97,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps([row.to_json() for row in rows], indent=2))
         else:
             console.print(_status_table(rows))
+        for row in rows:
+            if row.apply:
+                console.print(f"{row.host}: an apply is in progress: {row.apply}", soft_wrap=True)
         return 0 if all(row.healthy for row in rows) else 3
     return 0
 

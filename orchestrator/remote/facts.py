@@ -507,6 +507,24 @@ def _process(pid: int) -> Optional[Dict[str, Any]]:
     }
 
 
+def _lock_holder(path: str) -> Optional[str]:
+    """Who holds the apply lock (its file's text), or None when nobody does."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except OSError:
+        return (os.read(fd, 65536).decode("utf-8", "replace") or "{}").strip()
+    finally:
+        os.close(fd)
+
+
 def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     out: Dict[str, Any] = {"pid": None, "process": None}
     # The pidfile holds `PID STARTTIME`: a live process with that pid but another start
@@ -535,6 +553,8 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
         if main_pid.isdigit() and int(main_pid) > 0:
             out["pid"] = int(main_pid)
             out["process"] = _process(int(main_pid))
+    if spec.get("lock"):
+        out["apply_lock"] = _lock_holder(os.path.expanduser(spec["lock"]))
     port = spec.get("port")
     if port:
         inode = _listening_ports().get(int(port))

@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.events import Emit
 from orchestrator.inventory import Inventory
+from orchestrator.lock import Holder, lock_path
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
 from orchestrator.probe import Facts, ProbeRequest, Process, probe
@@ -119,8 +120,9 @@ class ServiceHandle:
     def look(cls, transport: Transport, plan: Plan) -> ServiceHandle:
         assert plan.service is not None and plan.python is not None
         paths = ServicePaths.for_venv(plan.python.venv, plan.service.name)
+        lock = lock_path(plan.python.venv, plan.name, transport.host)
         facts = probe(transport, ProbeRequest(venv=plan.python.venv,
-                                              service=service_request(paths, plan.service)))
+                                              service=service_request(paths, plan.service, lock)))
         backend = recorded_backend_of(facts) or choose_backend(plan.service.backend, facts.host)
         return cls(transport, plan, paths, backend, facts)
 
@@ -140,6 +142,7 @@ class ServiceStatus:
     served: list[str] = field(default_factory=list)
     vllm_version: str | None = None
     pins: str = "-"  # ok, or the drift from the plan's pins
+    apply: str | None = None  # an apply in progress: who runs it
 
     @property
     def healthy(self) -> bool:
@@ -155,6 +158,9 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     `key_missing` says why the API key is unknown (then the served names are not asked)."""
     plan = handle.plan
     row = ServiceStatus(host=handle.transport.host, backend=handle.backend)
+    if handle.facts.service is not None and handle.facts.service.apply_lock is not None:
+        holder = Holder.parse(handle.facts.service.apply_lock)
+        row.apply = holder.describe() if holder is not None else "in progress"
     process = handle.process
     if process:
         row.state, row.pid = "running", process.pid

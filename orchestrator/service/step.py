@@ -46,7 +46,7 @@ def choose_backend(configured: str, host: HostFacts) -> Backend:
     return "systemd" if host.systemd and host.is_root else "process"
 
 
-def service_request(paths: ServicePaths, service: ServiceSpec) -> dict[str, Any]:
+def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None = None) -> dict[str, Any]:
     """What the probe must look at for the service (the service step and `orch status`)."""
     request: dict[str, Any] = {
         "pidfile": paths.pidfile,
@@ -57,6 +57,8 @@ def service_request(paths: ServicePaths, service: ServiceSpec) -> dict[str, Any]
     if service.backend in ("auto", "systemd"):
         request["unit"] = paths.unit
         request["unit_file"] = paths.unit_file
+    if lock is not None:
+        request["lock"] = lock
     return request
 
 

@@ -46,6 +46,18 @@ class Result:
         return self.returncode == 0
 
 
+class Held(abc.ABC):
+    """A command left running on the host while orch works (see `Transport.hold`)."""
+
+    @abc.abstractmethod
+    def line(self, timeout: float | None = None) -> str | None:
+        """The command's next line of output; None when it ended (or at the timeout)."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Close its input, so it ends; never raises."""
+
+
 class Transport(abc.ABC):
     """A connection to one host."""
 
@@ -80,6 +92,12 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> contextlib.AbstractContextManager[int]:
         """A local TCP port that reaches `remote_host:remote_port` as seen from the host."""
+
+    @abc.abstractmethod
+    def hold(self, command: Command) -> Held:
+        """Start `command` with its input kept open and return at once. It runs until
+        `release()`, or until this controller goes away (the input closes with the
+        connection or the process): what holds a lock on the host for one apply."""
 
     def close(self) -> None:  # noqa: B027 - optional for implementations
         """Release the connection."""

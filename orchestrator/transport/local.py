@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
-from orchestrator.transport.base import Result, Transport, no_forward, timed_out
+from orchestrator.transport.base import Held, Result, Transport, no_forward, timed_out
 from orchestrator.transport.command import Command
 
 
@@ -114,6 +115,41 @@ class LocalTransport(Transport):
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> contextlib.AbstractContextManager[int]:
         # The host is this machine: its ports are already ours.
         return no_forward(remote_port)
+
+    def hold(self, command: Command) -> Held:
+        self.round_trips += 1
+        try:
+            process = subprocess.Popen(
+                [self.shell, "-c", command.raw()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+        except OSError as error:
+            raise CommandFailed(str(command), 127, f"cannot start {self.shell}: {error.strerror}",
+                                host=self.host) from error
+        return _LocalHeld(process)
+
+
+class _LocalHeld(Held):
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+
+    def line(self, timeout: float | None = None) -> str | None:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            return None
+        raw = self.process.stdout.readline()
+        return raw.decode(errors="replace").rstrip("\n") if raw else None
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.process)
+            self.process.wait()
 
 
 def _leftovers(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:

@@ -38,7 +38,7 @@ import paramiko
 from orchestrator import masking
 from orchestrator.errors import CommandFailed, ConnectError
 from orchestrator.inventory import SshSettings
-from orchestrator.transport.base import Result, Transport, timed_out
+from orchestrator.transport.base import Held, Result, Transport, timed_out
 from orchestrator.transport.command import Command, Raw
 from orchestrator.transport.retry import (
     Backoff,
@@ -234,6 +234,21 @@ class SshTransport(Transport):
         finally:
             _close_channel(channel)
 
+    def hold(self, command: Command) -> Held:
+        def attempt() -> paramiko.Channel:
+            transport = self._session_transport()
+            try:
+                channel = transport.open_session()
+                channel.exec_command(command.raw())
+            except Exception as error:  # nothing ran yet: safe to retry
+                self._forget_connection()
+                raise translate(error, self.connection.final.hop) from error
+            return channel
+
+        channel = self._retrying(attempt)
+        self.round_trips += 1
+        return _SshHeld(channel)
+
     # -- port forwarding --------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -248,6 +263,39 @@ class SshTransport(Transport):
 
         with local_forward(open_channel, (remote_host, remote_port), name=self.host) as port:
             yield port
+
+
+class _SshHeld(Held):
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+        self.buffer = b""
+
+    def line(self, timeout: float | None = None) -> str | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            try:
+                if self.channel.recv_ready():
+                    chunk = self.channel.recv(_CHUNK)
+                    if not chunk:
+                        return None
+                    self.buffer += chunk
+                    continue
+                if self.channel.eof_received or self.channel.closed:
+                    return None
+            except Exception:  # a dead connection: the held command is gone with it
+                return None
+            wait = _remaining(deadline)
+            if wait == 0.0:
+                return None
+            select.select([self.channel.fileno()], [], [], _WAKEUP_POLL if wait is None else min(wait, _WAKEUP_POLL))
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def release(self) -> None:
+        with contextlib.suppress(Exception):
+            self.channel.shutdown_write()
+            self.channel.status_event.wait(5)
+        _close_channel(self.channel)
 
 
 def atomic_write_command(path: str, mode: int) -> Command:

@@ -1,0 +1,127 @@
+"""One apply at a time per host and service, over the loopback sshd: a second apply fails at
+once naming the first (or waits with --wait), a lock whose apply died is taken over, and
+`orch status` shows an apply in progress. The lock is held by a real program on the host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from fixtures.orchcli import SECRET, orch, write_inventory
+from fixtures.sshd import SshServer
+
+from orchestrator.inventory import HostSpec, Inventory
+from orchestrator.lock import Holder, HostLock, lock_path
+from orchestrator.transport import connect
+
+
+@pytest.fixture()
+def setup(tmp_path: Path, sshd: SshServer) -> tuple[Path, Path, Path]:
+    inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "locked", "hosts": "all",
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3"},
+        "files": [{"path": str(tmp_path / "etc" / "a.conf"), "content": "a\n"}],
+    }))
+    return tmp_path, inventory, plan
+
+
+def hold(path: str, holder: Holder) -> HostLock:
+    """Take the lock as another apply would (from this machine, which is also the host)."""
+    transport = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
+    lock = HostLock(transport, path, holder, wait=False, break_lock=False, on_wait=lambda h: None)
+    lock.acquire()
+    return lock
+
+
+def other(run: str = "runs/locked/20261201T000000Z-aaaaaaaa") -> Holder:
+    return Holder(user="alice", controller="other-controller", pid=4242, run=run,
+                  since="2026-12-01T00:00:00+00:00")
+
+
+def test_a_second_apply_fails_at_once_naming_the_first(setup: tuple[Path, Path, Path]) -> None:
+    tmp, inventory, plan = setup
+    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), other())
+    try:
+        started = time.monotonic()
+        result = orch("apply", plan, "-i", inventory, cwd=tmp)
+        assert time.monotonic() - started < 15
+        assert result.returncode == 1, result.stdout + result.stderr
+        said = " ".join(result.stdout.split())
+        assert "another apply holds" in said and "alice@other-controller (pid 4242" in said
+        assert "runs/locked/20261201T000000Z-aaaaaaaa" in said and "--wait" in said
+        assert not (tmp / "etc" / "a.conf").exists()  # nothing was changed
+        check = orch("plan", plan, "-i", inventory, cwd=tmp)  # check mode takes no lock
+        assert check.returncode == 2, check.stdout + check.stderr
+    finally:
+        lock.release()
+    assert orch("apply", plan, "-i", inventory, cwd=tmp).returncode == 0
+
+
+def test_wait_waits_for_the_holder_then_applies(setup: tuple[Path, Path, Path]) -> None:
+    tmp, inventory, plan = setup
+    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), other())
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", str(plan), "-i", str(inventory), "--wait"],
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "ORCH_E2E_SECRET": SECRET, "COLUMNS": "200"},
+    )
+    try:
+        time.sleep(3)
+        assert waiting.poll() is None  # still waiting
+        assert not (tmp / "etc" / "a.conf").exists()
+    finally:
+        lock.release()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, out + err
+    assert "waiting for alice@other-controller" in out
+    assert (tmp / "etc" / "a.conf").read_text() == "a\n"
+
+
+def test_the_lock_of_a_dead_apply_is_taken_over(setup: tuple[Path, Path, Path]) -> None:
+    tmp, inventory, plan = setup
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a controller process of this machine that no longer runs
+    import socket
+
+    stale = Holder(user="bob", controller=socket.gethostname(), pid=gone.pid, run=None,
+                   since="2026-12-01T00:00:00+00:00")
+    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), stale)
+    try:
+        result = orch("apply", plan, "-i", inventory, cwd=tmp)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        lock.release()
+
+
+def test_break_lock_takes_over_any_holder(setup: tuple[Path, Path, Path]) -> None:
+    tmp, inventory, plan = setup
+    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), other())
+    try:
+        result = orch("apply", plan, "-i", inventory, "--break-lock", cwd=tmp)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        lock.release()
+
+
+def test_status_shows_an_apply_in_progress(setup: tuple[Path, Path, Path]) -> None:
+    tmp, inventory, _ = setup
+    plan = tmp / "service.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "locked", "hosts": "all", "python": {"venv": str(tmp / "venv")},
+        "service": {"model": "m", "backend": "process", "port": 1},
+    }))
+    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), other())
+    try:
+        status = orch("status", plan, "-i", inventory, cwd=tmp)
+        assert "an apply is in progress: alice@other-controller" in " ".join(status.stdout.split())
+    finally:
+        lock.release()
+    status = orch("status", plan, "-i", inventory, cwd=tmp)
+    assert "apply is in progress" not in status.stdout
