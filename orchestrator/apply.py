@@ -122,11 +122,15 @@ def execute(options: ApplyOptions) -> int:
         )
     try:
         failed, pending = _run(options, console, loaded, secrets, inventory, compiled, folder)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stopped:
         if folder:
-            folder.finish("incomplete")
-            console.print(f"interrupted; run folder marked incomplete: {folder.path}", soft_wrap=True)
-        raise
+            folder.finish("interrupted")
+            console.print(f"interrupted; run folder marked interrupted: {folder.path}", soft_wrap=True)
+        if plan.service is not None and not options.check:
+            inventory_arg = f" -i {options.inventory}" if options.inventory else ""
+            console.print(f"the service {plan.service.name} keeps running where it was started; "
+                          f"stop it with: orch stop {plan_path}{inventory_arg}", soft_wrap=True)
+        raise stopped
     except BaseException:
         if folder:  # whatever went wrong, the folder says the run did not complete
             folder.finish("failed")

@@ -6,7 +6,7 @@ exposes `configure(parser)` (argparse only, no heavy imports at module level) an
 `run(args) -> int`.
 
 Exit codes: 0 success (or converged), 1 error, 2 changes pending (`orch plan`),
-130 interrupted.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -94,8 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     debug = args.debug or os.environ.get("ORCH_DEBUG") == "1"
-    from orchestrator.errors import OrchError
+    from orchestrator.errors import Interrupted, OrchError
 
+    def terminated(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, terminated)  # as Ctrl-C: the same clean ending
     try:
         return _load(args.command).run(args)
     except OrchError as error:
@@ -103,11 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stopped:
         if debug:
             raise
-        print("interrupted", file=sys.stderr)
-        return 130
+        signum = stopped.signum if isinstance(stopped, Interrupted) else signal.SIGINT
+        print(f"interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -23,10 +23,13 @@ shows one).
     │   ├── PreflightError      something would make the launch fail: caught before it
     │   ├── StartupFailed       the process died during start-up (diagnosis attached)
     │   ├── StartupTimeout      the start-up deadline passed (log tail attached)
+    │   ├── ServiceHung         alive but not answering: stopped (SIGSTOP) or silent after its API was up
     │   └── CrashLoop           the restart budget is spent
     ├── ServerUnreachable       the model server's HTTP API gave no answer (refused, timed out)
     ├── SmokeFailed             a smoke check's expectation did not hold
     └── BenchError              a benchmark could not run at all (levels keep their own errors)
+
+    Interrupted (a KeyboardInterrupt)  Ctrl-C or SIGTERM: exit 130 or 143, run folder interrupted
 """
 
 from __future__ import annotations
@@ -173,6 +176,11 @@ class StartupTimeout(ServiceError):
     pass
 
 
+class ServiceHung(ServiceError):
+    """The server process is alive but will not answer: stopped (state T), or silent since
+    its API came up."""
+
+
 class CrashLoop(ServiceError):
     pass
 
@@ -195,3 +203,19 @@ class SmokeFailed(OrchError):
 
 class BenchError(OrchError):
     pass
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by a signal (SIGINT: Ctrl-C, SIGTERM: `timeout`, `kill`)."""
+
+    def __init__(self, signum: int = 2) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def name(self) -> str:
+        return {2: "SIGINT", 15: "SIGTERM"}.get(self.signum, f"signal {self.signum}")

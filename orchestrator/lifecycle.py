@@ -7,6 +7,7 @@ A failure ends the later phases of that host (collect still runs) and never the 
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,14 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.errors import BenchError, OrchError, ServiceError, SmokeFailed, StepError
+from orchestrator.errors import (
+    BenchError,
+    Interrupted,
+    OrchError,
+    ServiceError,
+    SmokeFailed,
+    StepError,
+)
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
@@ -27,6 +35,8 @@ from orchestrator.runs.records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
+from orchestrator.service.backends import tail_command
+from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
@@ -61,7 +71,7 @@ class Lifecycle:
                     if self.plan.smoke:
                         phases.append(("smoke", lambda: self._smoke(transport.host, base_url, outcome)))
                     if self.plan.bench:
-                        phases.append(("bench", lambda: self._bench(transport.host, base_url, outcome)))
+                        phases.append(("bench", lambda: self._bench(transport, base_url, outcome)))
                     for name, body in phases:
                         if outcome.failed or name in self.skip:
                             why = "--skip" if name in self.skip else "an earlier phase failed"
@@ -136,10 +146,11 @@ class Lifecycle:
             raise SmokeFailed(f"{host}: {len(failed)} smoke check(s) failed:\n  " + "\n  ".join(failed))
         return f"{len(self.plan.smoke)} passed"
 
-    def _bench(self, host: str, base_url: str, outcome: HostOutcome) -> str:
+    def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
         from orchestrator.bench.sweep import run_sweep
 
         assert self.plan.bench is not None and self.service_step is not None
+        host = transport.host
         out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
         with _BENCH_LOCK:
             result = run_sweep(
@@ -149,10 +160,28 @@ class Lifecycle:
             )
             self.console.print(result.render(title=f"{self.plan.name} on {host}"))
         outcome.extra["bench_dir"] = str(out_dir)
+        if result.stopped == "interrupted":  # the finished levels are written: now stop
+            raise Interrupted(result.signum or signal.SIGINT)
         if result.stopped:
-            raise BenchError(f"{host}: the sweep stopped early ({result.stopped}); finished levels are in {out_dir}")
+            why = ""
+            if result.stopped in ("server_gone", "server_unhealthy"):
+                why = self._diagnose_death(transport, host)
+            raise BenchError(f"{host}: the sweep stopped early ({result.stopped}){why}; "
+                             f"finished levels are in {out_dir}")
         knee = f", knee at C={result.knee}" if result.knee else ""
         return f"{len(result.levels)} levels{knee}; results in {out_dir}"
+
+    def _diagnose_death(self, transport: Transport, host: str) -> str:
+        """Why the server went away mid-sweep, from its log, there and then."""
+        assert self.service_step is not None
+        log = transport.run(tail_command(self.service_step.paths, 400), check=False).stdout
+        diagnoses = [d for d in diagnose(log) if d.level == "error"]
+        if self.folder is not None and diagnoses:
+            self.folder.write_diagnosis(host, [d.to_json() for d in diagnoses])
+        if not diagnoses:
+            return ": no known cause in the service log (orch logs PLAN shows it)"
+        return "".join(f"\n  cause: {d.cause}\n  fix:   {d.fix}\n  log:   {d.evidence_line}"
+                       for d in diagnoses)
 
     def _collect(self, transport: Transport, outcome: HostOutcome) -> str:
         if self.folder is None:

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(result.render())
     if result.stopped == "interrupted":
         console.print("interrupted: finished levels are kept; the last one is marked partial")
-        return 130
+        return 128 + (result.signum or 2)
     if result.stopped == "server_gone":
         console.print("[red]the server stopped answering (connections refused); the sweep ended early[/red]")
         return 1

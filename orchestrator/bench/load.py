@@ -36,6 +36,7 @@ class Stop:
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.reason: str | None = None
+        self.signum: int | None = None  # when a signal asked for it
 
     def set(self, reason: str) -> None:
         if self.reason is None:

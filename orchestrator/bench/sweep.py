@@ -11,6 +11,7 @@ the sweep early: finished levels stay as written, the level in progress is writt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class SweepResult:
     knee: int | None = None
     knee_reason: str | None = None
     stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy" or None
+    signum: int | None = None  # the signal that interrupted it
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -180,6 +182,7 @@ async def _sweep(
         restore()
         client.close()
         sweep.stopped = stop.reason
+        sweep.signum = stop.signum
         _finish(sweep, config, root, labels, started)
     return sweep
 
@@ -194,6 +197,9 @@ async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> L
         # Same figures as the final table: model time for a simulator run.
         shown = r.get("normalized") or r
         time_note = " (model time)" if r.get("normalized") else ""
+        if not r["completed"]:  # no figure it does not have
+            ctx.console.print(f"  {spec.label:>8}: no request finished, {r['failed']} failed{note}")
+            return level
         ctx.console.print(
             f"  {spec.label:>8}: {shown['output_throughput']:,.1f} tok/s, "
             f"mean latency {shown['mean_e2el_ms'] / 1000:.2f} s{time_note}, "
@@ -261,21 +267,27 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
 
 
 def _catch_sigint(stop: Stop) -> Any:
-    """First Ctrl-C stops the sweep gracefully; a second one interrupts for good."""
+    """The first Ctrl-C or SIGTERM ends the sweep gracefully (the level running is kept,
+    marked partial); a second one interrupts for good."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     loop = asyncio.get_running_loop()
-
-    def on_sigint() -> None:
-        stop.set("interrupted")
-        loop.remove_signal_handler(signal.SIGINT)
-
-    try:
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-    except (NotImplementedError, RuntimeError):
-        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def restore() -> None:
-        loop.remove_signal_handler(signal.SIGINT)
+        for sig, handler in previous.items():
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)
 
+    def on_signal(signum: int) -> None:
+        stop.signum = signum
+        stop.set("interrupted")
+        restore()
+
+    try:
+        for sig in previous:
+            loop.add_signal_handler(sig, on_signal, sig)
+    except (NotImplementedError, RuntimeError):
+        return lambda: None
     return restore

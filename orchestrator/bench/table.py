@@ -64,9 +64,11 @@ def render_table(
         table.add_column("Notes", overflow="fold", min_width=8)
     for result, notes in zip(results, notes_of, strict=True):
         f = _figures(result, model_time)
+        if not result.get("completed"):
+            f = {}  # nothing finished: no figure to show, not zeros
         row = [
             _load_label(result),
-            f"{f.get('output_throughput', 0.0):,.1f}",
+            f"{f['output_throughput']:,.1f}" if "output_throughput" in f else "-",
             _seconds(f.get("mean_e2el_ms")),
             _seconds(f.get("median_e2el_ms")),
             _seconds(f.get("p99_e2el_ms")),

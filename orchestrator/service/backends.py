@@ -143,17 +143,24 @@ def stop_command(backend: Backend, paths: ServicePaths, *, timeout_s: int = STOP
 
 def watch_command(backend: Backend, paths: ServicePaths, offset: int) -> Command:
     """One round trip of readiness: is the process alive, and the log from byte `offset`.
-    Prints `alive` or `dead` on the first line, then the new log bytes."""
+    Prints `alive`, `frozen PID`, `stopped` (orch stop) or `dead` on the first line, then
+    the new log bytes."""
     if backend == "systemd":
-        alive = f"systemctl is-active --quiet {quoted(paths.unit)}"
+        unit = quoted(paths.unit)
+        alive = (f"systemctl is-active --quiet {unit} && "
+                 f"pid=$(systemctl show -p MainPID --value {unit} 2>/dev/null)")
     else:
         alive = _owned(quoted(paths.pidfile))
     log = quoted(paths.log)
     marker = quoted(paths.stopped_marker)
+    # A process in state T (SIGSTOP, a debugger) is alive but will never answer: `frozen PID`.
+    state = """st=$(sed 's/.*) //' /proc/"$pid"/stat 2>/dev/null | cut -d' ' -f1)"""
     # The log bytes travel base64-encoded: the offset stays exact in bytes whatever the log
     # holds (invalid UTF-8, a multi-byte character cut by a poll).
     return Command.script(
-        f"if {alive}; then echo alive; elif [ -e {marker} ]; then echo stopped; else echo dead; fi; "
+        f"if {alive}; then {state}; "
+        'case "$st" in T|t) echo "frozen $pid" ;; *) echo alive ;; esac; '
+        f"elif [ -e {marker} ]; then echo stopped; else echo dead; fi; "
         f"tail -c +{offset + 1} {log} 2>/dev/null | base64 -w0 || true"
     )
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import CrashLoop, ServiceError, StartupFailed, StartupTimeout
+from orchestrator.errors import CrashLoop, ServiceError, ServiceHung, StartupFailed, StartupTimeout
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.plan.models import Health
 from orchestrator.server_client import ServerClient
@@ -30,6 +30,9 @@ from orchestrator.transport.base import Transport
 TAIL_LINES = 30
 PROGRESS_EVERY = 5.0  # seconds between progress lines within one phase
 HEARTBEAT_EVERY = 30.0  # seconds between lines while nothing moves
+FROZEN_POLLS = 2  # polls in a row in state T before it is called hung
+SILENT_POLLS = 3  # timed-out checks in a row, after the API came up, before it is called hung
+_TIMEOUTS = {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutException"}
 
 
 @dataclass
@@ -94,6 +97,7 @@ def wait_ready(
     deadline = started + health.startup_timeout
     tracker = PhaseTracker(origin=time.time())
     offset, log, restarts, last_label, last_emit = 0, "", 0, "", 0.0
+    frozen = silent = 0  # polls in a row that found it stopped, or silent since its API came up
     decoder = _decoder()
     with ServerClient(base_url, api_key=api_key, timeout=health.request_timeout) as client:
         while True:
@@ -115,6 +119,17 @@ def wait_ready(
                     last_label, last_emit = shown, now
                     emit(PhaseEvent(transport.host, phase="startup", status="running",
                                     message=f"{shown} ({status.total_s:.1f}s since launch)"))
+            if state.startswith("frozen"):
+                frozen += 1
+                if frozen >= FROZEN_POLLS:
+                    pid = state.partition(" ")[2] or "?"
+                    raise failure(ServiceHung,
+                                  f"{transport.host}: the server process {pid} is stopped (state T:"
+                                  f" SIGSTOP or a debugger) and cannot answer; `kill -CONT {pid}` "
+                                  "on the host resumes it", [], log)
+                time.sleep(health.poll_interval)
+                continue
+            frozen = 0
             if state == "stopped":
                 raise StartupFailed(
                     f"{transport.host}: the server was stopped (orch stop) during start-up; "
@@ -142,6 +157,14 @@ def wait_ready(
                 tracker = PhaseTracker(origin=time.time())
                 continue
             ready, missing = client.ready(model)
+            api_up = status is not None and status.name in ("api_server", "ready")
+            silent = silent + 1 if api_up and missing in _TIMEOUTS else 0
+            if silent >= SILENT_POLLS:
+                raise failure(ServiceHung,
+                              f"{transport.host}: the server's API came up, then stopped answering "
+                              f"({silent} checks in a row timed out after "
+                              f"{health.request_timeout:g} s each; the process is alive)",
+                              diagnose(log), log)
             if ready:
                 return Readiness(
                     seconds=time.monotonic() - started, phases=tracker.summary(),

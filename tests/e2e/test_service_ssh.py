@@ -147,6 +147,22 @@ def test_crash_during_smoke_is_reported(env: dict[str, Any]) -> None:
     assert "EngineDeadError" in result.stdout or "died" in result.stdout or "error" in result.stdout.lower()
 
 
+def test_a_crash_mid_sweep_is_diagnosed_there_and_then(env: dict[str, Any]) -> None:
+    path = write(env, smoke=[], sim={"crash_after_requests": 6})
+    plan = yaml.safe_load(path.read_text())
+    plan["bench"] = {"concurrency": [1, 2], "requests_per_level": 4, "warmup": 0, "max_tokens": 64}
+    path.write_text(yaml.safe_dump(plan))
+    result = apply(env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = " ".join(result.stdout.split())
+    assert "the sweep stopped early" in said
+    assert "cause: a GPU kernel crashed (illegal memory access)" in said
+    run = last_run(env["tmp"])
+    diagnosis = json.loads((run / "hosts" / "h1" / "diagnosis.json").read_text())
+    assert diagnosis[0]["key"] == "illegal-memory-access"
+    assert (run / "hosts" / "h1" / "bench" / "level-c1.json").exists()  # the finished level stays
+
+
 def test_slow_start_within_the_deadline(env: dict[str, Any]) -> None:
     write(env, sim={"slow_start": 2.0}, smoke=[], health={"startup_timeout": "30s"})
     result = apply(env)
@@ -203,6 +219,33 @@ def test_bench_through_an_ssh_port_forward_writes_results_into_the_run_folder(en
     assert summary  # written, with the sweep's figures
 
 
+def test_ctrl_c_during_a_sweep_keeps_the_finished_levels_and_exits_130(env: dict[str, Any]) -> None:
+    path = write(env, smoke=[])
+    plan = yaml.safe_load(path.read_text())
+    # Model time runs 333x faster here: 1024 tokens at ~61 tok/s take ~50 ms per request.
+    plan["bench"] = {"concurrency": [1, 2, 4, 8], "requests_per_level": 60, "warmup": 0,
+                     "max_tokens": 1024, "mode": "closed"}
+    path.write_text(yaml.safe_dump(plan))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", str(path), "-i", str(env["inventory"])],
+        cwd=env["tmp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((env["tmp"] / "runs").glob("*/*/hosts/h1/bench/level-c1.json")):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    run = last_run(env["tmp"])
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    c1 = json.loads((run / "hosts" / "h1" / "bench" / "level-c1.json").read_text())
+    assert c1["completed"] == 60 and not c1["partial"]
+    assert (run / "hosts" / "h1" / "service.log").exists()  # collected even so
+    assert "0.0 tok/s" not in out
+    orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+
+
 def apply_waiting_for_start_up(env: dict[str, Any]) -> subprocess.Popen[str]:
     """`orch apply` of a slow-starting server, returned once it waits for readiness."""
     write(env, sim={"slow_start": 30.0}, smoke=[])
@@ -220,14 +263,39 @@ def apply_waiting_for_start_up(env: dict[str, Any]) -> subprocess.Popen[str]:
     return process
 
 
-def test_ctrl_c_leaves_a_readable_run_folder_marked_incomplete(env: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_during_start_up_marks_the_run_interrupted(
+    env: dict[str, Any], signum: int, code: int
+) -> None:
     process = apply_waiting_for_start_up(env)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     out, err = process.communicate(timeout=30)
-    assert process.returncode == 130, out + err
+    assert process.returncode == code, out + err
     meta = json.loads((last_run(env["tmp"]) / "meta.json").read_text())
-    assert meta["status"] == "incomplete"
+    assert meta["status"] == "interrupted" and meta["finished"] is not None
+    assert "run folder marked interrupted" in out
+    assert "keeps running" in out and "orch stop" in out  # and how to stop it
+    assert f"interrupted ({signal.Signals(signum).name})" in err
     assert "Traceback" not in err
+    orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+
+
+def test_a_stopped_server_process_is_reported_hung_within_a_few_polls(env: dict[str, Any]) -> None:
+    process = apply_waiting_for_start_up(env)
+    pidfile = env["venv"] / ".orch" / "service" / env["name"] / "pid"
+    pid = int(pidfile.read_text().split()[0])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        out, err = process.communicate(timeout=60)
+        assert time.monotonic() - started < 20  # not the whole start-up deadline
+        assert process.returncode == 1, out + err
+        said = " ".join(out.split())
+        assert f"the server process {pid} is stopped (state T" in said
+        assert f"kill -CONT {pid}" in said
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
 
 
 def test_orch_stop_during_start_up_is_not_undone_by_a_relaunch(env: dict[str, Any]) -> None:
