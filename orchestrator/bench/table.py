@@ -64,7 +64,7 @@ def render_table(
         table.add_column("Notes", overflow="fold", min_width=8)
     for result, notes in zip(results, notes_of, strict=True):
         f = _figures(result, model_time)
-        if not result.get("completed"):
+        if result.get("completed") == 0:
             f = {}  # nothing finished: no figure to show, not zeros
         row = [
             _load_label(result),
