@@ -124,7 +124,7 @@ def execute(options: ApplyOptions) -> int:
         failed, pending = _run(options, console, loaded, secrets, inventory, compiled, folder)
     except KeyboardInterrupt as stopped:
         if folder:
-            folder.finish("interrupted")
+            folder.finish("interrupted", best_effort=True)
             console.print(f"interrupted; run folder marked interrupted: {folder.path}", soft_wrap=True)
         if plan.service is not None and not options.check:
             inventory_arg = f" -i {options.inventory}" if options.inventory else ""
@@ -133,7 +133,7 @@ def execute(options: ApplyOptions) -> int:
         raise stopped
     except BaseException:
         if folder:  # whatever went wrong, the folder says the run did not complete
-            folder.finish("failed")
+            folder.finish("failed", best_effort=True)
         raise
     if failed:
         return 1

@@ -7,7 +7,9 @@ connection, a killed controller) leaves a readable folder that says so.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import json
 import os
 import threading
@@ -70,8 +72,19 @@ def write_file(path: Path, text: str) -> Path:
         temporary.write_text(masking.mask(text), encoding="utf-8")
         os.replace(temporary, path)
     except OSError as error:
-        raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
+        with contextlib.suppress(OSError):
+            temporary.unlink()  # a full disk leaves no half-written file behind
+        raise RunFolderError(f"cannot write {path}: {error.strerror or error}",
+                             hint=_hint(error)) from None
     return path
+
+
+def _hint(error: OSError) -> str | None:
+    if error.errno == errno.ENOSPC:
+        return "the disk is full: free some space (or choose another place with --runs-dir)"
+    if error.errno in (errno.EACCES, errno.EROFS):
+        return "choose a writable place with --runs-dir"
+    return None
 
 
 # -- a benchmark's folder ---------------------------------------------------------------
@@ -135,19 +148,29 @@ class RunFolder:
         with self._lock:
             write_file(self.layout.meta, dumps(self.meta))
 
-    def finish(self, status: str) -> None:
+    def finish(self, status: str, *, best_effort: bool = False) -> None:
+        """Say how the run ended. `best_effort`: after another failure, a folder that cannot
+        be written any more (a full disk) must not hide that failure."""
         now = time.time()
         self.meta.status = status
         self.meta.finished = _iso(now)
         self.meta.duration_s = round(now - self._started, 3)
-        self.write_meta()
+        try:
+            self.write_meta()
+        except RunFolderError:
+            if not best_effort:
+                raise
 
     def event(self, event: Event) -> dict[str, Any]:
         """Append `event` to events.jsonl; returns the record as written (with its time)."""
         record = {"ts": round(time.time(), 3), **event.to_json()}
         line = masking.mask(json.dumps(record, default=str))
-        with self._lock, open(self.layout.events, "a") as handle:
-            handle.write(line + "\n")
+        try:
+            with self._lock, open(self.layout.events, "a") as handle:
+                handle.write(line + "\n")
+        except OSError as error:
+            raise RunFolderError(f"cannot write {self.layout.events}: {error.strerror or error}",
+                                 hint=_hint(error)) from None
         return record
 
     # -- the records --------------------------------------------------------------------
