@@ -87,6 +87,20 @@ def _first_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _quiet_libraries(debug: bool) -> None:
+    """What a library logs is orch's to say: paramiko's tracebacks of a failed connection
+    become one translated error, retries are events (--debug shows everything)."""
+    import logging
+
+    if debug:
+        logging.basicConfig(level=logging.DEBUG)
+        return
+    for name in ("paramiko", "orchestrator"):
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _first_command(argv)
@@ -96,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     debug = args.debug or os.environ.get("ORCH_DEBUG") == "1"
+    _quiet_libraries(debug)
     from orchestrator.errors import Interrupted, OrchError
 
     def terminated(signum: int, frame: object) -> None:

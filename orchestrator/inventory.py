@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import InventoryError
+from orchestrator.plan.models import FieldError
 
 DEFAULT_INVENTORY = Path("inventory/local.yaml")
 
@@ -60,10 +62,40 @@ class Inventory(_Strict):
     def _groups_name_hosts(self) -> Inventory:
         for group, members in self.groups.items():
             if group in self.hosts:
-                raise ValueError(f"group {group!r} has the same name as a host")
-            for member in members:
+                raise FieldError(f"group {group!r} has the same name as a host", at=("groups", group))
+            for index, member in enumerate(members):
                 if member not in self.hosts and member not in self.groups:
-                    raise ValueError(f"group {group!r} names unknown host {member!r}")
+                    known = ", ".join(sorted([*self.hosts, *self.groups])) or "none"
+                    raise FieldError(f"group {group!r} names unknown host {member!r} "
+                                     f"(known: {known})", at=("groups", group, index))
+        for group in self.groups:
+            cycle = self._cycle(group, ())
+            if cycle:
+                raise FieldError("groups contain each other in a cycle: " + " -> ".join(cycle),
+                                 at=("groups", group))
+        return self
+
+    def _cycle(self, group: str, trail: tuple[str, ...]) -> tuple[str, ...]:
+        if group in trail:
+            return (*trail[trail.index(group):], group)
+        for member in self.groups.get(group, []):
+            if member in self.groups:
+                found = self._cycle(member, (*trail, group))
+                if found:
+                    return found
+        return ()
+
+    @model_validator(mode="after")
+    def _jumps_name_hosts(self) -> Inventory:
+        for name, spec in self.hosts.items():
+            jump = spec.jump
+            if jump is None or jump in self.hosts or any(c in jump for c in "@:.["):
+                continue
+            # A bare name that is not a host here would go to DNS: surely a typo.
+            raise FieldError(
+                f"jump {jump!r} is not a host of this inventory (known: "
+                f"{', '.join(sorted(self.hosts))}); write user@host[:port] for a host outside it",
+                at=("hosts", name, "jump"))
         return self
 
     def select(self, hosts: str | list[str], limit: list[str] | None = None) -> list[str]:
@@ -109,11 +141,9 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
     from orchestrator.plan.loader import load_validated_yaml
 
     file = Path(path) if path is not None else DEFAULT_INVENTORY
-    if not file.exists():
-        if path is None:
-            # No inventory at all: the embedded default is this machine.
-            return Inventory(hosts={"localhost": HostSpec(connection="local")})
-        raise InventoryError(f"inventory file not found: {file}")
-    inventory = load_validated_yaml(file, Inventory, error=InventoryError)
+    if path is None and not os.path.lexists(file):
+        # No inventory at all: the embedded default is this machine.
+        return Inventory(hosts={"localhost": HostSpec(connection="local")})
+    inventory = load_validated_yaml(file, Inventory, error=InventoryError, what="inventory file")
     inventory.source = str(file)
     return inventory

@@ -28,9 +28,22 @@ from orchestrator.plan.layers import (
     update_origins,
 )
 from orchestrator.plan.models import Plan
-from orchestrator.plan.source import Document, FieldPath, Origin, display_path, read_document
+from orchestrator.plan.source import (
+    Document,
+    FieldPath,
+    Origin,
+    arg_snippet,
+    display_path,
+    read_document,
+    resolve_path,
+)
 from orchestrator.plan.validation import Positions, Problem, dotted, problem_error, validate
-from orchestrator.plan.variables import ReferenceProblem, resolve_vars, substitute_vars
+from orchestrator.plan.variables import (
+    ReferenceProblem,
+    resolve_vars,
+    substitute_vars,
+    whole_references,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,9 +56,14 @@ class LoadedPlan:
     path: Path  # the plan file (absolute)
     base_dir: Path  # its directory
     layers: list[str]  # files and --set arguments, in merge order
-    origins: dict[str, str]  # dotted field path -> "file:line" or "--set a.b=c"
+    field_origins: dict[str, Origin]  # dotted field path -> the layer (and line) that set it
     data: dict[str, Any]  # merged mapping after vars substitution, before validation
     digest: str  # sha256 of the canonical JSON of the resolved plan (masked)
+
+    @property
+    def origins(self) -> dict[str, str]:
+        """Dotted field path -> "file:line" or "--set a.b=c", for people."""
+        return {key: str(origin) for key, origin in self.field_origins.items()}
 
 
 def load_plan(
@@ -72,10 +90,19 @@ def load_plan(
         directories[doc.name] = directory
     texts = {doc.name: doc.text for doc, _ in documents}
 
+    deleted: dict[FieldPath, Origin] = {}
     for text in sets:
         argument = set_argument(text)
         segments, value = parse_set(text)
+        if segments[0] == "extends":
+            raise PlanError(
+                "extends cannot be set with --set: the base plans are read before any --set",
+                file=argument, snippet=arg_snippet(argument, len("--set ")),
+                hint="add the base plan with -f FILE (an overlay), or name it in the plan file",
+            )
         new_data, field_path = apply_set(data, segments, value, argument=argument)
+        if value is None:
+            deleted[field_path] = Origin(argument, None, len("--set "))
         _, below = get_path(data, field_path)
         key_origin = Origin(argument, None, len("--set "))
         value_origin = Origin(argument, None, len(argument) - len(text) + text.index("=") + 1)
@@ -86,28 +113,29 @@ def load_plan(
         data = new_data
         layers.append(argument)
 
-    positions = Positions(keys=keys, values=values, texts=texts, order=layers, root=root)
+    positions = Positions(keys=keys, values=values, texts=texts, order=layers, root=root,
+                          via_vars=whole_references(data), deleted=deleted)
     data = _substitute(data, positions)
     _anchor_local_paths(data, positions, directories)
     plan = validate(Plan, data, positions)
     _check_local_files(plan, positions)
 
-    resolved = main.resolve()
+    resolved = resolve_path(main, what="plan")
     return LoadedPlan(
         plan=plan,
         path=resolved,
         base_dir=resolved.parent,
         layers=layers,
-        origins=_origins(keys, data),
+        field_origins=_origins(keys, data),
         data=data,
         digest=plan_digest(plan),
     )
 
 
-def _origins(keys: dict[FieldPath, Origin], data: dict[str, Any]) -> dict[str, str]:
+def _origins(keys: dict[FieldPath, Origin], data: dict[str, Any]) -> dict[str, Origin]:
     """Dotted path -> origin, for every path of the final data. Values inside a list are left
     out when they come from the layer that set the list (a list is set as a whole)."""
-    out: dict[str, str] = {}
+    out: dict[str, Origin] = {}
     for field_path, origin in keys.items():
         if not field_path or not get_path(data, field_path)[0]:
             continue
@@ -116,7 +144,7 @@ def _origins(keys: dict[FieldPath, Origin], data: dict[str, Any]) -> dict[str, s
             enclosing = keys.get(field_path[: lists[-1]])
             if enclosing is not None and enclosing.layer == origin.layer:
                 continue
-        out[dotted(field_path)] = str(origin)
+        out[dotted(field_path)] = origin
     return out
 
 
@@ -131,12 +159,13 @@ def plan_digest(plan: Plan) -> str:
 
 
 def load_validated_yaml(
-    path: Path | str, model_cls: type[M], *, error: type[OrchError] = PlanError
+    path: Path | str, model_cls: type[M], *, error: type[OrchError] = PlanError,
+    what: str = "file",
 ) -> M:
     """Read one YAML file and validate it with `model_cls`; failures are positioned like plan
     errors and raised as `error` (e.g. InventoryError)."""
     try:
-        doc = read_document(Path(path))
+        doc = read_document(Path(path), what=what)
         positions = Positions(
             keys=doc.keys, values=doc.values, texts={doc.name: doc.text}, order=[doc.name]
         )
@@ -151,14 +180,17 @@ def _chain(
     path: Path, what: str, cache: dict[Path, Document], stack: tuple[Path, ...]
 ) -> list[tuple[Document, Path]]:
     """The documents of `path`'s extends chain, bases first, then `path` itself."""
-    resolved = path.resolve()
+    resolved = resolve_path(path, what=what)
     if resolved not in cache:
         cache[resolved] = read_document(path, what=what)
     doc = cache[resolved]
     stack = (*stack, resolved)
     out: list[tuple[Document, Path]] = []
     for index, base, origin in _bases(doc):
-        target = (resolved.parent / base).resolve()
+        try:
+            target = resolve_path(resolved.parent / base, what="base plan")
+        except PlanError as loop:
+            raise _at(doc, origin, loop.message, path=_extends_path(doc, index)) from None
         if target in stack:
             chain = " -> ".join(display_path(p) for p in (*stack[stack.index(target) :], target))
             raise _at(
@@ -302,14 +334,13 @@ def locate(error: PlanError, loaded: LoadedPlan) -> PlanError:
     if error.file is not None or not error.field:
         return error
     field = error.field
-    while field and field not in loaded.origins:  # service.args.port -> service.args -> ...
+    while field and field not in loaded.field_origins:  # service.args.port -> service.args -> ...
         field = field.rpartition(".")[0]
-    origin = loaded.origins.get(field)
+    origin = loaded.field_origins.get(field)
     if origin is None:
         return error
-    file, _, line = origin.rpartition(":")
     located = PlanError(
         error.message, field=error.field, expected=error.expected, hint=error.hint,
-        file=file if line.isdigit() else origin, line=int(line) if line.isdigit() else None,
+        file=origin.layer, line=origin.line,
     )
     return located

@@ -10,6 +10,8 @@ keys in orch files are always names. Duplicate keys are an error, not a silent o
 
 from __future__ import annotations
 
+import errno
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,9 +76,36 @@ def arg_snippet(argument: str, offset: int) -> str:
     return f"  {argument}\n  {' ' * offset}^"
 
 
+MAX_FILE_BYTES = 8 * 1024 * 1024  # a plan or inventory is text for people, not data
+
+
+def resolve_path(path: Path, *, what: str = "file") -> Path:
+    """`path` made absolute with symlinks followed; a symlink loop is a PlanError."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        name = display_path(path)
+        raise PlanError(f"{what} is a symlink loop: {name}", file=name) from None
+
+
 def read_document(path: Path, *, what: str = "file") -> Document:
     """Read and parse one YAML file whose top level must be a mapping."""
     name = display_path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise PlanError(f"{what} not found: {name}", file=name) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise PlanError(f"{what} is a symlink loop: {name}", file=name) from None
+        raise PlanError(f"cannot read {what}: {error.strerror}", file=name) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise PlanError(f"{what} is a directory, expected a YAML file: {name}", file=name)
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block forever, a device never end
+        raise PlanError(f"{what} is not a regular file (a pipe or a device?): {name}", file=name)
+    if info.st_size > MAX_FILE_BYTES:
+        raise PlanError(f"{what} is too large ({info.st_size:,} bytes, at most "
+                        f"{MAX_FILE_BYTES:,}): {name}", file=name)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -199,9 +228,13 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: FieldPath) -> Any:
         self._nodes += 1
-        if len(path) > _MAX_DEPTH or self._nodes > _MAX_NODES:
+        if len(path) > _MAX_DEPTH:
+            raise self._fail(node, f"the document is nested more than {_MAX_DEPTH} levels deep "
+                                   "(a recursive alias?)")
+        if self._nodes > _MAX_NODES:
             raise self._fail(
-                node, "the document is nested too deeply or too large (recursive alias?)"
+                node, f"the document holds more than {_MAX_NODES:,} values (aliases count each "
+                      "time they are used); a plan or an inventory is far smaller"
             )
         self._doc.values[path] = self._origin(node)
         if isinstance(node, yaml.MappingNode):

@@ -32,6 +32,8 @@ class Positions:
     texts: dict[str, str]  # layer name -> file text (files only)
     order: list[str] = field(default_factory=list)  # layer names, lowest first
     root: Origin | None = None
+    via_vars: dict[FieldPath, str] = field(default_factory=dict)  # path -> NAME of `${vars.NAME}`
+    deleted: dict[FieldPath, Origin] = field(default_factory=dict)  # removed by `--set X=null`
 
     def locate(self, path: FieldPath, *, key: bool = False) -> Origin | None:
         """The origin of `path`'s key (or value), falling back to its nearest ancestor."""
@@ -217,10 +219,12 @@ def _problem(
         )
     if kind == "missing":
         expected = expected_at(model, path)
+        deleted = positions.deleted.get(path)
         return Problem(
             path,
-            f"missing required key {name!r} {where}",
-            positions.locate(parent, key=True),
+            f"missing required key {name!r} {where}"
+            + (f" (deleted by {deleted})" if deleted is not None else ""),
+            deleted if deleted is not None else positions.locate(parent, key=True),
             expected=f"{name}: {expected}" if expected else None,
             name_field=False,
         )
@@ -253,6 +257,11 @@ def _problem(
         message = f"expected {expected or message}, got {kind_of(value)}"
         if kind == "string_type" and isinstance(value, int | float):
             hint = f'quote it: "{_yaml_text(value)}" (YAML reads it as a {type(value).__name__})'
+            var = positions.via_vars.get(path)
+            if var is not None:  # the number came from elsewhere: say where to quote it
+                hint = (f"the value comes from ${{vars.{var}}}, set by "
+                        f"{positions.locate(('vars', var))}, where YAML read it as the "
+                        f"{type(value).__name__} {_yaml_text(value)}: quote it there")
     else:
         message = f"{_lower_first(message)}, got {kind_of(value)}"
     return Problem(path, message, origin, expected=expected, hint=hint)

@@ -56,6 +56,22 @@ def substitute_vars(value: Any, variables: Mapping[str, Any], path: FieldPath = 
     return _Resolver(variables, resolved=True).walk(value, path, ())
 
 
+def whole_references(value: Any, path: FieldPath = ()) -> dict[FieldPath, str]:
+    """Paths whose value is exactly one `${vars.NAME}` (and takes that variable's type)."""
+    out: dict[FieldPath, str] = {}
+    if isinstance(value, str):
+        match = re.fullmatch(r"\$\{vars\.([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
+        if match and path[:1] != ("vars",):
+            out[path] = match.group(1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.update(whole_references(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out.update(whole_references(item, (*path, index)))
+    return out
+
+
 def render_vars(text: str, variables: Mapping[str, Any]) -> str:
     """Fill `${vars.NAME}` in a text such as a file template (always returns text)."""
     result = _Resolver(variables, resolved=True).text(text, (), ())

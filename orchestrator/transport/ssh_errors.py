@@ -119,8 +119,30 @@ def translate(error: BaseException, hop: Hop, *, authenticating: bool = False) -
     if isinstance(error, EOFError):
         return ConnectError(f"{hop.where} closed the connection", host=name)
     if isinstance(error, paramiko.SSHException):
+        if "protocol banner" in str(error) and not hop.via_jump:
+            said = _not_ssh(hop)
+            if said is not None:  # something answers on that port, and it is not SSH
+                return PermanentConnectError(
+                    f"{hop.host}:{hop.port} accepts connections but is not an SSH server "
+                    f"(it said {said!r})",
+                    host=name,
+                    hint="check `port` (and `address`) of this host in the inventory",
+                )
         return ConnectError(f"SSH error talking to {hop.where}: {error}", host=name)
     raise error  # a programming error, not a connection failure: keep its traceback
+
+
+def _not_ssh(hop: Hop, timeout: float = 2.0) -> str | None:
+    """What the port says first, when that is not an SSH banner (None: SSH, or silence)."""
+    try:
+        with socket.create_connection((hop.host, hop.port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            first = sock.recv(200)
+    except OSError:
+        return None
+    if not first or first.startswith(b"SSH-"):
+        return None
+    return first.decode("latin-1").splitlines()[0][:80] if first.strip() else repr(first[:40])
 
 
 def _os_text(error: OSError) -> str:

@@ -1,0 +1,257 @@
+"""The hostile corpus: what a careless or hostile user can hand orch, each case with its
+expected outcome, run through the CLI as a user runs it. None may print a traceback.
+
+Together with the bad-plan corpus (tests/plan/bad/, also run here through `orch validate`)
+and the property tests of test_hostile_strings.py, this is the hostile corpus the security
+model in docs/security.md relies on; `test_the_corpus_is_large_enough` counts it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from fixtures.orchcli import orch
+
+BAD_PLANS = Path(__file__).resolve().parents[1] / "plan" / "bad"
+GOOD = "name: ok\nhosts: localhost\n"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: list[str]  # `{tmp}` is the case's folder
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> text
+    code: int = 1
+    says: tuple[str, ...] = ()
+    prepare: Callable[[Path], None] | None = None
+
+
+def _symlink_loop(tmp: Path) -> None:
+    (tmp / "loop.yaml").symlink_to("loop.yaml")
+
+
+def _fifo(tmp: Path) -> None:
+    os.mkfifo(tmp / "fifo.yaml")
+
+
+def _binary(tmp: Path) -> None:
+    (tmp / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
+
+
+def _huge(tmp: Path) -> None:
+    with open(tmp / "huge.yaml", "w") as handle:
+        handle.write("name: x\n# " + "x" * (9 * 1024 * 1024) + "\n")
+
+
+def _unwritable_runs(tmp: Path) -> None:
+    (tmp / "runs").write_text("a file, not a folder")
+
+
+CASES = [
+    # -- plan files that are not plan files -------------------------------------------
+    Case("plan is a symlink loop", ["validate", "{tmp}/loop.yaml"], prepare=_symlink_loop,
+         says=("plan file is a symlink loop",)),
+    Case("extends a symlink loop", ["validate", "{tmp}/p.yaml"], prepare=_symlink_loop,
+         files={"p.yaml": "name: x\nextends: loop.yaml\n"}, says=("p.yaml:2:10", "symlink loop")),
+    Case("overlay is a symlink loop", ["validate", "{tmp}/p.yaml", "-f", "{tmp}/loop.yaml"],
+         prepare=_symlink_loop, files={"p.yaml": GOOD}, says=("overlay file is a symlink loop",)),
+    Case("inventory is a symlink loop", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/loop.yaml"],
+         prepare=_symlink_loop, files={"p.yaml": GOOD}, says=("inventory file is a symlink loop",)),
+    Case("plan is a FIFO", ["validate", "{tmp}/fifo.yaml"], prepare=_fifo,
+         says=("not a regular file",)),
+    Case("inventory is a FIFO", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/fifo.yaml"], prepare=_fifo,
+         files={"p.yaml": GOOD}, says=("not a regular file",)),
+    Case("plan is binary", ["validate", "{tmp}/bin.yaml"], prepare=_binary, says=("not UTF-8",)),
+    Case("plan is a directory", ["validate", "{tmp}"], says=("is a directory",)),
+    Case("plan is missing", ["validate", "{tmp}/nope.yaml"], says=("plan file not found",)),
+    Case("plan is huge", ["validate", "{tmp}/huge.yaml"], prepare=_huge, says=("too large",)),
+    Case("plan is /dev/zero", ["validate", "/dev/zero"], says=("not a regular file",)),
+    Case("inventory is missing", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/nope.yaml"],
+         files={"p.yaml": GOOD}, says=("inventory file not found",)),
+    # -- --set ------------------------------------------------------------------------
+    Case("--set deletes the name", ["validate", "{tmp}/p.yaml", "--set", "name=null"],
+         files={"p.yaml": GOOD}, says=("--set name=null", "deleted by --set name=null")),
+    Case("--set extends", ["validate", "{tmp}/p.yaml", "--set", "extends=../nope.yaml"],
+         files={"p.yaml": GOOD}, says=("extends cannot be set with --set",)),
+    Case("--set without =", ["validate", "{tmp}/p.yaml", "--set", "name"], files={"p.yaml": GOOD},
+         says=("--set name",)),
+    Case("--set bad YAML", ["validate", "{tmp}/p.yaml", "--set", "vars.x=[1"],
+         files={"p.yaml": GOOD}, says=("not valid YAML",)),
+    Case("--set into a scalar", ["validate", "{tmp}/p.yaml", "--set", "name.x=1"],
+         files={"p.yaml": GOOD}, says=("--set name.x=1",)),
+    Case("--set a number where text is expected, via vars",
+         ["validate", "{tmp}/p.yaml", "--set", "vars.v=0.20"],
+         files={"p.yaml": "name: x\nvars: {v: '1'}\npython: {venv: /opt/v}\nservice:\n  model: m\n"
+                          "  sim: {vllm_version: '${vars.v}'}\n"},
+         says=("set by --set vars.v=0.20", "quote it there")),
+    Case("--set an unknown key", ["validate", "{tmp}/p.yaml", "--set", "servce.port=1"],
+         files={"p.yaml": GOOD}, says=("did you mean", "service")),
+    # -- hostile values ---------------------------------------------------------------
+    Case("venv with a command substitution", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: \"/tmp/v$(touch /tmp/PWNED)\"}\n"},
+         says=("holds characters a host path must not",)),
+    Case("venv with backticks", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: \"/tmp/v`id`\"}\n"},
+         says=("holds characters a host path must not",)),
+    Case("venv with a semicolon", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: \"/tmp/v;id\"}\n"},
+         says=("holds characters a host path must not",)),
+    Case("venv climbing out", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/../../etc}\n"}, says=("'..'",)),
+    Case("service name injection, even for stop", ["stop", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice:\n  model: m\n"
+                          "  backend: systemd\n  name: \"svc;touch /tmp/PWNED;#\"\n"},
+         says=("expected a service name",)),
+    Case("service name traversal", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice: {model: m, name: ../../../../tmp/x}\n"},
+         says=("expected a service name",)),
+    Case("file path with a newline", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nfiles: [{path: \"/etc/a\\nb\", content: x}]\n"},
+         says=("holds characters a host path must not",)),
+    Case("collect a relative path", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\ncollect: [{path: etc/passwd}]\n"}, says=("absolute path",)),
+    Case("interpreter with a pipe", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v, interpreter: \"python3|id\"}\n"},
+         says=("expected a command name",)),
+    Case("NUL in the model", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice: {model: \"m\\0x\"}\n"},
+         says=("NUL byte",)),
+    Case("line break in an env value", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nenv: {X: \"a\\nb\"}\n"}, says=("line break",)),
+    Case("line break in an API key", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice: {model: m, api_key: \"a\\nb\"}\n"},
+         says=("line break",)),
+    Case("secret on a command line", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice:\n  model: m\n"
+                          "  extra_args: ['--hf-token', '${env:HF_TOKEN}']\n"},
+         says=("HF_TOKEN",)),
+    Case("a missing secret", ["plan", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nhosts: localhost\nenv: {T: '${env:ORCH_CORPUS_NOT_SET}'}\n"},
+         says=("ORCH_CORPUS_NOT_SET",)),
+    # -- inventories ------------------------------------------------------------------
+    Case("group names an unknown host", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": GOOD, "i.yaml": "hosts: {a: {connection: local}}\ngroups: {g: [a, b]}\n"},
+         says=("i.yaml:2:", "names unknown host 'b'")),
+    Case("group cycle", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": GOOD,
+                "i.yaml": "hosts: {a: {connection: local}}\ngroups:\n  g1: [g2]\n  g2: [g1]\n"},
+         says=("i.yaml:3:", "cycle: g1 -> g2 -> g1")),
+    Case("jump names no host", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a\n",
+                "i.yaml": "hosts:\n  a: {address: 127.0.0.1, jump: bastoin}\n"},
+         says=("i.yaml:2:", "jump 'bastoin' is not a host of this inventory")),
+    Case("jump loop", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a\n",
+                "i.yaml": "hosts:\n  a: {address: 127.0.0.1, jump: b}\n  b: {address: 127.0.0.1, jump: a}\n"},
+         says=("loop",)),
+    Case("port out of range", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a\n", "i.yaml": "hosts: {a: {port: 70000}}\n"},
+         says=("i.yaml:1:", "65535")),
+    Case("unknown host key in the inventory", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a\n", "i.yaml": "hosts: {a: {adress: x}}\n"},
+         says=("did you mean", "address")),
+    Case("plan names a host the inventory lacks", ["plan", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: ok\nhosts: gpu9\n"}, says=("no host or group named 'gpu9'",)),
+    Case("--limit names a host outside the plan", ["plan", "{tmp}/p.yaml", "--limit", "zz"],
+         files={"p.yaml": GOOD}, says=("--limit names zz",)),
+    Case("a port that is not SSH", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a\nfiles: [{path: /tmp/orch-corpus-x, content: x}]\n",
+                "i.yaml": "hosts: {a: {address: 127.0.0.1, port: {http}}}\nssh: {known_hosts: false}\n"},
+         says=("is not an SSH server", "HTTP/1.1")),
+    Case("a port nobody listens on", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a\nfiles: [{path: /tmp/orch-corpus-x, content: x}]\n",
+                "i.yaml": "hosts: {a: {address: 127.0.0.1, port: 1}}\n"
+                          "ssh: {known_hosts: false, connect_retries: 0}\n"},
+         says=("refused",)),
+    # -- run folders and run references -------------------------------------------------
+    Case("runs dir is a file", ["apply", "{tmp}/p.yaml", "--runs-dir", "{tmp}/runs"],
+         prepare=_unwritable_runs, files={"p.yaml": GOOD}, says=("cannot create the run folder",)),
+    Case("--locked on a folder that is not a run", ["apply", "--locked", "{tmp}"],
+         says=("not a run folder",)),
+    Case("--locked with a plan too", ["apply", "{tmp}/p.yaml", "--locked", "{tmp}"],
+         files={"p.yaml": GOOD}, says=("give a PLAN, or --locked",)),
+    Case("compare a run that does not exist", ["compare", "nope-plan"],
+         says=("no run folder or plan named 'nope-plan'",)),
+    Case("report of nothing", ["report", "{tmp}/nope"], says=("no such run folder",)),
+    Case("diagnose a binary log", ["diagnose", "/bin/sh"], says=("not",)),
+    Case("diagnose a missing log", ["diagnose", "{tmp}/nope.log"], says=("nope.log",)),
+    # -- bench ------------------------------------------------------------------------
+    Case("bench a server that is not there", ["bench", "--url", "http://127.0.0.1:1"],
+         says=("cannot reach",)),
+    Case("bench with bad levels", ["bench", "--url", "http://x", "--concurrency", "1,a"], code=2,
+         says=("expected levels",)),
+    Case("bench with a negative duration", ["bench", "--url", "http://127.0.0.1:1", "--duration=-5s"],
+         says=("invalid benchmark options",)),
+]
+
+
+@pytest.fixture(scope="module")
+def http_port() -> Iterator[int]:
+    """A port that speaks HTTP, not SSH."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield int(server.getsockname()[1])
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_hostile_input(case: Case, tmp_path: Path, http_port: int) -> None:
+    for relative, text in case.files.items():
+        (tmp_path / relative).write_text(text.replace("{http}", str(http_port)))
+    if case.prepare is not None:
+        case.prepare(tmp_path)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
+    result = orch(*args, cwd=tmp_path, timeout=60)
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output, output
+    assert result.returncode == case.code, output
+    said = " ".join(output.split())
+    for fragment in case.says:
+        assert fragment in said, f"{fragment!r} not in: {said}"
+    assert not Path("/tmp/PWNED").exists()
+
+
+def test_every_bad_plan_fails_clearly_through_the_cli(tmp_path: Path) -> None:
+    plans = sorted(p for p in BAD_PLANS.glob("*.yaml") if not _needs_layers(p))
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "validate", *map(str, plans)],
+                            cwd=BAD_PLANS, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stderr.count("FAIL ") == len(plans)
+
+
+def _needs_layers(path: Path) -> bool:
+    head = path.read_text().splitlines()[:6]
+    return any(line.startswith(("# set:", "# overlay:")) for line in head)
+
+
+def test_the_corpus_is_large_enough() -> None:
+    bad_plans = len(list(BAD_PLANS.glob("*.yaml")))
+    total = len(CASES) + bad_plans
+    print(f"hostile corpus: {len(CASES)} CLI cases + {bad_plans} bad plans = {total} cases")
+    assert total >= 100
