@@ -46,7 +46,10 @@ def test_the_service_gets_the_base_and_the_plans_env_only(transport: Transport, 
     try:
         pid = int(Path(paths.pidfile).read_text().split()[0])
         deadline = time.monotonic() + 5
-        while "sleep" not in Path(f"/proc/{pid}/cmdline").read_text() and time.monotonic() < deadline:
+        # Until the shell that reads the env file has exec'd the server (its environ is set
+        # at exec): argv[0] is then the server's.
+        while (Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != b"/bin/sleep"
+               and time.monotonic() < deadline):
             time.sleep(0.02)
         raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         environ = dict(item.decode().split("=", 1) for item in raw if item)
