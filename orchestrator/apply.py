@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_yaml
+from orchestrator.console import make_console
 from orchestrator.errors import RunFolderError
 from orchestrator.events import Event
 from orchestrator.inventory import Inventory, load_inventory
@@ -86,7 +87,7 @@ def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list
 
 
 def execute(options: ApplyOptions) -> int:
-    console = Console(highlight=False, stderr=options.json_lines)  # --json: stdout is events only
+    console = make_console(stderr=options.json_lines)  # --json: stdout is events only
     locked: Locked | None = None
     plan_path = options.plan
     if options.locked is not None:

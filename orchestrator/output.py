@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator import masking
+from orchestrator.console import make_console
 from orchestrator.events import Event, HostEnd, PhaseEvent, Retry, StepEnd
 from orchestrator.plan.loader import LoadedPlan
 from orchestrator.runner import HostOutcome
@@ -36,7 +37,7 @@ class Reporter:
     """Receives every event of a run (from any host thread)."""
 
     def __init__(self, console: Console | None = None, *, json_lines: bool = False) -> None:
-        self.console = console or Console(stderr=False, highlight=False)
+        self.console = console or make_console()
         self.json_lines = json_lines
         self._lock = threading.Lock()
 
@@ -89,7 +90,7 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
     `changed` column of `orch apply` is `pending` in `orch plan` (check mode)."""
     labels = ["ok", "pending" if title == "plan" else "changed", "failed", "skipped"]
     table = Table(title=title, title_justify="left")
-    table.add_column("host", style="cyan", overflow="fold")
+    table.add_column("host", style="cyan", no_wrap=True)
     table.add_column("status", no_wrap=True)
     for label in labels:
         table.add_column(label, justify="right")

@@ -144,10 +144,10 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
-    from rich.console import Console
 
     from orchestrator import masking
     from orchestrator.bench.sweep import run_sweep
+    from orchestrator.console import make_console
     from orchestrator.errors import BenchError
     from orchestrator.plan.models import Bench
 
@@ -162,9 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if api_key:
         masking.register(api_key)
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    console = Console()
-    if not console.is_terminal:  # a log file or a pipe: do not squeeze the table into 80 columns
-        console = Console(width=max(console.width, 132))
+    console = make_console()
     labels = {"label": args.label} if args.label else {}
     console.print(f"benchmarking {masking.mask(args.url)}, results in {out}")
     result = run_sweep(

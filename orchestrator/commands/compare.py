@@ -42,15 +42,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(mask(json.dumps(comparison.to_json(), indent=2)) + "\n")
         return 0
-    from rich.console import Console
-
+    from orchestrator.console import make_console
     from orchestrator.report.compare_tables import captions, comparison_tables
     from orchestrator.report.tabular import split_groups, to_rich
 
-    console = Console(highlight=False)
+    console = make_console()
     for table in comparison_tables(comparison):
         for part in split_groups(table):
-            console.print(to_rich(part))
+            console.print(to_rich(part, console.width))
     console.print(mask(captions(comparison)), markup=False, soft_wrap=True)
     for warning in comparison.warnings:
         console.print(mask(f"warning: {warning}"), style="yellow", markup=False)

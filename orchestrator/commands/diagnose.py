@@ -32,8 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from rich.console import Console
-
+    from orchestrator.console import make_console
     from orchestrator.service.diagnosis import diagnose, tail
 
     text = _read(args.logfile)
@@ -46,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(payload, indent=2))
         return 0 if found else 1
-    console = Console(file=sys.stdout, highlight=False)
+    console = make_console(file=sys.stdout)
     render(console, str(args.logfile), found, tail(text, args.lines))
     return 0 if found else 1
 

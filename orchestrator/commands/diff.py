@@ -22,8 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from orchestrator.console import make_console
     from orchestrator.report.plan_diff import diff_plans, diff_table
     from orchestrator.report.plan_source import read_plan
     from orchestrator.report.tabular import to_rich
@@ -31,6 +30,6 @@ def run(args: argparse.Namespace) -> int:
     a = read_plan(args.plan_a, args.runs_dir)
     b = read_plan(args.plan_b, args.runs_dir)
     changes = diff_plans(a.plan, b.plan)
-    console = Console(highlight=False)
-    console.print(to_rich(diff_table(a.plan, b.plan, changes, labels=(a.label, b.label))))
+    console = make_console()
+    console.print(to_rich(diff_table(a.plan, b.plan, changes, labels=(a.label, b.label)), console.width))
     return 1 if args.exit_code and changes else 0

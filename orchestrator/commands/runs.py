@@ -16,13 +16,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from orchestrator.console import make_console
     from orchestrator.masking import mask
     from orchestrator.report.listing import list_rows, runs_table
     from orchestrator.report.tabular import to_rich
 
-    console = Console(highlight=False)
+    console = make_console()
     rows = list_rows(args.runs_dir, args.plans)
     if args.last is not None:
         rows = rows[-args.last :] if args.last > 0 else []
@@ -30,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         which = f" of {', '.join(args.plans)}" if args.plans else ""
         console.print(mask(f"no run folders{which} under {args.runs_dir}/"), markup=False)
         return 0
-    console.print(to_rich(runs_table(rows, args.runs_dir)))
+    console.print(to_rich(runs_table(rows, args.runs_dir), console.width))
     for row in rows:
         if row.problem:
             console.print(mask(f"{row.path}: {row.problem}"), markup=False, style="yellow")

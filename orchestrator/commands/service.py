@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
-    from rich.table import Table
-
+    from orchestrator.report.tabular import TableData
     from orchestrator.service.control import ServiceStatus
 
 
@@ -46,12 +45,12 @@ def run(args: argparse.Namespace) -> int:
             sets=list(args.sets), limit=limit, skip={"smoke", "bench"}, restart=True,
             runs_dir=args.runs_dir,
         ))
-    from rich.console import Console
-
+    from orchestrator.console import make_console
     from orchestrator.errors import PlanError, SecretError
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
     from orchestrator.plan.secrets import resolve_secrets, substitute
+    from orchestrator.report.tabular import to_rich
     from orchestrator.service import control
     from orchestrator.transport.connect import connect
 
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise PlanError(f"{args.plan} has no service to look after", field="service")
     inventory = load_inventory(args.inventory)
     hosts = inventory.select(plan.hosts, limit or None)
-    console = Console(highlight=False)
+    console = make_console()
     action = args.service_command
     api_key, key_missing = None, None
     if action == "status" and plan.service.api_key:  # /v1 answers 401 without it
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
             print(json.dumps([row.to_json() for row in rows], indent=2))
         else:
-            console.print(_status_table(rows))
+            console.print(to_rich(status_table(rows), console.width))
         for row in rows:
             if row.apply:
                 console.print(f"{row.host}: an apply is in progress: {row.apply}", soft_wrap=True)
@@ -104,16 +103,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status_table(rows: list[ServiceStatus]) -> Table:
-    from rich.table import Table
+def status_table(rows: list[ServiceStatus]) -> TableData:
+    from orchestrator.report.tabular import Column, TableData
 
-    table = Table(title="service status", title_justify="left")
-    for column in ("host", "state", "backend", "pid", "uptime", "health", "served", "vLLM", "pins"):
-        table.add_column(column, overflow="fold")  # never cut a version or a pin drift
+    table = TableData("service status", [
+        Column("host"), Column("state"), Column("backend", priority=2), Column("pid", "right", priority=2),
+        Column("uptime", "right", priority=2), Column("health", priority=1),
+        Column("served", priority=1, prose=True), Column("vLLM", priority=1),
+        Column("pins", prose=True),
+    ])
     for row in rows:
-        uptime = f"{row.uptime_s}s" if row.uptime_s is not None else "-"
-        style = {"running": "green", "dead": "bold red"}.get(row.state, "yellow")
-        table.add_row(row.host, f"[{style}]{row.state}[/]", row.backend, str(row.pid or "-"),
-                      uptime, row.health, ", ".join(row.served) or "-",
-                      row.vllm_version or "-", row.pins)
+        table.add([row.host, row.state, row.backend, str(row.pid or "-"),
+                   f"{row.uptime_s}s" if row.uptime_s is not None else "-", row.health,
+                   ", ".join(row.served) or "-", row.vllm_version or "-", row.pins])
     return table

@@ -81,7 +81,8 @@ def captions(comparison: Comparison) -> str:
 def overview_table(comparison: Comparison) -> TableData:
     table = TableData(
         "Runs",
-        [Column("Run"), Column("Folder"), Column("Engine"), Column("Model"), Column("GPUs"), Column("Status")],
+        [Column("Run"), Column("Folder", priority=2, prose=True), Column("Engine", priority=1),
+         Column("Model", priority=1), Column("GPUs", priority=1), Column("Status")],
     )
     for s in comparison.series:
         engine = s.engine
@@ -100,9 +101,9 @@ def headline_table(comparison: Comparison) -> TableData:
             Column("Run"),
             Column("Single stream (tok/s)", "right"),
             Column("Peak (tok/s)", "right"),
-            Column("Peak at"),
-            Column("Peak per GPU (tok/s)", "right"),
-            Column("Knee"),
+            Column("Peak at", priority=2),
+            Column("Peak per GPU (tok/s)", "right", priority=1),
+            Column("Knee", prose=True),
         ],
         caption="Single stream: concurrency 1. Knee: smallest concurrency where doubling gains "
         "less than the threshold (5% unless the plan says otherwise).",

@@ -144,7 +144,8 @@ def diff_table(a: Plan, b: Plan, changes: list[Change], *, labels: tuple[str, st
     left, right = labels or (a.name, b.name)
     table = TableData(
         f"What changed: {left} -> {right}",
-        [Column("Category"), Column("Setting"), Column(left), Column(right)],
+        [Column("Category", priority=1), Column("Setting"), Column(left, prose=True),
+         Column(right, prose=True)],
         caption=f"{left}: {a.description or a.name}\n{right}: {b.description or b.name}",
     )
     previous = None

@@ -8,12 +8,15 @@ and, for HTML, escaped here.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+import textwrap
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from rich import box
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.masking import mask
 
@@ -25,6 +28,10 @@ class Column:
     header: str
     align: Align = "left"
     group: str | None = None  # spanning header above (HTML) / prefix (terminal)
+    # At a width too narrow for the whole table, columns go from the highest priority down
+    # (0: never); text that names something (a run, a host, a setting) never breaks.
+    priority: int = 0
+    prose: bool = False  # free text that may wrap (a knee's explanation, a path)
 
 
 @dataclass
@@ -55,7 +62,7 @@ def split_groups(data: TableData) -> list[TableData]:
         keep = lead + [i for i, c in enumerate(data.columns) if c.group == group]
         part = TableData(
             f"{data.title}: {group}",
-            [Column(data.columns[i].header, data.columns[i].align) for i in keep],
+            [replace(data.columns[i], group=None) for i in keep],
             [[row[i] for i in keep] for row in data.rows],
             data.caption,
             {(r, keep.index(c)) for r, c in data.strong if c in keep},
@@ -64,18 +71,73 @@ def split_groups(data: TableData) -> list[TableData]:
     return tables
 
 
-def to_rich(data: TableData) -> Table:
+def to_rich(data: TableData, width: int | None = None) -> RenderableType:
+    """The table for a terminal. At `width`, low-priority columns are left out until it fits
+    (the caption says which); when even the essential ones do not fit, one record per block."""
+    if width is None or _needed(data) <= width:
+        return _rich_table(data)
+    kept = list(range(len(data.columns)))
+    for priority in sorted({c.priority for c in data.columns if c.priority > 0}, reverse=True):
+        kept = [i for i in kept if data.columns[i].priority != priority]
+        narrower = _select(data, kept)
+        if _needed(narrower) <= width:
+            left = [data.columns[i].header for i in range(len(data.columns)) if i not in kept]
+            narrower.caption = (f"{narrower.caption} " if narrower.caption else "") + (
+                f"(left out at {width} columns: {', '.join(left)}; a wider terminal or a pipe "
+                "shows them)")
+            return _rich_table(narrower)
+    return _records(data)
+
+
+def _select(data: TableData, keep: list[int]) -> TableData:
+    return TableData(data.title, [data.columns[i] for i in keep],
+                     [[row[i] for i in keep] for row in data.rows], data.caption,
+                     {(r, keep.index(c)) for r, c in data.strong if c in keep}, data.compact)
+
+
+def _widths(data: TableData) -> list[int]:
+    """Each column's narrowest width with every name and figure whole: its widest cell (its
+    widest word, for prose); headers are labels, so they may wrap between words."""
+    out = []
+    for index, column in enumerate(data.columns):
+        cells = [mask(row[index]) for row in data.rows]
+        if column.prose:
+            cells = [word for cell in cells for word in cell.split()]
+        words = [word for text in (column.header, column.group or "") for word in mask(text).split()]
+        out.append(max([len(c) for c in cells] + [len(w) for w in words] + [1]))
+    return out
+
+
+def _needed(data: TableData) -> int:
+    return 1 + sum(width + 3 for width in _widths(data))  # padding and a border each
+
+
+def _records(data: TableData) -> RenderableType:
+    """One block per row: `header: value` lines, for a terminal too narrow for the table."""
+    lines = [Text(mask(data.title), style="bold")]
+    for row in data.rows:
+        lines.append(Text(""))
+        for column, cell in zip(data.columns, row, strict=True):
+            header = f"{column.group} {column.header}" if column.group else column.header
+            lines.append(Text(f"{mask(header)}: ", style="dim") + Text(mask(cell)))
+    if data.caption:
+        lines += [Text(""), Text(mask(data.caption), style="dim")]
+    return Group(*lines)
+
+
+def _rich_table(data: TableData) -> Table:
     table = Table(title=mask(data.title), title_justify="left", caption_justify="left")
     if data.compact:
         table.box = box.SIMPLE_HEAD
         table.padding = (0, 1)
-    for index, column in enumerate(data.columns):
-        header = f"{column.group}\n{column.header}" if column.group else column.header
-        # figures never break: a right-aligned column is as wide as its widest cell
-        widest = max((len(row[index]) for row in data.rows), default=0) if column.align == "right" else None
-        table.add_column(
-            mask(header), justify=column.align, overflow="fold", min_width=widest
-        )
+    for column, width in zip(data.columns, _widths(data), strict=True):
+        header = "\n".join(textwrap.wrap(mask(column.header), width) or [""])
+        if column.group:
+            header = "\n".join(textwrap.wrap(mask(column.group), width)) + "\n" + header
+        # names and figures never break or crop: a column is as wide as its widest cell
+        table.add_column(header, justify=column.align, min_width=None if column.prose else width,
+                         overflow="fold" if column.prose else "ellipsis",
+                         no_wrap=not column.prose)
     for r, row in enumerate(data.rows):
         cells = [
             f"[bold]{escape(mask(cell))}[/bold]" if (r, c) in data.strong else escape(mask(cell))
