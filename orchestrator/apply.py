@@ -13,6 +13,7 @@ from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_
 from orchestrator.console import make_console
 from orchestrator.errors import RunFolderError
 from orchestrator.events import Event
+from orchestrator.exit_codes import ExitCode
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.lock import Holder, lock_path
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
@@ -122,7 +123,7 @@ def execute(options: ApplyOptions) -> int:
             locked_from=str(locked.folder) if locked else None,
         )
     try:
-        failed, pending = _run(options, console, loaded, secrets, inventory, compiled, folder)
+        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder)
     except KeyboardInterrupt as stopped:
         if folder:
             folder.finish("interrupted", best_effort=True)
@@ -136,9 +137,17 @@ def execute(options: ApplyOptions) -> int:
         if folder:  # whatever went wrong, the folder says the run did not complete
             folder.finish("failed", best_effort=True)
         raise
+    return exit_code(outcomes)
+
+
+def exit_code(outcomes: list[HostOutcome]) -> ExitCode:
+    """Failed hosts win over pending changes; only busy locks: try again later."""
+    failed = [o for o in outcomes if o.failed]
     if failed:
-        return 1
-    return 2 if pending else 0
+        locked = all(o.exit_code == ExitCode.LOCKED for o in failed)
+        return ExitCode.LOCKED if locked else ExitCode.ERROR
+    pending = any(s.status == "pending" for o in outcomes for s in o.steps)
+    return ExitCode.CHANGES if pending else ExitCode.OK
 
 
 def _run(
@@ -149,8 +158,8 @@ def _run(
     inventory: Inventory,
     compiled: Compiled,
     folder: RunFolder | None,
-) -> tuple[bool, bool]:
-    """Converge every host and report; (failed, pending)."""
+) -> list[HostOutcome]:
+    """Converge every host and report."""
     plan = loaded.plan
     if folder:
         folder.write_plan(resolved_plan_yaml(loaded))
@@ -188,13 +197,11 @@ def _run(
         print_diffs(console, outcomes)
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
-    failed = any(o.failed for o in outcomes)
-    pending = any(s.status == "pending" for o in outcomes for s in o.steps)
     if folder:
-        folder.finish("failed" if failed else "complete")
+        folder.finish("failed" if any(o.failed for o in outcomes) else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
-    return failed, pending
+    return outcomes
 
 
 def _command_name(options: ApplyOptions) -> str:

@@ -5,22 +5,24 @@ lives in its own module that is imported only when that command runs. A command 
 exposes `configure(parser)` (argparse only, no heavy imports at module level) and
 `run(args) -> int`.
 
-Exit codes: 0 success (or converged), 1 error, 2 changes pending (`orch plan`),
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+Exit codes: `orchestrator/exit_codes.py` (the one table; `orch --help` prints it).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import signal
 import sys
 import threading
+import typing
 from collections.abc import Sequence
 from typing import Protocol
 
 from orchestrator import __version__
+from orchestrator.exit_codes import ExitCode, table
 
 
 class CommandModule(Protocol):
@@ -46,15 +48,41 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("orchestrator.commands.compare", "compare runs or plans side by side"),
     "diff": ("orchestrator.commands.diff", "show what changed between two plans"),
     "report": ("orchestrator.commands.report", "write a self-contained HTML report"),
+    "completion": ("orchestrator.commands.completion", "print a shell completion script"),
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors exit 64 (not 2, which `orch plan` uses for "changes pending") and show
+    the usage of the command that was given, not the top level's."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n"
+                                  f"(see `{self.prog} --help`)\n")
+
+
+class _Version(argparse.Action):
+    """`orch --version`: the version and the build (the digest apply installs on hosts)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and build, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from orchestrator.selfwheel import self_wheel_digest
+
+        print(f"orch {__version__} (build {self_wheel_digest()[:12]})")
+        parser.exit(0)
+
+
 def _top_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="orch",
         description="Deploy and benchmark vLLM on GPU hosts from a declarative plan.",
+        epilog="exit codes:\n" + table(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"orch {__version__}")
+    parser.add_argument("--version", action=_Version)
     parser.add_argument(
         "--debug", action="store_true", help="show tracebacks for errors (also ORCH_DEBUG=1)"
     )
@@ -68,14 +96,63 @@ def _load(name: str) -> CommandModule:
 
 
 def build_parser(command: str | None) -> argparse.ArgumentParser:
-    """The parser, with only `command`'s sub-parser configured (the others are named only)."""
+    """The parser, with only `command`'s sub-parser configured (the others are named only);
+    `command="*"` configures them all (shell completion, the help tests)."""
     parser = _top_parser()
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub = subs.add_parser(name, help=help_text, description=help_text)
-        if name == command:
+        if command in (name, "*"):
             _load(name).configure(sub)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse reports unknown options from the top parser; report them from the command's."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        owner = subs.choices.get(args.command, parser) if args.command else parser
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+class _PipeSafe(io.TextIOWrapper):
+    """stdout that a closed pipe (`orch runs | head -1`) silences instead of failing: the
+    command goes on (an apply must not stop half-way because its reader left) and keeps
+    its exit code."""
+
+    closed_pipe = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_pipe:
+            try:
+                return super().write(text)
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_pipe:
+            try:
+                super().flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def _silence(self) -> None:
+        self.closed_pipe = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.fileno())  # so the interpreter's own flush at exit is quiet
+        os.close(devnull)
+
+
+def _pipe_safe_stdout() -> None:
+    out = sys.stdout
+    if isinstance(out, _PipeSafe) or not isinstance(out, io.TextIOWrapper) or out is not sys.__stdout__:
+        return  # already wrapped, or captured (tests): leave it alone
+    out.flush()
+    sys.stdout = _PipeSafe(
+        out.detach(), encoding=out.encoding, errors=out.errors, line_buffering=out.line_buffering)
 
 
 def _first_command(argv: Sequence[str]) -> str | None:
@@ -103,12 +180,13 @@ def _quiet_libraries(debug: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _pipe_safe_stdout()
     command = _first_command(argv)
     parser = build_parser(command)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.command is None:
         parser.print_help()
-        return 1
+        return ExitCode.USAGE
     debug = args.debug or os.environ.get("ORCH_DEBUG") == "1"
     _quiet_libraries(debug)
     from orchestrator.errors import Interrupted, OrchError
@@ -131,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signum = stopped.signum if isinstance(stopped, Interrupted) else signal.SIGINT
         print(f"interrupted ({signal.Signals(signum).name})", file=sys.stderr)
         return 128 + signum
+    except BrokenPipeError:  # a closed pipe outside stdout (stderr): not an error either
+        return ExitCode.OK
 
 
 if __name__ == "__main__":

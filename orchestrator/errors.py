@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.exit_codes import ExitCode
+
 
 class OrchError(Exception):
     """Base of every error orch reports to a user."""
@@ -187,6 +189,8 @@ class CrashLoop(ServiceError):
 
 class LockBusy(OrchError):
     """Another apply of the same service holds the lock on the host."""
+
+    exit_code = ExitCode.LOCKED
 
 
 class ServerUnreachable(OrchError):

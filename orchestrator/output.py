@@ -124,7 +124,19 @@ def print_diffs(console: Console, outcomes: list[HostOutcome]) -> None:
         for step in outcome.steps:
             for diff in step.diffs:
                 console.print(f"[bold]{outcome.host}[/] {step.step}:")
-                console.print(diff, markup=False, highlight=False, soft_wrap=True)
+                console.print(_coloured(diff), highlight=False, soft_wrap=True)
+
+
+def _coloured(diff: str) -> Text:
+    """A diff with added lines green, removed red, changed yellow (unified diffs and the
+    service's `+ flag` / `- flag` / `~ flag` lines alike)."""
+    styles = {"+": "green", "-": "red", "~": "yellow", "@": "cyan"}
+    text = Text()
+    for line in diff.splitlines():
+        plain_header = line.startswith(("+++", "---"))
+        text.append(line + "\n", style="bold" if plain_header else styles.get(line[:1], ""))
+    text.rstrip()
+    return text
 
 
 def print_origins(console: Console, loaded: LoadedPlan) -> None:

@@ -214,6 +214,7 @@ class ServiceFacts:
     process: Process | None = None  # alive and ours (same start time as recorded)
     stale_pid: Process | None = None  # the pidfile's pid, reused by another process
     spec_text: str | None = None  # spec.json as the last start wrote it
+    startup_text: str | None = None  # startup.json: how long the last start-up took
     digests: dict[str, str | None] = field(default_factory=dict)  # spec/env/unit file sha256
     unit_state: dict[str, str] | None = None  # systemctl show, for the systemd backend
     port: PortFacts | None = None
@@ -227,6 +228,7 @@ class ServiceFacts:
             process=Process.from_json(data.get("process")),
             stale_pid=Process.from_json(data.get("stale_pid")),
             spec_text=_str(data.get("spec")),
+            startup_text=_str(data.get("startup")),
             digests={k: _str(data.get(k)) for k in ("spec_file", "env_file", "unit_file") if k in data},
             unit_state=data.get("unit_state") if isinstance(data.get("unit_state"), dict) else None,
             port=PortFacts(int(port["number"]), bool(port.get("listening")),

@@ -69,6 +69,7 @@ class HostOutcome:
     host: str
     steps: list[StepOutcome] = field(default_factory=list)
     error: str | None = None
+    exit_code: int = 1  # of the error, when there is one (a busy lock has its own)
     round_trips: int = 0
     seconds: float = 0.0
     facts: Facts | None = None
@@ -151,6 +152,7 @@ def converge_host(
         _converge(transport, job, outcome, check=check, emit=emit, lock=lock)
     except OrchError as error:
         outcome.error = str(error)
+        outcome.exit_code = error.exit_code
     finally:
         if lock is not None:
             lock.release()

@@ -1,25 +1,20 @@
 """`orch plan` (check mode) and `orch apply`: one code path, one write gate.
 
-Exit codes of `orch plan`: 0 converged, 2 changes pending, 1 error.
+Exit codes of `orch plan`: 0 converged, 2 changes pending, 1 error; `orch apply`: 0 or 1,
+75 when the only failures are busy locks (orchestrator/exit_codes.py has the table).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from orchestrator.commands.plan_options import add_plan_options, limit_hosts
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     check = parser.prog.endswith(" plan")
-    parser.add_argument("plan", nargs="?", type=Path, help="plan file (YAML); not with --locked")
-    parser.add_argument("-i", "--inventory", type=Path, help="inventory file (default inventory/local.yaml)")
-    parser.add_argument("--limit", action="append", default=[], metavar="HOST",
-                        help="only these hosts (repeat, or comma-separated)")
-    parser.add_argument("-f", "--overlay", action="append", type=Path, default=[],
-                        metavar="FILE", help="overlay merged over the plan (repeatable)")
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE",
-                        help="set one value, e.g. --set service.port=8001 (repeatable)")
+    add_plan_options(parser, plan_optional=True)
     parser.add_argument("--show-origin", action="store_true",
                         help="say which layer set each value of the plan")
     parser.add_argument("--json", action="store_true", help="print events as JSON lines")
@@ -40,14 +35,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                  "apply is known to be gone)")
         parser.add_argument("--skip", action="append", default=[], metavar="PHASE",
                             choices=["service", "smoke", "bench"],
-                            help="skip a phase after converge (repeatable)")
-    parser.set_defaults(check=check)
+                            help="skip a phase after converge: service, smoke or bench "
+                             "(repeatable; service skips all three)")
+    parser.set_defaults(check=check, parser=parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.apply import ApplyOptions, execute
 
-    limit = [h for item in args.limit for h in item.split(",") if h]
+    limit = limit_hosts(args)
     options = ApplyOptions(
         plan=args.plan,
         inventory=args.inventory,
@@ -65,6 +61,5 @@ def run(args: argparse.Namespace) -> int:
         break_lock=getattr(args, "break_lock", False),
     )
     if (options.plan is None) == (options.locked is None):
-        print("error: give a PLAN, or --locked RUN_FOLDER (which holds its plan)", file=sys.stderr)
-        return 1
+        args.parser.error("give a PLAN, or --locked RUN_FOLDER (which holds its plan)")
     return execute(options)

@@ -3,7 +3,8 @@ quantization, parallelism, engine, pins, env, flags, bench, other).
 
 Each side is a plan file (loaded with its layers), a run folder (its plan.yaml, as applied)
 or a plan name (the plan.yaml of its latest complete run under --runs-dir).
-Exit 0 when the plans are the same, 1 when they differ (like diff(1)) with --exit-code.
+With --exit-code: exit 0 when the plans are the same, 2 when they differ (as `orch plan`
+exits 2 when changes are pending; 1 stays "error").
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
     )
-    parser.add_argument("--exit-code", action="store_true", help="exit 1 when the plans differ")
+    parser.add_argument("--json", action="store_true",
+                        help="print the changes as JSON (category, setting, before, after)")
+    parser.add_argument("--exit-code", action="store_true", help="exit 2 when the plans differ (0 when the same)")
 
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.console import make_console
+    from orchestrator.exit_codes import ExitCode
     from orchestrator.report.plan_diff import diff_plans, diff_table
     from orchestrator.report.plan_source import read_plan
     from orchestrator.report.tabular import to_rich
@@ -30,6 +34,18 @@ def run(args: argparse.Namespace) -> int:
     a = read_plan(args.plan_a, args.runs_dir)
     b = read_plan(args.plan_b, args.runs_dir)
     changes = diff_plans(a.plan, b.plan)
-    console = make_console()
-    console.print(to_rich(diff_table(a.plan, b.plan, changes, labels=(a.label, b.label)), console.width))
-    return 1 if args.exit_code and changes else 0
+    if args.json:
+        import dataclasses
+        import json
+        import sys
+
+        from orchestrator.masking import mask
+
+        payload = {"a": a.label, "b": b.label,
+                   "changes": [dataclasses.asdict(change) for change in changes]}
+        sys.stdout.write(mask(json.dumps(payload, indent=2)) + "\n")
+    else:
+        console = make_console()
+        console.print(to_rich(diff_table(a.plan, b.plan, changes, labels=(a.label, b.label)),
+                              console.width))
+    return ExitCode.CHANGES if args.exit_code and changes else ExitCode.OK

@@ -4,6 +4,7 @@ figures), oldest first. Exit 0; 1 when a folder named on the command line is unr
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -13,6 +14,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
     )
     parser.add_argument("--last", type=int, default=None, metavar="N", help="only the N newest runs")
+    parser.add_argument("--json", action="store_true",
+                        help="print the runs as JSON (figures as numbers, tok/s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,6 +28,11 @@ def run(args: argparse.Namespace) -> int:
     rows = list_rows(args.runs_dir, args.plans)
     if args.last is not None:
         rows = rows[-args.last :] if args.last > 0 else []
+    if args.json:
+        import json
+
+        sys.stdout.write(mask(json.dumps([row.to_json() for row in rows], indent=2)) + "\n")
+        return 0
     if not rows:
         which = f" of {', '.join(args.plans)}" if args.plans else ""
         console.print(mask(f"no run folders{which} under {args.runs_dir}/"), markup=False)

@@ -11,18 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.commands.plan_options import add_plan_options, limit_hosts
+
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
     from orchestrator.report.tabular import TableData
     from orchestrator.service.control import ServiceStatus
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("plan", type=Path, help="plan file (YAML)")
-    parser.add_argument("-i", "--inventory", type=Path, help="inventory file")
-    parser.add_argument("--limit", action="append", default=[], metavar="HOST",
-                        help="only these hosts (repeat, or comma-separated)")
-    parser.add_argument("-f", "--overlay", action="append", type=Path, default=[], metavar="FILE")
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE")
+    add_plan_options(parser)
     command = parser.prog.rsplit(" ", 1)[-1]
     if command == "logs":
         parser.add_argument("-n", "--lines", type=int, default=100, help="lines to show (100)")
@@ -36,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    limit = [h for item in args.limit for h in item.split(",") if h]
+    limit = limit_hosts(args)
     if args.service_command == "restart":
         from orchestrator.apply import ApplyOptions, execute
 
@@ -99,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             if row.apply:
                 console.print(f"{row.host}: an apply is in progress: {row.apply}", soft_wrap=True)
-        return 0 if all(row.healthy for row in rows) else 3
+        from orchestrator.exit_codes import ExitCode
+
+        return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY
     return 0
 
 

@@ -69,7 +69,7 @@ def canonical_name(name: str) -> str:
 # set where they are loaded: pip writes a venv's path into `#!/bin/sh` wrappers, systemd and
 # orch's state folders take the service name, and no value may climb out with `..`.
 _PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
-_COMMAND_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+_COMMAND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # not "..", not an option
 SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 

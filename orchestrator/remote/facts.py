@@ -544,6 +544,8 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
             out[key] = hashlib.sha256(data.encode()).hexdigest() if data is not None else None
     if spec.get("spec_file"):
         out["spec"] = _read(spec["spec_file"])
+    if spec.get("startup_file"):
+        out["startup"] = _read(spec["startup_file"])
     if spec.get("unit"):
         props = parse_systemctl_show(_run([
             "systemctl", "show", spec["unit"],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import RunFolderError
-from orchestrator.report.compare_tables import MISSING, tok_s
+from orchestrator.report.level_table import MISSING, tok_s
 from orchestrator.report.series import build_series
 from orchestrator.report.tabular import Column, TableData
 from orchestrator.runs.reader import list_runs, load_run
@@ -22,13 +22,20 @@ from orchestrator.runs.reader import list_runs, load_run
 class RunRow:
     path: Path
     plan: str
-    hosts: str
+    hosts: list[str]
     status: str
     engine: str  # the engine; "simulated" for the simulator
-    single_stream: str
-    peak: str
-    peak_at: str
+    single_stream: float | None = None  # output tok/s at concurrency 1
+    peak: float | None = None  # output tok/s at the best level
+    peak_at: str | None = None  # that level: "C=64" or "8 req/s"
     problem: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """`orch runs --json`: figures as numbers, the folder as given on the command line."""
+        return {"path": str(self.path), "run": self.path.name, "plan": self.plan,
+                "status": self.status, "engine": self.engine, "hosts": self.hosts,
+                "single_stream_tok_s": self.single_stream, "peak_tok_s": self.peak,
+                "peak_at": self.peak_at, "problem": self.problem}
 
 
 def _engine(engine: str | None, simulated: bool) -> str:
@@ -42,21 +49,22 @@ def run_row(path: Path) -> RunRow:
     try:
         run = load_run(path)
     except RunFolderError as error:
-        return RunRow(path, path.parent.name, MISSING, "unreadable", MISSING, MISSING, MISSING, MISSING, str(error))
-    single = peak = at = MISSING
+        return RunRow(path, path.parent.name, [], "unreadable", MISSING, problem=str(error))
+    single = peak = None
+    at = None
     simulated = run.simulated
     series = build_series([run])
     if series:
         first = series[0]
         simulated = first.simulated
         one, top = first.single_stream, first.peak
-        single = tok_s(one.throughput) if one else MISSING
+        single = one.throughput if one else None
         if top:
-            peak = tok_s(top.throughput)
+            peak = top.throughput
             at = f"C={top.load:g}" if top.key[0] == "c" else f"{top.load:g} req/s"
-    hosts = ", ".join(h.name for h in run.hosts) or MISSING
     engine = _engine(run.engine, simulated)
-    return RunRow(path, run.name, hosts, run.status, engine, single, peak, at, run.plan_problem)
+    return RunRow(path, run.name, [h.name for h in run.hosts], run.status, engine, single, peak,
+                  at, run.plan_problem)
 
 
 def list_rows(root: Path, plans: Sequence[str] = ()) -> list[RunRow]:
@@ -83,6 +91,8 @@ def runs_table(rows: Sequence[RunRow], root: Path) -> TableData:
         "at its best level. Engine sim: the simulator (figures in model time).",
     )
     for row in rows:
-        peak = f"{row.peak} at {row.peak_at}" if row.peak != MISSING else MISSING
-        table.add([row.plan, row.path.name, row.status, row.engine, row.single_stream, peak, row.hosts])
+        peak = f"{tok_s(row.peak)} at {row.peak_at}" if row.peak is not None else MISSING
+        single = tok_s(row.single_stream) if row.single_stream is not None else MISSING
+        table.add([row.plan, row.path.name, row.status, row.engine, single, peak,
+                   ", ".join(row.hosts) or MISSING])
     return table

@@ -5,6 +5,7 @@ Host layout for service NAME (all under the venv, writable wherever the venv is)
 
     <venv>/.orch/service/NAME/env          environment file (mode 0600, holds secrets)
     <venv>/.orch/service/NAME/spec.json    what runs and the fingerprint it was started with
+    <venv>/.orch/service/NAME/startup.json how long its last start-up took, by phase
     <venv>/.orch/service/NAME/pid          pidfile: `PID STARTTIME` (process backend)
     <venv>/.orch/service/NAME/stopped      present after `orch stop`, until the next start
     <venv>/.orch/service/NAME/service.log  stdout+stderr of the server (both backends)
@@ -42,6 +43,10 @@ class ServicePaths:
     @property
     def spec_file(self) -> str:
         return f"{self.state_dir}/spec.json"
+
+    @property
+    def startup_file(self) -> str:
+        return f"{self.state_dir}/startup.json"
 
     @property
     def pidfile(self) -> str:

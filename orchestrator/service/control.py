@@ -9,6 +9,7 @@ takes a live transport and the plan; nothing here prints.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -99,6 +100,10 @@ def ready(
         relaunch=lambda: relaunch(transport, step),
         max_restarts=plan.service.restart.max_restarts, emit=emit,
     )
+    # Kept on the host, so the next `orch plan` can say what a restart would cost.
+    took = {"seconds": round(readiness.seconds, 1),
+            "phases": {p["phase"]: p["duration_s"] for p in readiness.phases if p.get("duration_s")}}
+    transport.put(json.dumps(took).encode(), step.paths.startup_file)
     return Ready(base_url, model, readiness=readiness)
 
 

@@ -72,6 +72,13 @@ class LaunchSpec:
         """The command line as a shell would read it, masked, for logs and the run folder."""
         return masking.mask(shlex.join(self.argv))
 
+    def public_env(self, literal_secret: str = masking.MASK) -> dict[str, str]:
+        """The environment as it may be stored and shown: secret references stay names
+        (`${env:HF_TOKEN}`), a secret written literally becomes `literal_secret`."""
+        return {name: literal_secret if name in self.secret_env_names
+                and not SECRET_REF.search(value) else value
+                for name, value in sorted(self.env.items())}
+
 
 def render_launch(plan: Plan, *, venv_bin: str, workdir: str | None = None) -> LaunchSpec:
     """The launch spec of `plan`'s service, with executables taken from `venv_bin`.
@@ -226,12 +233,9 @@ def secret_refs(spec: LaunchSpec) -> list[str]:
 def spec_hash(spec: LaunchSpec) -> str:
     """sha256 over a canonical form of argv, workdir and environment, with secret references
     (names) but never secret values; a literal secret counts only as being present."""
-    env: dict[str, str] = {}
-    for name, value in sorted(spec.env.items()):
-        literal = name in spec.secret_env_names and not SECRET_REF.search(value)
-        env[name] = "<literal secret>" if literal else value
     canonical = json.dumps(
-        {"format": _HASH_FORMAT, "argv": spec.argv, "env": env, "workdir": spec.workdir},
+        {"format": _HASH_FORMAT, "argv": spec.argv, "env": spec.public_env("<literal secret>"),
+         "workdir": spec.workdir},
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

@@ -18,19 +18,24 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
 from orchestrator.probe import Facts, HostFacts, ProbeRequest
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
+from orchestrator.service import spec_diff
 from orchestrator.service.backends import Backend, ServicePaths, start_command, stop_command
 from orchestrator.service.launch import LaunchSpec, render_env_file, spec_hash
 from orchestrator.service.preflight import preflight
 from orchestrator.service.systemd import render_unit
-from orchestrator.steps.base import Change, Step, StepPlan, Upload
+from orchestrator.steps.base import Change, Finding, Step, StepPlan, Upload
 from orchestrator.transport.command import Command
+
+# Fingerprint parts as `orch plan` names them.
+_PART_NAMES = {"backend": "backend", "launch_spec": "command line", "environment": "environment",
+               "packages": "packages", "config_files": "config files", "orch_build": "orch build"}
 
 
 def _sha(data: str | bytes) -> str:
@@ -51,6 +56,7 @@ def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None 
     request: dict[str, Any] = {
         "pidfile": paths.pidfile,
         "spec_file": paths.spec_file,
+        "startup_file": paths.startup_file,
         "env_file": paths.env_file,
         "port": service.port,
     }
@@ -64,7 +70,8 @@ def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None 
 
 @dataclass(frozen=True)
 class ServiceRecord:
-    """The service's `spec.json` on the host: what the running server was started with."""
+    """The service's `spec.json` on the host: what the running server was started with
+    (argv, environment without secret values, config file digests: what `orch plan` diffs)."""
 
     fingerprint: dict[str, str]
     backend: Backend | None
@@ -72,9 +79,18 @@ class ServiceRecord:
     port: int | None = None
     served_names: tuple[str, ...] = ()
     written: float = 0.0
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    secrets: str = ""  # digest of the secret variables' values: "a secret changed", not which value
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "served_names": list(self.served_names)}, indent=2) + "\n"
+        return json.dumps({**asdict(self), "served_names": list(self.served_names),
+                           "argv": list(self.argv)}, indent=2) + "\n"
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def host_record(facts: Facts) -> ServiceRecord | None:
@@ -87,15 +103,30 @@ def host_record(facts: Facts) -> ServiceRecord | None:
     if not isinstance(data, dict):
         return None
     backend = data.get("backend")
-    fingerprint = data.get("fingerprint")
+    argv = data.get("argv")
     return ServiceRecord(
-        fingerprint={str(k): str(v) for k, v in fingerprint.items()} if isinstance(fingerprint, dict) else {},
+        fingerprint=_strings(data.get("fingerprint")),
         backend=backend if backend in ("systemd", "process") else None,
         command=str(data.get("command") or ""),
         port=data.get("port") if isinstance(data.get("port"), int) else None,
         served_names=tuple(str(n) for n in data.get("served_names") or ()),
         written=float(data.get("written") or 0.0),
+        argv=tuple(str(a) for a in argv) if isinstance(argv, list) else (),
+        env=_strings(data.get("env")),
+        files=_strings(data.get("files")),
+        secrets=str(data.get("secrets") or ""),
     )
+
+
+def last_startup_s(facts: Facts) -> float | None:
+    """Seconds the last start-up took (startup.json, written when it became ready)."""
+    text = facts.service.startup_text if facts.service is not None else None
+    try:
+        data = json.loads(text or "")
+    except json.JSONDecodeError:
+        return None
+    seconds = data.get("seconds") if isinstance(data, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) else None
 
 
 def recorded_backend_of(facts: Facts) -> Backend | None:
@@ -157,6 +188,9 @@ class ServiceStep(Step):
         self.spec = spec
         self.paths = ServicePaths.for_venv(plan.python.venv, self.service.name)
         self.env_text = render_env_file(spec, secrets)
+        self.secrets_digest = _sha("\n".join(
+            line for line in self.env_text.splitlines()
+            if line.partition("=")[0] in spec.secret_env_names))
         self.file_digests = dict(file_digests)
         self.force_restart = force_restart
         self.backend: Backend = "process"
@@ -201,13 +235,15 @@ class ServiceStep(Step):
             uploads.append(Upload(self.paths.unit_file, self.unit_text().encode(), 0o644))
         record = ServiceRecord(fingerprint=wanted, backend=self.backend, command=self.spec.display(),
                                port=self.service.port, served_names=tuple(self.spec.served_names),
-                               written=time.time())
+                               written=time.time(), argv=tuple(self.spec.argv),
+                               env=self.spec.public_env(), files=dict(sorted(self.file_digests.items())),
+                               secrets=self.secrets_digest)
         uploads.append(Upload(self.paths.spec_file, record.to_json().encode(), 0o644))
         if not alive:
             reason = "not running"
         elif stored != wanted:
-            changed = sorted(k for k in wanted if stored.get(k) != wanted[k]) or ["unknown"]
-            reason = "changed: " + ", ".join(changed)
+            changed = [_PART_NAMES.get(k, k) for k in wanted if stored.get(k) != wanted[k]]
+            reason = "changed: " + (", ".join(changed) or "unknown")
         elif self.force_restart:
             reason = "restart requested"
         else:
@@ -218,8 +254,41 @@ class ServiceStep(Step):
         commands.append(stop_command(self.backend, self.paths))
         commands.append(start_command(self.backend, self.spec, self.paths))
         verb = "start" if not alive else "restart"
+        diff = ""
+        if alive and on_host is not None and stored != wanted:
+            diff = "\n".join(restart_diff(on_host, record, self.spec.secret_env_names))
+            result.findings.append(restart_cost(self.paths.name, last_startup_s(facts)))
         result.changes.append(
             Change(f"{verb} {self.paths.name} ({self.backend}; {reason})", commands=commands,
-                   uploads=uploads)
+                   uploads=uploads, diff=diff)
         )
         return result
+
+
+def restart_diff(before: ServiceRecord, after: ServiceRecord, secret_names: frozenset[str]) -> list[str]:
+    """What the restart changes, one `+`/`-`/`~` line each (spec_diff.py)."""
+    if not before.argv:  # a record from an orch that kept no argv: say which parts changed
+        return [f"~ {key}" for key in sorted(after.fingerprint)
+                if before.fingerprint.get(key) != after.fingerprint[key]]
+    lines = spec_diff.argv_changes(before.argv, after.argv)
+    lines += spec_diff.env_changes(before.env, after.env, secret_names)
+    lines += spec_diff.files_changes(before.files, after.files)
+    changed = {k for k in after.fingerprint if before.fingerprint.get(k) != after.fingerprint[k]}
+    if before.secrets != after.secrets and secret_names:
+        lines.append(f"~ env {', '.join(sorted(secret_names))}: a secret's value changed "
+                     "(values are not shown)")
+    if "packages" in changed:
+        lines.append("~ installed packages (the python step lists them)")
+    if "orch_build" in changed:
+        lines.append(f"~ orch build {before.fingerprint.get('orch_build', '?')[:12]} -> "
+                     f"{after.fingerprint['orch_build'][:12]}")
+    if "backend" in changed:
+        lines.append(f"~ backend: {before.backend} -> {after.backend}")
+    return lines
+
+
+def restart_cost(name: str, seconds: float | None) -> Finding:
+    took = f"the last one took {spec_diff.duration(seconds)}" if seconds else \
+        "weights and torch.compile: minutes for a large model"
+    return Finding("warning", f"applying restarts {name}: a full start-up ({took}), "
+                              "during which it serves nothing")

@@ -7,6 +7,7 @@ arguments are handed over verbatim and parsed by `orchestrator.sim.options`.
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,13 +18,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         add_help=False,
         prefix_chars="\0",  # every argument, flags included, goes to the serve parser
     )
-    serve.add_argument("sim_argv", nargs=argparse.REMAINDER)
+    serve.add_argument("sim_argv", nargs=argparse.REMAINDER,
+                       help="MODEL and the flags of `vllm serve` and of the simulator")
 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "sim_command", None) != "serve":
-        print("usage: orch sim serve MODEL [--profile NAME] [--time-scale X] [vllm flags ...]")
-        return 1
+        from orchestrator.exit_codes import ExitCode
+
+        print("usage: orch sim serve MODEL [--profile NAME] [--time-scale X] [vllm flags ...]",
+              file=sys.stderr)
+        return ExitCode.USAGE
     from orchestrator.sim.serve import main
 
     return main(list(args.sim_argv))

@@ -64,7 +64,8 @@ def call_with_retries(
         if not isinstance(error, Exception):  # pragma: no cover - tenacity always sets it
             return
         wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning(
+        # Reported once: by the caller's event when it listens, as a log line otherwise.
+        (log.debug if on_retry is not None else log.warning)(
             "%s: attempt %d failed (%s); retrying in %.1f s",
             host,
             state.attempt_number,

@@ -95,10 +95,19 @@ def test_launch_ready_smoke_then_no_restart_then_exactly_one_restart(env: dict[s
 
     write(env, service={"args": {"tensor-parallel-size": 8, "reasoning-parser": "kimi_k2",
                                  "max-num-seqs": 64}})
+    # plan shows the change as a diff, and what the restart costs (the start-up just measured)
+    planned = orch("plan", env["plan"], "-i", env["inventory"], "--set", "env.NCCL_DEBUG=INFO",
+                   cwd=env["tmp"])
+    assert planned.returncode == 2, planned.stdout + planned.stderr
+    assert "changed: command line, environment" in planned.stdout
+    assert "+ --max-num-seqs 64\n+ env NCCL_DEBUG=INFO\n" in planned.stdout
+    took = re.search(rf"applying restarts {env['name']}: a full start-up \(the last one took "
+                     r"([\d.]+)s\)", planned.stdout)
+    assert took and abs(float(took.group(1)) - startup["seconds"]) < 0.11, planned.stdout
     changed = apply(env)
     assert changed.returncode == 0, changed.stdout + changed.stderr
     assert changed.stdout.count("restart ") == 1
-    assert "changed: launch_spec" in changed.stdout
+    assert "changed: command line" in changed.stdout
     status = json.loads(orch("status", env["plan"], "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
     assert status["pid"] != pid
 

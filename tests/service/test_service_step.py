@@ -56,7 +56,84 @@ def test_a_changed_flag_restarts_and_says_what_changed() -> None:
     assert new_plan.service is not None
     new_plan.service.args["max-num-seqs"] = 128
     (change,) = step(new_plan).plan(facts(running=True, record=record)).changes
-    assert change.summary == "restart orch-vllm (process; changed: launch_spec)"
+    assert change.summary == "restart orch-vllm (process; changed: command line)"
+
+
+def written_record(service: ServiceStep) -> dict[str, Any]:
+    """spec.json exactly as the step uploads it when it starts the service."""
+    (change,) = service.plan(facts(running=False, record=None)).changes
+    (upload,) = [u for u in change.uploads if u.path.endswith("/spec.json")]
+    record: dict[str, Any] = json.loads(upload.data)
+    return record
+
+
+def test_a_restart_shows_flags_env_and_files_as_a_diff_without_secret_values() -> None:
+    before = Plan.model_validate({
+        "name": "p", "python": {"venv": "/opt/v"},
+        "env": {"NCCL_P2P_LEVEL": "SYS", "HF_TOKEN": "hf_literal_secret_value", "OLD": "1"},
+        "service": {"engine": "vllm", "model": "m", "backend": "process",
+                    "args": {"max-num-seqs": 256, "kv-cache-dtype": "fp8", "trust-remote-code": True}},
+    })
+    old = ServiceStep(before, render_launch(before, venv_bin="/opt/v/bin"), {},
+                      file_digests={"/etc/a.conf": "1", "/etc/gone.conf": "2"})
+    record = written_record(old)
+    assert "hf_literal_secret_value" not in json.dumps(record)
+    after = before.model_copy(deep=True)
+    assert after.service is not None
+    after.service.model = "m2"
+    after.service.args = {"max-num-seqs": 64, "trust-remote-code": True, "enable-expert-parallel": True}
+    after.env = {"NCCL_P2P_LEVEL": "SYS", "HF_TOKEN": "hf_other_secret_value", "NCCL_DEBUG": "INFO"}
+    new = ServiceStep(after, render_launch(after, venv_bin="/opt/v/bin"), {},
+                      file_digests={"/etc/a.conf": "changed", "/etc/new.conf": "3"})
+    plan = new.plan(facts(running=True, record=record))
+    (change,) = plan.changes
+    assert change.diff.splitlines() == [
+        "~ model: m -> m2",
+        "+ --enable-expert-parallel",
+        "- --kv-cache-dtype fp8",
+        "~ --max-num-seqs: 256 -> 64",
+        "+ env NCCL_DEBUG=INFO",
+        "- env OLD",
+        "~ config file /etc/a.conf (content changed)",
+        "- config file /etc/gone.conf",
+        "+ config file /etc/new.conf",
+        "~ env HF_TOKEN: a secret's value changed (values are not shown)",
+    ]
+    assert "secret_value" not in change.diff + change.summary
+    (cost,) = [f for f in plan.findings if "full start-up" in f.message]
+    assert cost.level == "warning" and "minutes for a large model" in cost.message
+
+
+def test_the_restart_warning_quotes_the_last_start_up() -> None:
+    old = step()
+    record = written_record(old)
+    new_plan = PLAN.model_copy(deep=True)
+    assert new_plan.service is not None
+    new_plan.service.args["max-num-seqs"] = 128
+    found = facts(running=True, record=record)
+    assert found.service is not None
+    found.service = ServiceFacts(**{**found.service.__dict__,
+                                    "startup_text": json.dumps({"seconds": 782.4})})
+    plan = step(new_plan).plan(found)
+    assert [f.message for f in plan.findings if "start-up" in f.message] == [
+        "applying restarts orch-vllm: a full start-up (the last one took 13m 2s), "
+        "during which it serves nothing"]
+
+
+def test_a_record_without_argv_still_says_which_parts_changed() -> None:
+    old = step()
+    record = started_with(old)  # fingerprint only, as older orch versions wrote it
+    new_plan = PLAN.model_copy(deep=True)
+    assert new_plan.service is not None
+    new_plan.service.args["max-num-seqs"] = 128
+    (change,) = step(new_plan).plan(facts(running=True, record=record)).changes
+    assert change.diff == "~ launch_spec"
+
+
+def test_a_first_start_has_no_diff_and_no_restart_warning() -> None:
+    plan = step().plan(facts(running=False, record=None))
+    assert plan.changes[0].diff == ""
+    assert not [f for f in plan.findings if "start-up" in f.message]
 
 
 def test_moving_from_systemd_stops_what_systemd_started() -> None:

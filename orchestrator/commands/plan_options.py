@@ -1,0 +1,28 @@
+"""The options every command that loads a plan takes (plan, inventory, hosts, overlays,
+--set): one definition, so `orch apply` and `orch status` cannot drift apart."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = False) -> None:
+    if plan_optional:
+        parser.add_argument("plan", nargs="?", type=Path, help="plan file (YAML); not with --locked")
+    else:
+        parser.add_argument("plan", type=Path, help="plan file (YAML)")
+    parser.add_argument("-i", "--inventory", type=Path,
+                        help="inventory file: orch's YAML, or an Ansible YAML or INI inventory "
+                             "(default inventory/local.yaml, else this machine)")
+    parser.add_argument("--limit", action="append", default=[], metavar="HOST",
+                        help="only these hosts (repeat, or comma-separated)")
+    parser.add_argument("-f", "--overlay", action="append", type=Path, default=[],
+                        metavar="FILE", help="overlay merged over the plan (repeatable)")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE",
+                        help="set one value, e.g. --set service.port=8001 (repeatable)")
+
+
+def limit_hosts(args: argparse.Namespace) -> list[str]:
+    """--limit a --limit b,c -> [a, b, c]."""
+    return [host for item in args.limit for host in item.split(",") if host]

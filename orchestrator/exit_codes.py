@@ -1,0 +1,36 @@
+"""Exit codes of every orch command: the one table scripts and CI can rely on.
+
+docs/cli.md prints this table; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0  # done; converged; the plans are the same
+    ERROR = 1  # anything failed (the message says what and where)
+    CHANGES = 2  # a difference found: `orch plan` has changes pending, `orch diff --exit-code`
+    UNHEALTHY = 3  # `orch status`: a service is not running or not answering
+    USAGE = 64  # bad command line (EX_USAGE): unknown option, missing argument
+    LOCKED = 75  # another apply holds a host's lock (EX_TEMPFAIL: try again later, or --wait)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); the run folder says "interrupted"
+    TERMINATED = 143  # SIGTERM (128 + SIGTERM), handled as Ctrl-C
+
+
+MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "success: done, converged, or the plans are the same",
+    ExitCode.ERROR: "an error (the message names what, where, and a hint)",
+    ExitCode.CHANGES: "`orch plan`: changes are pending; `orch diff --exit-code`: the plans differ",
+    ExitCode.UNHEALTHY: "`orch status`: a service is not running or not answering",
+    ExitCode.USAGE: "bad command line: unknown option, missing or malformed argument",
+    ExitCode.LOCKED: "another apply holds a host's lock (`--wait` waits for it)",
+    ExitCode.INTERRUPTED: "interrupted by Ctrl-C (SIGINT); finished work is kept",
+    ExitCode.TERMINATED: "terminated by SIGTERM, ended as Ctrl-C would",
+}
+
+
+def table() -> str:
+    """The exit codes as lines of `orch --help`'s epilog."""
+    return "\n".join(f"  {int(code):>3}  {MEANINGS[code]}" for code in ExitCode)
