@@ -27,7 +27,8 @@ shows one).
     │   └── CrashLoop           the restart budget is spent
     ├── ServerUnreachable       the model server's HTTP API gave no answer (refused, timed out)
     ├── SmokeFailed             a smoke check's expectation did not hold
-    └── BenchError              a benchmark could not run at all (levels keep their own errors)
+    ├── BenchError              a benchmark could not run at all (levels keep their own errors)
+    └── UsageError              options that contradict each other (exit 64, as argparse's)
 
     Interrupted (a KeyboardInterrupt)  Ctrl-C or SIGTERM: exit 130 or 143, run folder interrupted
 """
@@ -207,6 +208,12 @@ class SmokeFailed(OrchError):
 
 class BenchError(OrchError):
     pass
+
+
+class UsageError(OrchError):
+    """Options that contradict each other, or one that would have no effect."""
+
+    exit_code = ExitCode.USAGE
 
 
 class Interrupted(KeyboardInterrupt):

@@ -16,11 +16,15 @@ from typing import Any, Literal, get_args, get_origin
 def _levels(text: str) -> list[int] | str:
     if text.strip() == "auto":
         return "auto"
+    return _counts(text)
+
+
+def _counts(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected levels such as 1,2,4,8 or 'auto', got {text!r}"
+            f"expected levels such as 1,2,4,8, got {text!r}"
         ) from None
     if not values:
         raise argparse.ArgumentTypeError("give at least one level")
@@ -28,10 +32,11 @@ def _levels(text: str) -> list[int] | str:
 
 
 def _rates(text: str) -> list[float]:
+    """2,4,8 or inf (vllm bench serve's default: no arrival schedule at all)."""
     try:
         return [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected rates such as 2,4,8 (req/s), got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected rates such as 2,4,8 (req/s) or inf, got {text!r}") from None
 
 
 def _requests(text: str) -> int | str:
@@ -44,33 +49,75 @@ def _thinking(text: str) -> bool:
     return text == "on"
 
 
-# Flag -> the `bench:` field it sets (dotted for nested sections), and how its text is read
-# (None: a string the model validates, such as a duration). Help text and choices come from
-# the model itself, so the command and the plan reference cannot disagree.
-FLAGS: list[tuple[str, str, Callable[[str], Any] | None]] = [
-    ("--endpoint", "endpoint", None),
-    ("--mode", "mode", None),
-    ("--concurrency", "concurrency", _levels),
-    ("--rate", "rate", _rates),
-    ("--arrivals", "arrivals", None),
-    ("--burstiness", "burstiness", float),
-    ("--max-tokens", "max_tokens", int),
-    ("--requests", "requests_per_level", _requests),
-    ("--duration", "duration", None),
-    ("--warmup", "warmup", int),
-    ("--repeats", "repeats", int),
-    ("--prompt", "prompt", None),
-    ("--dataset", "dataset", None),
-    ("--input-len", "input_len", int),
-    ("--temperature", "temperature", float),
-    ("--thinking", "thinking", _thinking),
-    ("--seed", "seed", int),
-    ("--timeout", "request_timeout", None),
-    ("--slo-ttft-ms", "slo.ttft_ms", float),
-    ("--slo-tpot-ms", "slo.tpot_ms", float),
-    ("--slo-e2el-ms", "slo.e2el_ms", float),
-    ("--threshold", "auto.threshold", float),
-    ("--max-concurrency", "auto.max_concurrency", int),
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers such as 50,90,95,99, got {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({error.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"top_k\": 20}}', got {text!r}")
+    return value
+
+
+GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+
+
+def _goodput(text: str) -> tuple[str, float]:
+    """One `--goodput` objective, vllm bench serve's form: `ttft:500` (milliseconds)."""
+    name, _, value = text.partition(":")
+    if name not in GOODPUT_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"expected ttft:MS, tpot:MS or e2el:MS, got {text!r}")
+    try:
+        ms = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds after {name}:, got {text!r}") from None
+    if ms <= 0:
+        raise argparse.ArgumentTypeError(f"an objective is a positive number of ms, got {text!r}")
+    return GOODPUT_KEYS[name], ms
+
+
+# Flags (the first name is shown, the others are aliases: vllm bench serve's names where
+# the meaning is the same) -> the `bench:` field they set (dotted for nested sections), and
+# how their text is read (None: a string the model validates, such as a duration). Help
+# text and choices come from the model itself, so the command and the plan reference
+# cannot disagree. --request-rate, --max-concurrency and --goodput are composed below.
+FLAGS: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
+    (("--endpoint",), "endpoint", None),
+    (("--mode",), "mode", None),
+    (("--concurrency",), "concurrency", _levels),
+    (("--arrivals",), "arrivals", None),
+    (("--burstiness",), "burstiness", float),
+    (("--max-tokens",), "max_tokens", int),
+    (("--num-prompts", "--requests"), "requests_per_level", _requests),
+    (("--duration",), "duration", None),
+    (("--num-warmups", "--warmup"), "warmup", int),
+    (("--repeats",), "repeats", int),
+    (("--prompt",), "prompt", None),
+    (("--dataset",), "dataset", None),
+    (("--input-len",), "input_len", int),
+    (("--temperature",), "temperature", float),
+    (("--thinking",), "thinking", _thinking),
+    (("--seed",), "seed", int),
+    (("--timeout",), "request_timeout", None),
+    (("--extra-body",), "extra_body", _json_object),
+    (("--metric-percentiles",), "percentiles", _floats),
+    (("--percentile-metrics",), "percentile_metrics", _names),
+    (("--auto-threshold",), "auto.threshold", float),
+    (("--auto-max-concurrency",), "auto.max_concurrency", int),
 ]
 
 
@@ -97,37 +144,76 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def _shown_default(info: Any) -> str:
+    default = info.get_default(call_default_factory=True)
+    if default is None or (isinstance(default, dict | list) and not default):
+        return ""
+    if isinstance(default, list):
+        return f" (default {','.join(f'{v:g}' if isinstance(v, float) else str(v) for v in default)})"
+    return f" (default {default})"
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", help="model name (default: the first of /v1/models)")
     duration_group = parser.add_mutually_exclusive_group()
-    for flag, path, kind in FLAGS:
+    for names, path, kind in FLAGS:
         info = _field(path)
-        default = info.get_default(call_default_factory=True)
-        shown = "" if default is None or (isinstance(default, dict | list) and not default) else \
-            f" (default {','.join(map(str, default)) if isinstance(default, list) else default})"
-        target = duration_group if flag in ("--requests", "--duration") else parser
-        options: dict[str, Any] = {"help": (info.description or "").rstrip(".") + shown,
-                                   "choices": _choices(info)}
+        target = duration_group if path in ("requests_per_level", "duration") else parser
+        options: dict[str, Any] = {"help": (info.description or "").rstrip(".") + _shown_default(info),
+                                   "choices": _choices(info), "dest": _dest(names[0])}
         if kind is not None:
             options["type"] = kind
         if kind is _thinking:
             options["metavar"] = "{on,off}"
-        target.add_argument(flag, **options)
+        target.add_argument(*names, **options)
+    parser.add_argument(
+        "--request-rate", "--rate", type=_rates, metavar="RATES",
+        help="open-loop levels at these request rates (req/s), e.g. 2,4,8; `inf` sends without "
+             "a schedule: with --max-concurrency C, C in flight back to back (closed levels), "
+             "without it every prompt at once (one batch of --num-prompts, default 1000)")
+    parser.add_argument(
+        "--max-concurrency", type=_counts, metavar="N[,N...]",
+        help="cap on requests in flight, as in vllm bench serve: with a finite --request-rate "
+             "the cap of those levels; otherwise closed levels at each N (as --concurrency)")
+    parser.add_argument(
+        "--goodput", type=_goodput, nargs="+", metavar="KEY:MS",
+        help="objectives for goodput, e.g. --goodput ttft:500 tpot:50 e2el:10000 (ms; against "
+             "a simulator in model time)")
     parser.add_argument("--ignore-eos", action="store_true", default=None,
                         help=_field("ignore_eos").description)
     parser.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
                         help="environment variable holding the API key (OPENAI_API_KEY)")
     parser.add_argument("--label", help="label stored in every result")
-    parser.add_argument("--out", type=Path, help="output folder (default: bench-results/<time>)")
+    parser.add_argument("--result-dir", "--out", dest="out", type=Path, metavar="DIR",
+                        help="output folder (default: bench-results/<time>)")
+
+
+def flag_of(loc: tuple[str, ...]) -> str:
+    """The flag that set a `bench:` field, for an error about that field."""
+    path = ".".join(part for part in loc if not part.isdigit())
+    composed = {"rate": "--request-rate", "max_in_flight": "--max-concurrency",
+                "concurrency": "--concurrency/--max-concurrency", "metrics_interval": "--no-metrics"}
+    if path.startswith("slo."):
+        return "--goodput"
+    for names, field_path, _ in FLAGS:
+        if field_path == path:
+            return names[0]
+    return composed.get(path, path)
+
+
+VLLM_DEFAULT_PROMPTS = 1000  # vllm bench serve's --num-prompts
 
 
 def bench_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The `bench:` section the arguments describe (only what was given)."""
+    """The `bench:` section the arguments describe (only what was given); a combination
+    that would leave a flag without effect is a usage error, never silently ignored."""
+    from orchestrator.errors import UsageError
+
     data: dict[str, Any] = {}
-    for flag, path, _ in FLAGS:
-        value = getattr(args, _dest(flag), None)
+    for names, path, _ in FLAGS:
+        value = getattr(args, _dest(names[0]), None)
         if value is None:
             continue
         *sections, name = path.split(".")
@@ -135,6 +221,34 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         for section in sections:
             target = target.setdefault(section, {})
         target[name] = value
+    rates: list[float] | None = args.request_rate
+    caps: list[int] | None = args.max_concurrency
+    if caps is not None and "concurrency" in data:
+        raise UsageError("--max-concurrency and --concurrency both give closed levels: use one")
+    finite = [r for r in rates or [] if r != float("inf")]
+    if rates is not None and finite and len(finite) != len(rates):
+        raise UsageError("--request-rate: inf cannot be mixed with finite rates in one sweep")
+    if finite:
+        data["rate"] = finite
+        if caps is not None:
+            if len(caps) != 1:
+                raise UsageError("--max-concurrency with --request-rate: one cap for the rate levels")
+            data["max_in_flight"] = caps[0]
+    elif caps is not None:  # no schedule, C in flight: closed levels
+        data["concurrency"] = caps
+    elif rates is not None:  # inf and no cap: every prompt at once, one batch
+        prompts = data.get("requests_per_level", VLLM_DEFAULT_PROMPTS)
+        if not isinstance(prompts, int):
+            raise UsageError("--request-rate inf without --max-concurrency sends --num-prompts "
+                             "at once: give it as a count")
+        data.update(mode="batch", concurrency=[prompts], requests_per_level=prompts)
+    if not finite and ("arrivals" in data or "burstiness" in data):
+        raise UsageError("--arrivals and --burstiness shape open-loop arrivals: give a finite "
+                         "--request-rate too")
+    if "auto" in data and data.get("concurrency") != "auto":
+        raise UsageError("--auto-threshold and --auto-max-concurrency tune --concurrency auto")
+    if args.goodput:
+        data["slo"] = dict(args.goodput)
     if args.ignore_eos:
         data["ignore_eos"] = True
     if args.no_metrics:
@@ -148,16 +262,16 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator import masking
     from orchestrator.bench.sweep import run_sweep
     from orchestrator.console import make_console
-    from orchestrator.errors import BenchError
+    from orchestrator.errors import UsageError
     from orchestrator.plan.models import Bench
 
     try:
         config = Bench.model_validate(bench_config(args))
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+            f"{flag_of(tuple(str(p) for p in e['loc']))}: {e['msg']}" for e in error.errors()
         )
-        raise BenchError(f"invalid benchmark options: {problems}") from None
+        raise UsageError(f"invalid benchmark options: {problems}") from None
     api_key = os.environ.get(args.api_key_env) or None
     if api_key:
         masking.register(api_key)

@@ -77,6 +77,7 @@ def _shape(spec: LevelSpec, config: Bench, count: int | None) -> Shape:
         arrivals=config.arrivals,
         burstiness=config.burstiness,
         seed=config.seed,
+        max_in_flight=config.max_in_flight if spec.mode == "rate" else None,
     )
 
 
@@ -123,6 +124,14 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
     rows: list[dict[str, Any]] = []
     for record in warmup_records:
         rows.append(jsonl_row(record, derive(record, record.start_ns), label))
+    scale = ctx.server.time_scale if ctx.server.simulated else None
+
+    def summary(metrics: list[RequestMetrics], duration_s: float, **extra: Any) -> dict[str, Any]:
+        return summarize_level(metrics, duration_s=duration_s, slo=config.slo,
+                               percentiles=config.percentiles,
+                               percentile_metrics=config.percentile_metrics, time_scale=scale,
+                               **extra)
+
     pooled: list[RequestMetrics] = []
     repeats: list[dict[str, Any]] = []
     servers: list[dict[str, Any]] = []
@@ -133,7 +142,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
         metrics = [derive(r, phase.origin_ns) for r in phase.records]
         rows.extend(jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True))
         token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok for t in r.token_ns]
-        one = summarize_level(metrics, duration_s=phase.duration_s, slo=config.slo, token_times_s=token_times)
+        one = summary(metrics, phase.duration_s, token_times_s=token_times)
         server = summarize_snapshots(snapshots)
         servers.append(server)
         repeats.append(
@@ -157,7 +166,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
         stopped = stopped or phase.stopped
     stopped = stopped or ctx.stop.reason
     partial = stopped is not None or len(phases) < config.repeats
-    figures = summarize_level(pooled, duration_s=total_duration, slo=config.slo)
+    figures = summary(pooled, total_duration)
     if repeats:
         figures["max_output_tokens_per_s"] = max(r["max_output_tokens_per_s"] for r in repeats)
         figures["max_concurrent_requests"] = max(r["max_concurrent_requests"] for r in repeats)
@@ -172,7 +181,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
         "num_prompts": len(pooled),
         "request_rate": spec.rate if spec.mode == "rate" else "inf",
         "burstiness": config.burstiness if spec.mode == "rate" else 1.0,
-        "max_concurrency": spec.concurrency if spec.mode != "rate" else None,
+        "max_concurrency": spec.concurrency if spec.mode != "rate" else config.max_in_flight,
     }
     for key, value in ctx.labels.items():
         result.setdefault(key, value)

@@ -60,6 +60,7 @@ class Shape:
     arrivals: Literal["poisson", "constant"] = "poisson"
     burstiness: float = 1.0
     seed: int = 0
+    max_in_flight: int | None = None  # rate levels: arrivals beyond it wait for a slot
 
 
 @dataclass
@@ -195,6 +196,14 @@ async def _open(
         offsets = [o for o in offsets if o < shape.duration_s] or [0.0]
     origin = phase.origin_ns
     tasks: list[asyncio.Task[None]] = []
+    if shape.max_in_flight is not None:  # as vllm bench serve's semaphore: wait, then send
+        slots = asyncio.Semaphore(shape.max_in_flight)
+        unlimited = send
+
+        async def send(index: int, record: RequestRecord) -> None:
+            async with slots:
+                await unlimited(index, record)
+
     try:
         for index, offset in enumerate(offsets):
             due = origin + int(offset * 1e9)

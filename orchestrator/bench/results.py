@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from orchestrator.bench.stats import percentile_key
+from orchestrator.plan.models import DEFAULT_PERCENTILES
 
 THROUGHPUT_KEYS = (
     "request_throughput",
@@ -23,7 +26,7 @@ THROUGHPUT_KEYS = (
     "content_throughput",
 )
 
-CSV_COLUMNS = (
+_HEAD = (
     "level",
     "mode",
     "concurrency",
@@ -36,15 +39,8 @@ CSV_COLUMNS = (
     "total_token_throughput",
     "request_throughput",
     "request_goodput",
-    "mean_e2el_ms",
-    "median_e2el_ms",
-    "p99_e2el_ms",
-    "mean_ttft_ms",
-    "p99_ttft_ms",
-    "mean_ttft_content_ms",
-    "mean_tpot_ms",
-    "mean_itl_ms",
-    "p99_itl_ms",
+)
+_TAIL = (
     "total_output_tokens",
     "total_reasoning_tokens",
     "token_source",
@@ -53,10 +49,27 @@ CSV_COLUMNS = (
     "client_cpu_utilization",
     "flags",
     "normalized_output_throughput",
+    "normalized_request_goodput",
     "normalized_mean_e2el_ms",
     "normalized_mean_ttft_ms",
     "normalized_mean_itl_ms",
 )
+
+
+def csv_columns(
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    metrics: Sequence[str] = ("ttft", "tpot", "itl", "e2el"),
+) -> list[str]:
+    """sweep.csv's columns: the headline figures, then per latency metric its mean (and
+    median for e2el) and the chosen percentiles, then tokens, server and flags."""
+    columns = list(_HEAD)
+    for metric in ("e2el", "ttft", "ttft_content", "tpot", "itl"):
+        columns.append(f"mean_{metric}_ms")
+        if metric == "e2el":
+            columns.append("median_e2el_ms")
+        if metric in metrics:
+            columns += [f"{percentile_key(p)}_{metric}_ms" for p in percentiles]
+    return columns + list(_TAIL)
 
 
 def normalized(result: Mapping[str, Any], time_scale: float) -> dict[str, Any]:
@@ -72,11 +85,12 @@ def normalized(result: Mapping[str, Any], time_scale: float) -> dict[str, Any]:
     return out
 
 
-def csv_row(result: Mapping[str, Any]) -> dict[str, Any]:
+def csv_row(result: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """One level as the CSV's row (and summary.json's `levels`): None stays None."""
     row: dict[str, Any] = {}
     norm = result.get("normalized") or {}
     server = result.get("server_metrics") or {}
-    for column in CSV_COLUMNS:
+    for column in columns:
         if column.startswith("normalized_"):
             value = norm.get(column.removeprefix("normalized_"))
         elif column == "server_output_throughput":
@@ -89,14 +103,15 @@ def csv_row(result: Mapping[str, Any]) -> dict[str, Any]:
             value = result.get(column)
         if isinstance(value, float):
             value = round(value, 4)
-        row[column] = "" if value is None else value
+        row[column] = value
     return row
 
 
-def render_csv(results: Iterable[Mapping[str, Any]]) -> str:
+def render_csv(results: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """sweep.csv: an empty cell where a figure is null (no goodput without objectives)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for result in results:
-        writer.writerow(csv_row(result))
+        writer.writerow({k: "" if v is None else v for k, v in csv_row(result, columns).items()})
     return buffer.getvalue()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+from orchestrator.plan.models import DEFAULT_PERCENTILES
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:

@@ -29,7 +29,7 @@ from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.level import Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
-from orchestrator.bench.results import csv_row, render_csv
+from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
@@ -244,6 +244,7 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
             write_level(BenchLayout(sweep.out_dir), members[index].result, members[index].rows)
     ordered = sweep.ordered()
     bench = BenchLayout(sweep.out_dir)
+    columns = csv_columns(config.percentiles, config.percentile_metrics)
     summary = SweepSummary.model_validate({
         "base_url": mask(root),
         "model": sweep.server.model,
@@ -258,12 +259,12 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         "knee_reason": sweep.knee_reason,
         "labels": labels,
         "config": config.model_dump(mode="json"),
-        "levels": [csv_row(r) for r in ordered],
+        "levels": [csv_row(r, columns) for r in ordered],
         "anomalies": {r["level"]: r["flags"] for r in ordered if r["flags"]},
         "files": {r["level"]: bench.level(r["level"]).name for r in ordered},
     })
     sweep.summary = summary.model_dump(mode="json")
-    write_sweep(bench, render_csv(ordered), summary)
+    write_sweep(bench, render_csv(ordered, columns), summary)
 
 
 def _catch_sigint(stop: Stop) -> Any:

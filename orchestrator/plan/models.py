@@ -437,6 +437,7 @@ class AutoSweep(StrictModel):
     )
 
 
+DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 _MULTIPLE = re.compile(r"^(\d+(?:\.\d+)?)x$")
 
 
@@ -473,6 +474,11 @@ class Bench(StrictModel):
     )
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Open-loop arrivals.")
     burstiness: float = Field(1.0, gt=0, description="Gamma shape; 1 = Poisson.")
+    max_in_flight: int | None = Field(
+        None, ge=1,
+        description="Cap on requests in flight at rate levels (vllm bench serve's "
+                    "--max-concurrency with a finite --request-rate); late arrivals wait.",
+    )
     requests_per_level: int | str = Field(
         "2x", description="Requests per level: a count, or a multiple of the concurrency (`2x`)."
     )
@@ -486,6 +492,15 @@ class Bench(StrictModel):
         description="Scrape the server's /metrics this often during a level; null turns it off.",
     )
     slo: Slo = Field(default_factory=Slo, description="Latency objectives for goodput.")
+    percentiles: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_PERCENTILES),
+        description="Percentiles of each latency metric in the results, CSV and tables "
+                    "(`p95_ttft_ms`, ...).",
+    )
+    percentile_metrics: list[Literal["ttft", "tpot", "itl", "e2el"]] = Field(
+        default_factory=lambda: ["ttft", "tpot", "itl", "e2el"],
+        description="Metrics that get percentiles (mean, median and std are always given).",
+    )
     auto: AutoSweep = Field(
         default_factory=AutoSweep, description="Search settings of `concurrency: auto`."
     )
@@ -502,6 +517,16 @@ class Bench(StrictModel):
             if any(level < 1 for level in value):
                 raise ValueError("concurrency levels must be at least 1")
         return value
+
+    @field_validator("percentiles")
+    @classmethod
+    def _percentiles(cls, value: list[float]) -> list[float]:
+        if not value:
+            raise ValueError("give at least one percentile, such as [50, 90, 95, 99]")
+        outside = [p for p in value if not 0 < p <= 100]
+        if outside:
+            raise ValueError(f"percentiles are within (0, 100], got {outside}")
+        return sorted(set(value))
 
     @field_validator("requests_per_level")
     @classmethod

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from orchestrator.bench.anomalies import level_flags, throughput_drops
 from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
-from orchestrator.bench.results import CSV_COLUMNS, normalized, render_csv
+from orchestrator.bench.results import csv_columns, csv_row, normalized, render_csv
 from orchestrator.bench.table import render_table
 
 
@@ -103,12 +103,31 @@ def _result(c: int, throughput: float, **extra: object) -> dict[str, object]:
 
 
 def test_csv_has_one_row_per_level_with_the_documented_columns() -> None:
-    text = render_csv([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])])
+    columns = csv_columns()
+    text = render_csv([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])], columns)
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert list(rows[0]) == list(CSV_COLUMNS)
+    assert list(rows[0]) == columns
     assert [r["concurrency"] for r in rows] == ["1", "2"]
     assert rows[1]["flags"] == "throughput_drop"
     assert rows[0]["normalized_output_throughput"] == ""
+    assert rows[0]["p99_e2el_ms"] == "8360.0" and rows[0]["p95_e2el_ms"] == ""
+
+
+def test_csv_columns_follow_the_chosen_percentiles_and_metrics() -> None:
+    default = csv_columns()
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        assert [c for c in default if c.endswith(f"_{metric}_ms") and c[0] == "p" and c[1].isdigit()] == [
+            f"p50_{metric}_ms", f"p90_{metric}_ms", f"p95_{metric}_ms", f"p99_{metric}_ms"]
+    chosen = csv_columns([99.9, 75], ["ttft"])
+    assert [c for c in chosen if c[0] == "p" and c[1].isdigit()] == ["p99.9_ttft_ms", "p75_ttft_ms"]
+    assert "mean_itl_ms" in chosen and "mean_ttft_content_ms" in chosen
+
+
+def test_a_missing_figure_is_null_in_the_summary_and_empty_in_the_csv() -> None:
+    result = _result(1, 61.3, request_goodput=None)
+    assert csv_row(result, csv_columns())["request_goodput"] is None
+    (row,) = csv.DictReader(io.StringIO(render_csv([result], csv_columns())))
+    assert row["request_goodput"] == ""
 
 
 def _text(table: object) -> str:

@@ -171,3 +171,47 @@ def test_an_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
     assert level(tmp_path / "ok", "c2")["completed"] == 2
     for path in (tmp_path / "ok").iterdir():
         assert key not in path.read_text()
+
+
+def test_goodput_is_judged_in_model_time_against_a_simulator(tmp_path: Path) -> None:
+    with running_simulator(profile=KIMI, time_scale=0.1, reasoning_parser="kimi_k2", **FAST_START) as sim:
+        sweep(sim.base_url, tmp_path / "calibrate", concurrency=[1], requests_per_level=3,
+              max_tokens=32, warmup=0)
+        wall_ttft = level(tmp_path / "calibrate", "c1")["mean_ttft_ms"]
+        # Met in wall time (3x the measured TTFT), missed in model time (10x it)
+        slo = 3 * wall_ttft
+        sweep(sim.base_url, tmp_path / "slo", concurrency=[1], requests_per_level=3, max_tokens=32,
+              warmup=0, slo={"ttft_ms": slo})
+    c1 = level(tmp_path / "slo", "c1")
+    measured = rows(tmp_path / "slo", "c1")
+    assert all(r["ttft_ms"] < slo < r["ttft_ms"] / 0.1 for r in measured)
+    assert c1["requests_meeting_slo"] == 0 and c1["slo_attainment"] == 0.0
+    assert c1["request_goodput"] == 0.0
+    assert c1["normalized"]["request_goodput"] == 0.0
+    summary = json.loads((tmp_path / "slo" / "summary.json").read_text())
+    assert summary["levels"][0]["request_goodput"] == 0.0
+    plain = json.loads((tmp_path / "calibrate" / "summary.json").read_text())
+    assert plain["levels"][0]["request_goodput"] is None  # no objectives: null, not ""
+
+
+def test_percentiles_default_to_50_90_95_99_and_no_content_is_null(tmp_path: Path) -> None:
+    with running_simulator(profile="instant", reasoning_parser="kimi_k2", **FAST_START) as sim:
+        # 4 tokens of a reasoning model: all reasoning, no content
+        sweep(sim.base_url, tmp_path, concurrency=[1], requests_per_level=2, max_tokens=4, warmup=0)
+    c1 = level(tmp_path, "c1")
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for p in (50, 90, 95, 99):
+            assert isinstance(c1[f"p{p}_{metric}_ms"], float), (p, metric)
+    assert c1["total_content_tokens"] == 0
+    assert c1["mean_ttft_content_ms"] is None and c1["p95_ttft_content_ms"] is None
+    header = (tmp_path / "sweep.csv").read_text().splitlines()[0].split(",")
+    assert {"p90_ttft_ms", "p95_ttft_ms", "p95_itl_ms", "p95_e2el_ms"} <= set(header)
+
+
+def test_a_rate_level_with_a_cap_keeps_at_most_that_many_in_flight(tmp_path: Path) -> None:
+    with running_simulator(profile=KIMI, time_scale=0.02, **FAST_START) as sim:
+        sweep(sim.base_url, tmp_path, rate=[200.0], max_in_flight=2, requests_per_level=12,
+              max_tokens=16, warmup=0)
+    r200 = level(tmp_path, "r200")
+    assert r200["max_concurrency"] == 2 and r200["completed"] == 12
+    assert r200["max_concurrent_requests"] == 2

@@ -98,23 +98,63 @@ def _parse(*argv: str) -> dict[str, object]:
 
 def test_cli_options_map_to_the_plan_section() -> None:
     data = _parse("--concurrency", "1,2,4", "--requests", "2x", "--max-tokens", "64", "--thinking", "off",
-                  "--slo-ttft-ms", "500", "--no-metrics")
+                  "--goodput", "ttft:500", "--no-metrics")
     assert data == {
         "concurrency": [1, 2, 4], "requests_per_level": "2x", "max_tokens": 64, "thinking": False,
         "slo": {"ttft_ms": 500.0}, "metrics_interval": None,
     }
     config = Bench.model_validate(data)
     assert config.requests_for(4) == 8
-    assert _parse("--concurrency", "auto", "--max-concurrency", "64") == {
+    assert _parse("--concurrency", "auto", "--auto-max-concurrency", "64") == {
         "concurrency": "auto", "auto": {"max_concurrency": 64},
     }
     assert _parse("--rate", "2,4.5", "--duration", "30s") == {"rate": [2.0, 4.5], "duration": "30s"}
     assert Bench.model_validate({"duration": "30s"}).duration == 30.0
 
 
+def test_vllm_bench_serve_flags_mean_what_they_mean_there() -> None:
+    # --max-concurrency caps requests in flight: without a rate, closed levels at each cap
+    assert _parse("--max-concurrency", "1,8,64", "--num-prompts", "200") == {
+        "concurrency": [1, 8, 64], "requests_per_level": 200}
+    # ... with a finite rate, the cap of those open-loop levels
+    assert _parse("--request-rate", "4,8", "--max-concurrency", "16") == {
+        "rate": [4.0, 8.0], "max_in_flight": 16}
+    # inf and no cap: every prompt at once (vllm's default of 1000 prompts)
+    assert _parse("--request-rate", "inf") == {
+        "mode": "batch", "concurrency": [1000], "requests_per_level": 1000}
+    assert _parse("--request-rate", "inf", "--max-concurrency", "32") == {"concurrency": [32]}
+    data = _parse("--goodput", "ttft:500", "tpot:50", "e2el:10000", "--metric-percentiles", "50,95,99.9",
+                  "--percentile-metrics", "ttft,e2el", "--seed", "7", "--num-warmups", "2",
+                  "--extra-body", '{"top_k": 20, "chat_template_kwargs": {"thinking": true}}')
+    assert data == {
+        "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2el_ms": 10000.0},
+        "percentiles": [50.0, 95.0, 99.9], "percentile_metrics": ["ttft", "e2el"], "seed": 7,
+        "warmup": 2, "extra_body": {"top_k": 20, "chat_template_kwargs": {"thinking": True}},
+    }
+    config = Bench.model_validate(data)
+    assert config.slo.tpot_ms == 50.0 and config.percentiles == [50.0, 95.0, 99.9]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--max-concurrency", "8", "--concurrency", "8"), "both give closed levels"),
+    (("--request-rate", "inf,4"), "cannot be mixed"),
+    (("--request-rate", "4,8", "--max-concurrency", "8,16"), "one cap"),
+    (("--auto-max-concurrency", "64",), "tune --concurrency auto"),
+    (("--concurrency", "1,2", "--burstiness", "0.5"), "finite --request-rate"),
+    (("--request-rate", "inf", "--num-prompts", "2x"), "give it as a count"),
+])
+def test_flags_that_would_have_no_effect_are_refused(argv: tuple[str, ...], message: str) -> None:
+    from orchestrator.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        _parse(*argv)
+
+
 @pytest.mark.parametrize(
     "argv",
-    [("--concurrency", "1,two"), ("--rate", "fast"), ("--requests", "10", "--duration", "30s")],
+    [("--concurrency", "1,two"), ("--rate", "fast"), ("--requests", "10", "--duration", "30s"),
+     ("--goodput", "ttfb:500"), ("--goodput", "ttft:-1"), ("--extra-body", "[1]"),
+     ("--extra-body", "{nope"), ("--metric-percentiles", "p99"), ("--max-concurrency", "auto")],
 )
 def test_cli_rejects_bad_options(argv: tuple[str, ...]) -> None:
     with pytest.raises(SystemExit):
@@ -127,7 +167,7 @@ def test_every_flag_is_a_field_of_the_bench_model_with_its_help() -> None:
     parser = argparse.ArgumentParser()
     configure(parser)
     helps = {a.option_strings[0]: a.help or "" for a in parser._actions if a.option_strings}
-    for flag, path, _ in FLAGS:
+    for names, path, _ in FLAGS:
         description = (_field(path).description or "").rstrip(".")
-        assert helps[flag].startswith(description), flag
+        assert helps[names[0]].startswith(description), names
     assert "{closed,batch}" in parser.format_help()  # choices from the model's Literal
