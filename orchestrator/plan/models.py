@@ -438,6 +438,8 @@ class AutoSweep(StrictModel):
 
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+LatencyMetric = Literal["ttft", "tpot", "itl", "e2el"]
+LATENCY_METRICS: tuple[LatencyMetric, ...] = ("ttft", "tpot", "itl", "e2el")
 _MULTIPLE = re.compile(r"^(\d+(?:\.\d+)?)x$")
 
 
@@ -497,8 +499,8 @@ class Bench(StrictModel):
         description="Percentiles of each latency metric in the results, CSV and tables "
                     "(`p95_ttft_ms`, ...).",
     )
-    percentile_metrics: list[Literal["ttft", "tpot", "itl", "e2el"]] = Field(
-        default_factory=lambda: ["ttft", "tpot", "itl", "e2el"],
+    percentile_metrics: list[LatencyMetric] = Field(
+        default_factory=lambda: list(LATENCY_METRICS),
         description="Metrics that get percentiles (mean, median and std are always given).",
     )
     auto: AutoSweep = Field(

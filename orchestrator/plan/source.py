@@ -90,6 +90,13 @@ def resolve_path(path: Path, *, what: str = "file") -> Path:
 
 def read_document(path: Path, *, what: str = "file") -> Document:
     """Read and parse one YAML file whose top level must be a mapping."""
+    return parse_document(read_text(path, what=what), display_path(path))
+
+
+def read_text(path: Path, *, what: str = "file", expected: str = "a YAML file") -> str:
+    """A file's text, refused with a clear error when it cannot be an input: missing, a
+    symlink loop, a directory, a FIFO or device (which would block or never end), larger
+    than MAX_FILE_BYTES, or not UTF-8."""
     name = display_path(path)
     try:
         info = path.stat()
@@ -100,23 +107,22 @@ def read_document(path: Path, *, what: str = "file") -> Document:
             raise PlanError(f"{what} is a symlink loop: {name}", file=name) from None
         raise PlanError(f"cannot read {what}: {error.strerror}", file=name) from None
     if stat.S_ISDIR(info.st_mode):
-        raise PlanError(f"{what} is a directory, expected a YAML file: {name}", file=name)
+        raise PlanError(f"{what} is a directory, expected {expected}: {name}", file=name)
     if not stat.S_ISREG(info.st_mode):  # a FIFO would block forever, a device never end
         raise PlanError(f"{what} is not a regular file (a pipe or a device?): {name}", file=name)
     if info.st_size > MAX_FILE_BYTES:
         raise PlanError(f"{what} is too large ({info.st_size:,} bytes, at most "
                         f"{MAX_FILE_BYTES:,}): {name}", file=name)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PlanError(f"{what} not found: {name}", file=name) from None
     except IsADirectoryError:
-        raise PlanError(f"{what} is a directory, expected a YAML file: {name}", file=name) from None
+        raise PlanError(f"{what} is a directory, expected {expected}: {name}", file=name) from None
     except UnicodeDecodeError as error:
         raise PlanError(f"{what} is not UTF-8 text ({error.reason})", file=name) from None
     except OSError as error:
         raise PlanError(f"cannot read {what}: {error.strerror}", file=name) from None
-    return parse_document(text, name)
 
 
 def parse_document(text: str, name: str) -> Document:

@@ -68,21 +68,27 @@ class Inventory(_Strict):
                     known = ", ".join(sorted([*self.hosts, *self.groups])) or "none"
                     raise FieldError(f"group {group!r} names unknown host {member!r} "
                                      f"(known: {known})", at=("groups", group, index))
+        acyclic: set[str] = set()
         for group in self.groups:
-            cycle = self._cycle(group, ())
+            cycle = self._cycle(group, (), acyclic)
             if cycle:
                 raise FieldError("groups contain each other in a cycle: " + " -> ".join(cycle),
                                  at=("groups", group))
         return self
 
-    def _cycle(self, group: str, trail: tuple[str, ...]) -> tuple[str, ...]:
+    def _cycle(self, group: str, trail: tuple[str, ...], acyclic: set[str]) -> tuple[str, ...]:
+        """A cycle through `group`, if any; `acyclic` remembers groups already cleared, so
+        groups sharing subgroups are walked once, not once per path."""
         if group in trail:
             return (*trail[trail.index(group):], group)
+        if group in acyclic:
+            return ()
         for member in self.groups.get(group, []):
             if member in self.groups:
-                found = self._cycle(member, (*trail, group))
+                found = self._cycle(member, (*trail, group), acyclic)
                 if found:
                     return found
+        acyclic.add(group)
         return ()
 
     @model_validator(mode="after")
@@ -103,8 +109,9 @@ class Inventory(_Strict):
         narrowed by `--limit`."""
         wanted = [hosts] if isinstance(hosts, str) else list(hosts)
         names: list[str] = []
+        expanded: dict[str, list[str]] = {}
         for item in wanted:
-            for name in self._expand(item, seen=set()):
+            for name in self._expand(item, (), expanded):
                 if name not in names:
                     names.append(name)
         if limit:
@@ -117,17 +124,21 @@ class Inventory(_Strict):
             names = [name for name in names if name in limit]
         return names
 
-    def _expand(self, item: str, seen: set[str]) -> list[str]:
+    def _expand(self, item: str, trail: tuple[str, ...], expanded: dict[str, list[str]]) -> list[str]:
         if item in self.hosts:
             return [item]
         if item in self.groups:
-            if item in seen:
+            # A group met again on the same path is a cycle; on another path (two groups
+            # sharing a subgroup) it is not, and its hosts are known already.
+            if item in trail:
                 raise InventoryError(f"group {item!r} contains itself")
-            seen.add(item)
-            out: list[str] = []
-            for member in self.groups[item]:
-                out.extend(self._expand(member, seen))
-            return out
+            if item not in expanded:
+                out: list[str] = []
+                for member in self.groups[item]:
+                    out += [n for n in self._expand(member, (*trail, item), expanded)
+                            if n not in out]
+                expanded[item] = out
+            return expanded[item]
         known = sorted([*self.hosts, *self.groups])
         where = f" in {self.source}" if self.source else ""
         raise InventoryError(
@@ -137,13 +148,18 @@ class Inventory(_Strict):
 
 
 def load_inventory(path: Path | str | None = None) -> Inventory:
-    """Read and validate an inventory file (default `inventory/local.yaml`)."""
+    """Read and validate an inventory file (default `inventory/local.yaml`): orch's own
+    format, or an Ansible inventory in YAML or INI (see inventory/ansible.py)."""
+    from orchestrator.inventory.ansible import load_ansible_inventory
     from orchestrator.plan.loader import load_validated_yaml
 
     file = Path(path) if path is not None else DEFAULT_INVENTORY
     if path is None and not os.path.lexists(file):
         # No inventory at all: the embedded default is this machine.
         return Inventory(hosts={"localhost": HostSpec(connection="local")})
-    inventory = load_validated_yaml(file, Inventory, error=InventoryError, what="inventory file")
+    inventory = load_ansible_inventory(file, what="inventory file")
+    if inventory is None:  # orch's own format
+        inventory = load_validated_yaml(file, Inventory, error=InventoryError,
+                                        what="inventory file")
     inventory.source = str(file)
     return inventory
