@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("orchestrator.commands.compare", "compare runs or plans side by side"),
     "diff": ("orchestrator.commands.diff", "show what changed between two plans"),
     "report": ("orchestrator.commands.report", "write a self-contained HTML report"),
+    "init": ("orchestrator.commands.init", "write a starting plan and inventory for a host"),
     "completion": ("orchestrator.commands.completion", "print a shell completion script"),
 }
 
