@@ -140,11 +140,14 @@ def _coloured(diff: str) -> Text:
 
 
 def print_origins(console: Console, loaded: LoadedPlan) -> None:
-    from rich.table import Table
+    """Each value of the resolved plan and the layer that set it last (sections are left
+    out: their values say more)."""
+    from orchestrator.report.tabular import Column, TableData, to_rich
 
-    table = Table(title=f"origins of {loaded.plan.name}", title_justify="left")
-    table.add_column("field")
-    table.add_column("set by")
-    for key, origin in sorted(loaded.origins.items()):
-        table.add_row(key, origin)
-    console.print(table)
+    origins = loaded.origins
+    table = TableData(f"origins of {loaded.plan.name}", [Column("field"), Column("set by")],
+                      compact=True)
+    for key in sorted(origins):
+        if not any(other.startswith(key + ".") for other in origins):
+            table.add([key, origins[key]])
+    console.print(to_rich(table, console.width))

@@ -287,14 +287,40 @@ def render_reference() -> str:
     return "\n".join(out)
 
 
+# A string that is exactly one variable reference takes the variable's type after merging.
+_VAR_REF = {"type": "string", "pattern": r"^\$\{vars\.[A-Za-z_][A-Za-z0-9_]*\}$"}
+_SHOWN = ("title", "description", "default")
+
+
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a plan file (for editors: see docs/plans.md)."""
-    schema = Plan.model_json_schema()
-    return {
-        "$schema": "http://json-schema.org/draft-07/schema#",  # what editors support
-        **schema,
-        "title": "orch plan",
-    }
+    """The JSON Schema of a plan file, any layer of one (for editors: see docs/plans.md).
+
+    A layer may leave out what another sets (nothing is required), delete an inherited key
+    with `null`, and put `${vars.NAME}` where a number or boolean goes; unknown keys and
+    wrong types are still errors. Draft 7, which every YAML language server reads: pydantic's
+    `$defs` become `definitions`."""
+    schema = _layer(Plan.model_json_schema(ref_template="#/definitions/{model}"))
+    schema["definitions"] = {name: _layer(part) for name, part in schema.pop("$defs", {}).items()}
+    return {"$schema": "http://json-schema.org/draft-07/schema#", **schema, "title": "orch plan"}
+
+
+def _layer(node: dict[str, Any]) -> dict[str, Any]:
+    """An object schema as a layer sees it: no required keys; each property may also be null
+    or a variable reference."""
+    node = dict(node)
+    node.pop("required", None)
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        node["properties"] = {name: _loose(part) for name, part in properties.items()}
+    return node
+
+
+def _loose(part: dict[str, Any]) -> dict[str, Any]:
+    shown = {key: part[key] for key in _SHOWN if key in part}
+    inner = {key: value for key, value in part.items() if key not in _SHOWN}
+    if isinstance(inner.get("additionalProperties"), dict):  # a map (env:, args:): null deletes
+        inner["additionalProperties"] = _loose(inner["additionalProperties"])
+    return {**shown, "anyOf": [inner, {"type": "null"}, _VAR_REF]}
 
 
 if __name__ == "__main__":
