@@ -190,7 +190,8 @@ def _run(
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
         if folder:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
-    outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
+    with reporter.live():
+        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
     if folder:
         _write_host_artifacts(folder, outcomes)
     if options.check and not options.json_lines:

@@ -1,6 +1,7 @@
-"""What the user sees while a run goes: one line per finished step and phase, a live status
-line for what is in progress (on a terminal), a recap table at the end; or, with `--json`,
-one JSON event per line on stdout.
+"""What the user sees while a run goes: one line per finished step and phase, on a terminal
+a live line per host for what is in progress (live_view.py; elsewhere each progress message
+is a line of its own), a recap table at the end; or, with `--json`, one JSON event per
+line on stdout.
 
 Reports are data plus a render function: `recap_table` returns a rich Table that tests
 render into a fixed-width console.
@@ -8,9 +9,11 @@ render into a fixed-width console.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -20,6 +23,7 @@ from rich.text import Text
 from orchestrator import masking
 from orchestrator.console import make_console
 from orchestrator.events import Event, HostEnd, PhaseEvent, Retry, StepEnd
+from orchestrator.live_view import LiveView
 from orchestrator.plan.loader import LoadedPlan
 from orchestrator.runner import HostOutcome
 
@@ -40,6 +44,20 @@ class Reporter:
         self.console = console or make_console()
         self.json_lines = json_lines
         self._lock = threading.Lock()
+        self.view: LiveView | None = None
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[None]:
+        """While the hosts work: the live view on a terminal, plain lines anywhere else."""
+        if self.json_lines or not self.console.is_terminal:
+            yield
+            return
+        with LiveView(self.console) as view:
+            self.view = view
+            try:
+                yield
+            finally:
+                self.view = None
 
     def __call__(self, event: Event, record: dict[str, Any] | None = None) -> None:
         """Show `event`; `record` is its JSON form as the run folder stored it (with `ts`)."""
@@ -49,6 +67,11 @@ class Reporter:
                 sys.stdout.write(masking.mask(json.dumps(data, default=str)) + "\n")
                 sys.stdout.flush()
                 return
+            view = self.view
+            if view is not None:
+                view.board.update(event)
+                if isinstance(event, PhaseEvent) and event.status == "running":
+                    return  # progress: the host's live line says it
             line = self.render_event(event)
             if line is not None:
                 self.console.print(line)

@@ -20,7 +20,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # sweeps): `scripts/test --fast` leaves these out for the edit loop.
 SLOW = ("e2e/", "real/", "report/", "bench/test_bench_sim.py", "bench/test_bench_stream.py",
         "sim/test_sim_throughput.py", "sim/test_sim_failures.py", "probe/test_probe_record.py",
-        "hostile/test_hostile_corpus.py", "hostile/test_full_disk.py")
+        "hostile/test_hostile_corpus.py", "hostile/test_full_disk.py", "core/test_live_view.py",
+        "core/test_init.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

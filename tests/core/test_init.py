@@ -4,12 +4,9 @@ questions answered on a real pseudo-terminal."""
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,7 @@ from orchestrator.init_plan import InitSpec, Target, parse_target, render_invent
 from orchestrator.inventory import load_inventory
 from orchestrator.plan.loader import load_plan
 from tests.fixtures.orchcli import orch
+from tests.fixtures.terminal import PseudoTerminal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,51 +197,8 @@ def test_host_grammar() -> None:
 
 # --- questions on a terminal ------------------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-class Terminal:
-    """`orch init` on a real pseudo-terminal: wait for a prompt, type an answer."""
-
-    def __init__(self, *args: str, cwd: Path) -> None:
-        self.master, slave = pty.openpty()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", "init", *args],
-            cwd=cwd, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})
-        os.close(slave)
-        self.output = ""
-        self.position = 0
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.master], [], [], timeout)
-        if not ready:
-            return True
-        try:
-            chunk = os.read(self.master, 4096)
-        except OSError:  # EIO: the child closed its end
-            chunk = b""
-        self.output += _ANSI.sub("", chunk.decode(errors="replace")).replace("\r", "")
-        return bool(chunk)
-
-    def expect(self, text: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while (found := self.output.find(text, self.position)) < 0:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._read(left):
-                raise AssertionError(f"never saw {text!r}; the terminal showed:\n{self.output}")
-        self.position = found + len(text)
-
-    def answer(self, text: str) -> None:
-        os.write(self.master, text.encode() + b"\r")
-
-    def finish(self, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._read(deadline - time.monotonic()):
-            pass
-        code = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
-        os.close(self.master)
-        return code
+def Terminal(*args: str, cwd: Path) -> PseudoTerminal:
+    return PseudoTerminal(["init", *args], cwd=cwd)
 
 
 def test_questions_on_a_terminal_for_a_gpu_host(tmp_path: Path) -> None:
