@@ -96,8 +96,6 @@ def execute(options: ApplyOptions) -> int:
     assert plan_path is not None
     loaded = load_plan(plan_path, options.overlays, options.sets)
     plan = loaded.plan
-    if options.show_origin:
-        print_origins(console, loaded)
     secrets = resolve_secrets(plan)  # before any connection: a missing one fails now
     inventory = load_inventory(options.inventory)
     if locked is not None:
@@ -110,7 +108,9 @@ def execute(options: ApplyOptions) -> int:
     compiled = compile_plan(loaded, secrets, hosts, Options(
         with_service="service" not in options.skip, force_restart=options.restart,
         verify_all=options.verify_all, freeze=locked.freeze if locked else None,
-    ))
+    ), inventory)
+    if options.show_origin:
+        print_origins(console, loaded, inventory, hosts)
 
     folder: RunFolder | None = None
     if not options.check:

@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from orchestrator.errors import PlanError
+from orchestrator.inventory import Inventory
+from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
 from orchestrator.plan.loader import LoadedPlan, locate
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import secret_names, substitute
@@ -41,14 +44,10 @@ class Options:
 class Compiled:
     plan: Plan
     steps: dict[str, list[Step]] = field(default_factory=dict)  # host -> its steps, in order
+    plans: dict[str, Plan] = field(default_factory=dict)  # host -> the plan, its variables filled
 
     def service_step(self, host: str) -> Step | None:
         return next((s for s in self.steps.get(host, []) if s.name == "service"), None)
-
-
-def render_text(text: str, plan: Plan, secrets: Mapping[str, str]) -> str:
-    """Fill `${vars.X}` (templates) and `${env:X}` (secrets) in text bound for a host."""
-    return substitute(render_vars(text, plan.vars), secrets)
 
 
 def placeholders(plan: Plan) -> dict[str, str]:
@@ -59,14 +58,35 @@ def placeholders(plan: Plan) -> dict[str, str]:
 
 def compile_plan(
     loaded: LoadedPlan, secrets: Mapping[str, str], hosts: Sequence[str],
-    options: Options = Options(),
+    options: Options = Options(), inventory: Inventory | None = None,
 ) -> Compiled:
-    """Every host's steps; any PlanError is located in the plan's layers."""
+    """Every host's steps; any PlanError is located in the plan's layers. `${host.X}` are
+    filled from `inventory` (without one, as for `orch validate`, they stay references)."""
     try:
-        return Compiled(loaded.plan, {host: _host_steps(loaded, secrets, host, options)
-                                      for host in hosts})
+        compiled = Compiled(loaded.plan)
+        for host in hosts:
+            values = inventory.host_values(host) if inventory is not None else Placeholders()
+            plan = plan_for_host(loaded.plan, host, values)
+            compiled.plans[host] = plan
+            compiled.steps[host] = _host_steps(loaded, plan, secrets, host, values, options)
+        return compiled
     except PlanError as error:
         raise locate(error, loaded) from None
+
+
+def plan_for_host(plan: Plan, host: str, values: Mapping[str, Any]) -> Plan:
+    """The plan as `host` gets it: `${host.X}` filled from its inventory variables."""
+    data = plan.model_dump(mode="python")
+    if not uses_host_vars(data):
+        return plan
+    filled = substitute_host(data, values, host)
+    try:
+        return Plan.model_validate(filled)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise PlanError(f"for host {host}, after filling in its variables: {first['msg']}",
+                        field=field) from None
 
 
 def check(loaded: LoadedPlan) -> None:
@@ -74,9 +94,8 @@ def check(loaded: LoadedPlan) -> None:
     compile_plan(loaded, placeholders(loaded.plan), ["<validate>"])
 
 
-def _host_steps(loaded: LoadedPlan, secrets: Mapping[str, str], host: str,
-                options: Options) -> list[Step]:
-    plan = loaded.plan
+def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host: str,
+                values: Mapping[str, Any], options: Options) -> list[Step]:
     steps: list[Step] = []
     if plan.python is not None:
         install = plan.install
@@ -87,8 +106,11 @@ def _host_steps(loaded: LoadedPlan, secrets: Mapping[str, str], host: str,
                                    verify_all=options.verify_all))
     files: list[DesiredFile] = []
     if plan.files:
-        files = render_files(plan.files, base_dir=loaded.base_dir,
-                             render=lambda text: render_text(text, plan, secrets))
+        files = render_files(
+            plan.files, base_dir=loaded.base_dir,
+            render_template=lambda text: substitute_host(
+                render_vars(text, plan.vars), values, host, ("files",)),
+            fill_secrets=lambda text: substitute(text, secrets))
         steps.append(FilesStep(files))
     if plan.service is not None and options.with_service:
         # Imported here: a plan without a service does not pay for them (start-up time).

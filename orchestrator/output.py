@@ -13,7 +13,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -23,6 +23,7 @@ from rich.text import Text
 from orchestrator import masking
 from orchestrator.console import make_console
 from orchestrator.events import Event, HostEnd, PhaseEvent, Retry, StepEnd
+from orchestrator.inventory import Inventory
 from orchestrator.live_view import LiveView
 from orchestrator.plan.loader import LoadedPlan
 from orchestrator.runner import HostOutcome
@@ -162,9 +163,12 @@ def _coloured(diff: str) -> Text:
     return text
 
 
-def print_origins(console: Console, loaded: LoadedPlan) -> None:
+def print_origins(console: Console, loaded: LoadedPlan, inventory: Inventory | None = None,
+                  hosts: Sequence[str] = ()) -> None:
     """Each value of the resolved plan and the layer that set it last (sections are left
-    out: their values say more)."""
+    out: their values say more); then each host variable the plan uses, per host, and the
+    inventory entry that set it."""
+    from orchestrator.plan.host_vars import referenced
     from orchestrator.report.tabular import Column, TableData, to_rich
 
     origins = loaded.origins
@@ -174,3 +178,14 @@ def print_origins(console: Console, loaded: LoadedPlan) -> None:
         if not any(other.startswith(key + ".") for other in origins):
             table.add([key, origins[key]])
     console.print(to_rich(table, console.width))
+    used = sorted(referenced(loaded.plan.model_dump(mode="python")))
+    if inventory is None or not used:
+        return
+    variables = TableData("host variables", [Column("host"), Column("variable"), Column("value"),
+                                             Column("set by", prose=True)], compact=True)
+    for host in hosts:
+        values = inventory.host_values(host)
+        for name in used:
+            shown = repr(values[name]) if name in values else "(not set)"
+            variables.add([host, f"${{host.{name}}}", shown, inventory.value_origin(host, name)])
+    console.print(to_rich(variables, console.width))

@@ -6,6 +6,8 @@
       localhost: {connection: local}
     groups:
       blackwell: [gpu1]
+    group_vars:
+      blackwell: {nccl_ifname: enp1s0}   # a host's own vars win
     ssh:
       known_hosts: ~/.ssh/known_hosts   # checked by default; `false` is the explicit opt-out
 
@@ -55,6 +57,8 @@ class SshSettings(_Strict):
 class Inventory(_Strict):
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
     groups: dict[str, list[str]] = Field(default_factory=dict)
+    group_vars: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Variables of every host of a group (a host's own win).")
     ssh: SshSettings = Field(default_factory=SshSettings)
     source: str = Field("", exclude=True, description="File this inventory was read from.")
 
@@ -92,6 +96,15 @@ class Inventory(_Strict):
         return ()
 
     @model_validator(mode="after")
+    def _group_vars_name_groups(self) -> Inventory:
+        for group in self.group_vars:
+            if group not in self.groups:
+                known = ", ".join(sorted(self.groups)) or "none"
+                raise FieldError(f"group_vars names {group!r}, which is not a group (groups: "
+                                 f"{known})", at=("group_vars", group))
+        return self
+
+    @model_validator(mode="after")
     def _jumps_name_hosts(self) -> Inventory:
         for name, spec in self.hosts.items():
             jump = spec.jump
@@ -103,6 +116,48 @@ class Inventory(_Strict):
                 f"{', '.join(sorted(self.hosts))}); write user@host[:port] for a host outside it",
                 at=("hosts", name, "jump"))
         return self
+
+    def host_values(self, name: str) -> dict[str, Any]:
+        """What `${host.X}` reads for host `name`: its groups' vars (the outermost group
+        first, so the nearer group wins), its own vars, then the built-ins name and address."""
+        values: dict[str, Any] = {}
+        for group in self._groups_of(name):
+            values.update(self.group_vars.get(group, {}))
+        spec = self.hosts[name]
+        values.update(spec.vars)
+        values.update(name=name, address=spec.address or name)
+        return values
+
+    def value_origin(self, name: str, variable: str) -> str:
+        """Which inventory entry gave host `name` its `variable` (for --show-origin)."""
+        where = f" ({self.source})" if self.source else ""
+        if variable in ("name", "address"):
+            return "built in" if variable == "name" or not self.hosts[name].address else \
+                f"hosts.{name}.address{where}"
+        if variable in self.hosts[name].vars:
+            return f"hosts.{name}.vars.{variable}{where}"
+        for group in reversed(self._groups_of(name)):
+            if variable in self.group_vars.get(group, {}):
+                return f"group_vars.{group}.{variable}{where}"
+        return "not set"
+
+    def _groups_of(self, name: str) -> list[str]:
+        """The groups holding host `name`, farthest first (a group holding a group holding
+        it comes before the group holding it directly)."""
+        distance: dict[str, int] = {}
+        for group in self.groups:
+            found = self._distance(group, name, ())
+            if found is not None:
+                distance[group] = found
+        return sorted(distance, key=lambda g: (-distance[g], g))
+
+    def _distance(self, group: str, name: str, trail: tuple[str, ...]) -> int | None:
+        members = self.groups.get(group, [])
+        if name in members:
+            return 1
+        nearest = [d for m in members if m in self.groups and m not in trail
+                   and (d := self._distance(m, name, (*trail, group))) is not None]
+        return 1 + min(nearest) if nearest else None
 
     def select(self, hosts: str | list[str], limit: list[str] | None = None) -> list[str]:
         """Host names for a plan's `hosts:` (a group, a host, or a list of either), in order,

@@ -73,11 +73,15 @@ _COMMAND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # not "..", not an o
 SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 
-def host_path(value: str) -> str:
-    """An absolute path on the host: letters, digits and `. _ + @ / -`, no `..`."""
+_HOST_REF = re.compile(r"\$\{host\.[A-Za-z_][A-Za-z0-9_-]*\}")
+
+
+def host_path(value: str, *, host_refs: bool = False) -> str:
+    """An absolute path on the host: letters, digits and `. _ + @ / -`, no `..`. With
+    `host_refs`, `${host.X}` may stand in a part (checked again once filled in per host)."""
     if not value.startswith("/"):
         raise ValueError(f"expected an absolute path (~ is not expanded on the host), got {value!r}")
-    if not _PATH_CHARS.fullmatch(value):
+    if not _PATH_CHARS.fullmatch(_HOST_REF.sub("x", value) if host_refs else value):
         odd = "".join(sorted({c for c in value if not _PATH_CHARS.fullmatch(c)}))
         raise ValueError(
             f"{value!r} holds characters a host path must not ({odd!r}); use letters, digits "
@@ -203,7 +207,7 @@ class FileSpec(StrictModel):
     @field_validator("path")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        return host_path(value)
+        return host_path(value, host_refs=True)
 
     @field_validator("mode", mode="before")
     @classmethod

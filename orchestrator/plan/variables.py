@@ -118,7 +118,8 @@ class _Resolver:
             parts.append(value[last : token.start()])
             last = token.end()
             if token.group(0) == "$${":
-                parts.append("${")
+                # `$${host.x}` stays escaped until the host variables are filled in
+                parts.append("$${" if value.startswith("host.", last) else "${")
                 continue
             inner, closed = token.group(1), token.group(2)
             var = _VAR_INNER.fullmatch(inner.strip())

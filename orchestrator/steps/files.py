@@ -35,9 +35,11 @@ class DesiredFile:
 
 
 def render_files(
-    files: list[FileSpec], *, base_dir: Path, render: Callable[[str], str]
+    files: list[FileSpec], *, base_dir: Path, render_template: Callable[[str], str],
+    fill_secrets: Callable[[str], str],
 ) -> list[DesiredFile]:
-    """Plan file specs -> exact bytes. `render` fills `${vars.X}` and `${env:X}`."""
+    """Plan file specs -> exact bytes. A template's text gets what the plan's own strings got
+    when loaded (`render_template`: vars, host variables); then both `${env:X}` secrets."""
     out: list[DesiredFile] = []
     for spec in files:
         if spec.content is not None:
@@ -46,13 +48,13 @@ def render_files(
             assert spec.template is not None
             template = (base_dir / spec.template).expanduser()
             try:
-                text = template.read_text()
+                text = render_template(template.read_text())
             except OSError as error:
                 raise PlanError(
                     f"cannot read template {template}: {error.strerror}", field="files.template"
                 ) from None
         private = int(spec.mode, 8) & 0o077 == 0
-        out.append(DesiredFile(spec.path, render(text).encode(), spec.mode,
+        out.append(DesiredFile(spec.path, fill_secrets(text).encode(), spec.mode,
                                sensitive=private or "${env:" in text))
     return out
 
