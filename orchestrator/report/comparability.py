@@ -1,8 +1,9 @@
 """Why two series may not be comparable (pure): one sentence per problem, naming the runs.
 
 Settings that change what a request is (max_tokens, prompt, endpoint, sampling, thinking),
-how load is offered (mode), what answered (engine, simulated against real), and results
-that are not whole (failed or cut-short levels, runs that did not complete).
+how load is offered (mode), what answered (engine, simulated against real), which loads were
+swept (a peak found up to C=256 against one found up to C=64), and results that are not
+whole (failed or cut-short levels, runs that did not complete).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
 
 # Benchmark settings that change the request or the load: key -> (what, why it matters).
@@ -101,8 +103,40 @@ def comparability_warnings(series: Sequence[Series]) -> list[str]:
         common = set.intersection(*({p.key for p in s.points if p.completed} for s in series))
         if not common:
             warnings.append("no load level was measured by every run: the tables have gaps only")
+        warnings.extend(_sweep_ranges(series))
     warnings.extend(_health(series))
     return warnings
+
+
+def _span(loads: Sequence[float], kind: str) -> str:
+    low, high = min(loads), max(loads)
+    if kind == "r":
+        return f"{low:g}..{high:g} req/s"
+    return f"C={low:g}..{high:g}"
+
+
+def _sweep_ranges(series: Sequence[Series]) -> list[str]:
+    """A run's peak and knee are the best it found within the loads it swept: when the
+    ranges differ, the headline ratios compare different things."""
+    out = []
+    for kind in ("c", "r"):
+        spans: list[tuple[str, tuple[float, float], str]] = []
+        for s in series:
+            loads = [key[1] for key in _measured(s) if key[0] == kind]
+            if loads:
+                spans.append((s.label, (min(loads), max(loads)), _span(loads, kind)))
+        if len(spans) > 1 and len({bounds for _, bounds, _ in spans}) > 1:
+            shown = ", ".join(f"{label} {text}" for label, _, text in spans)
+            out.append(
+                f"the runs swept different load ranges ({shown}): each peak and knee is the best "
+                "found within its own range, so their ratios compare different loads; the by-load "
+                "tables compare like with like"
+            )
+    return out
+
+
+def _measured(s: Series) -> list[LoadKey]:
+    return [p.key for p in s.points if p.completed]
 
 
 def _health(series: Sequence[Series]) -> list[str]:

@@ -1,5 +1,6 @@
-"""The tables of a comparison, as data (`TableData`): runs, headline figures, throughput,
-latency, TTFT and ITL per load level, and latency at equal load.
+"""The tables of a comparison, as data (`TableData`): runs, headline figures, throughput per
+load level, latency, TTFT and ITL per level and percentile (latency_tables.py), how the
+requests ended (outcome_table.py), and latency at equal load.
 
 Every figure of a run other than the first carries its ratio to the first (the baseline),
 e.g. `2,276.0 (1.84x)`; the best run of each row is in bold. A `*` marks a level with
@@ -8,50 +9,25 @@ flags (see the warnings).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from orchestrator.report.comparison import Comparison
-from orchestrator.report.figures import LoadKey, Point, at_throughput, ratio
-from orchestrator.report.series import Series
+from orchestrator.report.figures import at_throughput
+from orchestrator.report.latency_tables import itl_table, latency_table, ttft_table
+from orchestrator.report.level_table import (
+    HIGHER,
+    LOWER,
+    MISSING,
+    at,
+    mark_best,
+    millis,
+    per_level,
+    seconds,
+    tok_s,
+    with_ratio,
+)
+from orchestrator.report.outcome_table import outcome_table
 from orchestrator.report.tabular import Column, TableData
 
-Fmt = Callable[[float], str]
-MISSING = "-"
-
-
-def tok_s(value: float) -> str:
-    return f"{value:,.1f}"
-
-
-def seconds(ms: float) -> str:
-    return f"{ms / 1000:,.2f}"
-
-
-def millis(ms: float) -> str:
-    return f"{ms:,.1f}"
-
-
-def with_ratio(value: float | None, base: float | None, fmt: Fmt, *, is_base: bool) -> str:
-    if value is None:
-        return MISSING
-    shown = fmt(value)
-    factor = ratio(value, base)
-    if is_base or factor is None:
-        return shown
-    return f"{shown} ({factor:.2f}x)"
-
-
-def load_label(key: LoadKey) -> str:
-    kind, load = key
-    return f"{load:g} req/s" if kind == "r" else f"{load:g}"
-
-
-def _at(key: LoadKey) -> str:
-    return f"C={key[1]:g}" if key[0] == "c" else load_label(key)
-
-
-def _load_header(comparison: Comparison) -> str:
-    return "Load" if any(kind == "r" for kind, _ in comparison.loads) else "Concurrency"
+__all__ = ["MISSING", "captions", "comparison_tables", "with_ratio"]
 
 
 def captions(comparison: Comparison) -> str:
@@ -119,7 +95,7 @@ def headline_table(comparison: Comparison) -> TableData:
                 s.label,
                 with_ratio(single, base_single, tok_s, is_base=first),
                 with_ratio(top.throughput if top else None, base_peak, tok_s, is_base=first),
-                _at(top.key) if top else MISSING,
+                at(top.key) if top else MISSING,
                 with_ratio(
                     s.per_gpu(top.throughput if top else None), base.per_gpu(base_peak), tok_s, is_base=first
                 ),
@@ -129,72 +105,13 @@ def headline_table(comparison: Comparison) -> TableData:
     return table
 
 
-Getter = Callable[[Series, Point], float | None]
-HIGHER, LOWER = True, False  # which way is better: marks the best run of each row
-
-
-def _mark_best(table: TableData, row: int, values: list[float | None], first_column: int, higher: bool) -> None:
-    present = [(v, i) for i, v in enumerate(values) if v is not None]
-    if len(present) < 2:
-        return
-    best = max(present)[0] if higher else min(present)[0]
-    table.strong |= {(row, first_column + i) for v, i in present if v == best}
-
-
-def _per_level(comparison: Comparison, title: str, groups: list[tuple[str, Getter, Fmt, bool]]) -> TableData:
-    columns = [Column(_load_header(comparison), "right")]
-    for group, _, _, _ in groups:
-        columns += [Column(s.label, "right", group) for s in comparison.series]
-    table = TableData(title, columns)
-    base = comparison.baseline
-    for key in comparison.loads:
-        row = [load_label(key)]
-        base_point = base.point_at(key)
-        for _, get, fmt, higher in groups:
-            base_value = get(base, base_point) if base_point else None
-            values: list[float | None] = []
-            for index, s in enumerate(comparison.series):
-                point = s.point_at(key)
-                value = get(s, point) if point else None
-                values.append(value)
-                cell = with_ratio(value, base_value, fmt, is_base=index == 0)
-                if point is not None and point.flags and cell != MISSING:
-                    cell += " *"
-                row.append(cell)
-            _mark_best(table, len(table.rows), values, len(row) - len(values), higher)
-        table.add(row)
-    return table
-
-
 def throughput_table(comparison: Comparison) -> TableData:
-    return _per_level(
+    return per_level(
         comparison,
         "Throughput by load",
         [
             ("output tok/s", lambda s, p: p.throughput, tok_s, HIGHER),
             ("tok/s per GPU", lambda s, p: s.per_gpu(p.throughput), tok_s, HIGHER),
-        ],
-    )
-
-
-def latency_table(comparison: Comparison) -> TableData:
-    return _per_level(
-        comparison,
-        "Latency by load",
-        [
-            ("P50 latency (s)", lambda s, p: p.p50_e2el_ms, seconds, LOWER),
-            ("P99 latency (s)", lambda s, p: p.p99_e2el_ms, seconds, LOWER),
-        ],
-    )
-
-
-def ttft_itl_table(comparison: Comparison) -> TableData:
-    return _per_level(
-        comparison,
-        "Time to first token and inter-token latency by load",
-        [
-            ("mean TTFT (ms)", lambda s, p: p.mean_ttft_ms, millis, LOWER),
-            ("mean ITL (ms)", lambda s, p: p.mean_itl_ms, millis, LOWER),
         ],
     )
 
@@ -217,7 +134,7 @@ def equal_load_table(comparison: Comparison) -> TableData:
             values = [at_throughput(s.points, load.throughput, metric) for s in comparison.series]
             for index, value in enumerate(values):
                 row.append(with_ratio(value, base_value, fmt, is_base=index == 0))
-            _mark_best(table, len(table.rows), values, len(row) - len(values), LOWER)
+            mark_best(table, len(table.rows), values, len(row) - len(values), LOWER)
         table.add(row)
     return table
 
@@ -229,7 +146,9 @@ def comparison_tables(comparison: Comparison) -> list[TableData]:
         headline_table(comparison),
         throughput_table(comparison),
         latency_table(comparison),
-        ttft_itl_table(comparison),
+        ttft_table(comparison),
+        itl_table(comparison),
+        outcome_table(comparison),
     ]
     if len(comparison.series) > 1:
         tables.append(equal_load_table(comparison))

@@ -1,19 +1,21 @@
 """A comparison of runs: their series (the first is the baseline), the load levels they
 share, the loads at which latency is compared, and the comparability warnings.
 
-`compare_runs(paths)` reads the run folders; `Comparison.to_json()` is the machine form
+`compare_runs(paths)` reads the run folders (and the per-request file of the level each
+run's distributions come from); `Comparison.to_json()` is the machine form
 (`orch compare --json`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import RunFolderError
 from orchestrator.report.comparability import comparability_warnings
+from orchestrator.report.distributions import Distribution, read_distributions
 from orchestrator.report.figures import LoadKey, at_throughput, rising_part
 from orchestrator.report.series import Series, build_series
 from orchestrator.runs.reader import RunData, load_run
@@ -33,6 +35,7 @@ class EqualLoad:
 class Comparison:
     series: list[Series]
     warnings: list[str]
+    distributions: list[Distribution] = field(default_factory=list)  # see distributions.py
 
     @property
     def baseline(self) -> Series:
@@ -75,6 +78,10 @@ class Comparison:
                     "mean_itl_ms": {s.label: at_throughput(s.points, load.throughput, "mean_itl_ms") for s in self.series},
                 }
                 for load in self.equal_loads()
+            ],
+            "distributions": [
+                {"label": d.label, "level": d.level, "basis": d.basis, "requests": len(d.e2el_ms), "failed": d.failed}
+                for d in self.distributions
             ],
         }
 
@@ -120,4 +127,6 @@ def compare(runs: Sequence[RunData], *, model_time: bool = True, host: str | Non
 
 
 def compare_runs(paths: Sequence[Path], *, model_time: bool = True, host: str | None = None) -> Comparison:
-    return compare([load_run(path) for path in paths], model_time=model_time, host=host)
+    comparison = compare([load_run(path) for path in paths], model_time=model_time, host=host)
+    distributions, problems = read_distributions(comparison.series)
+    return replace(comparison, warnings=comparison.warnings + problems, distributions=distributions)

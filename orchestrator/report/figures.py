@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.bench.auto import knee_of_sweep
+from orchestrator.report.percentiles import level_percentiles
 from orchestrator.runs.records import LevelResult
 
 DEFAULT_KNEE_THRESHOLD = 0.05
@@ -41,21 +43,32 @@ class Point:
     p50_e2el_ms: float | None
     p99_e2el_ms: float | None
     mean_ttft_ms: float | None
-    p99_ttft_ms: float | None
     mean_itl_ms: float | None
-    p99_itl_ms: float | None
     completed: int
     failed: int
     partial: bool
     flags: tuple[str, ...]
+    goodput: float | None = None  # request_goodput (req/s): only when SLOs were given
+    # every `pNN_<metric>_ms` of TTFT, ITL and E2EL the level holds (see percentiles.py)
+    percentiles: dict[str, float] = field(default_factory=dict)
+    finish_reasons: dict[str, int] = field(default_factory=dict)  # successful requests
+    errors: dict[str, int] = field(default_factory=dict)  # failed requests by kind
 
     @property
     def key(self) -> LoadKey:
         return ("r" if self.mode == "rate" else "c", self.load)
 
     def value(self, metric: str) -> float | None:
-        value = getattr(self, metric)
+        """A figure by name: a field (`mean_ttft_ms`) or a percentile key (`p90_ttft_ms`)."""
+        value = self.percentiles.get(metric) if metric in self.percentiles else getattr(self, metric, None)
         return float(value) if isinstance(value, int | float) else None
+
+
+def _counts(value: Any) -> dict[str, int]:
+    """A `{kind: count}` block of a level result (`finish_reasons`, `errors`)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
@@ -74,13 +87,15 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         p50_e2el_ms=figure("median_e2el_ms") if figure("median_e2el_ms") is not None else figure("p50_e2el_ms"),
         p99_e2el_ms=figure("p99_e2el_ms"),
         mean_ttft_ms=figure("mean_ttft_ms"),
-        p99_ttft_ms=figure("p99_ttft_ms"),
         mean_itl_ms=figure("mean_itl_ms"),
-        p99_itl_ms=figure("p99_itl_ms"),
         completed=result.completed,
         failed=result.failed,
         partial=result.partial,
         flags=tuple(result.flags),
+        goodput=figure("request_goodput"),
+        percentiles=level_percentiles(result, model_time=model_time),
+        finish_reasons=_counts((result.model_extra or {}).get("finish_reasons")),
+        errors=_counts((result.model_extra or {}).get("errors")),
     )
 
 

@@ -1,9 +1,10 @@
 """`orch report`: one self-contained HTML page of a comparison.
 
-Tables, plots (PNG as `data:` URIs), the plan diffs between consecutive runs, the benchmark
-settings and the host facts. Inline CSS, no script, no external request of any kind: the
-file can be mailed, archived or opened offline. Every piece of text is masked and escaped
-(`tabular.text`); the page as a whole is not masked, so a secret can never corrupt an image.
+Tables, plots (PNG as `data:` URIs), the per-request distributions, the server's view per
+level, the plan diffs between consecutive runs, the benchmark settings and the host facts.
+Inline CSS, no script, no external request of any kind: the file can be mailed, archived or
+opened offline. Every piece of text is masked and escaped (`tabular.text`); the page as a
+whole is not masked, so a secret can never corrupt an image.
 """
 
 from __future__ import annotations
@@ -11,20 +12,19 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import itertools
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from orchestrator import __version__
 from orchestrator.errors import OrchError
-from orchestrator.report.compare_tables import MISSING, captions, comparison_tables
+from orchestrator.report.compare_tables import captions, comparison_tables
 from orchestrator.report.comparison import Comparison
+from orchestrator.report.distributions import KNEE
 from orchestrator.report.plan_diff import diff_plans, diff_table
 from orchestrator.report.plots import Plot, comparison_plots
-from orchestrator.report.series import Series
-from orchestrator.report.tabular import Column, TableData, text, to_html
+from orchestrator.report.run_context import host_facts_html, host_groups, settings_table
+from orchestrator.report.tabular import Column, TableData, split_groups, text, text_width, to_html
 
 STYLE = """
 :root { --ink: #1d2430; --muted: #5b6474; --line: #d9dee7; --band: #f5f7fa; --accent: #0072b2;
@@ -41,6 +41,7 @@ p.meta, p.caption, figcaption { color: var(--muted); font-size: 12.5px; white-sp
 .warnings li { margin: 3px 0; }
 .ok { color: #1b7f3b; }
 .table-wrap { overflow-x: auto; margin: 10px 0 18px; }
+.table-row { display: flex; flex-wrap: wrap; column-gap: 28px; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-weight: 600; padding: 0 0 6px; }
 th, td { border: 1px solid var(--line); padding: 4px 9px; vertical-align: top; }
@@ -48,8 +49,9 @@ th { background: var(--band); font-weight: 600; }
 th.group { text-align: center; color: var(--accent); }
 td.right, th.right { text-align: right; white-space: nowrap; }
 tbody tr:nth-child(even) td { background: #fafbfd; }
-.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 16px; margin: 10px 0 18px; }
 figure { margin: 0; border: 1px solid var(--line); padding: 8px; background: #fff; }
+figure.wide { grid-column: 1 / -1; }
 figure img { width: 100%; height: auto; display: block; }
 pre { background: var(--band); padding: 8px; overflow-x: auto; font-size: 12px; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
@@ -58,6 +60,22 @@ code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12.5
 
 def _data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+# Wider than this (in characters), a table with column groups is shown as one table per
+# group, side by side: P50, P90 and P99 of three runs would not fit the page as one.
+MAX_TABLE_CHARS = 140
+
+
+def _tables(tables: Sequence[TableData]) -> str:
+    parts = []
+    for table in tables:
+        pieces = split_groups(table) if text_width(table) > MAX_TABLE_CHARS else [table]
+        if len(pieces) == 1:
+            parts.append(to_html(table))
+        else:
+            parts.append(f'<div class="table-row">{"".join(to_html(piece) for piece in pieces)}</div>')
+    return "".join(parts)
 
 
 def _section(anchor: str, title: str, body: str) -> str:
@@ -71,12 +89,48 @@ def _warnings(comparison: Comparison) -> str:
     return f'<ul class="warnings">{items}</ul>'
 
 
-def _plots(plots: Sequence[Plot]) -> str:
-    figures = "".join(
-        f'<figure><img src="{_data_uri(p.png)}" alt="{text(p.title)}"><figcaption>{text(p.title)}</figcaption></figure>'
-        for p in plots
+# Plots shown in a section of their own; the rest go under "Plots".
+OWN_SECTION = ("cdf", "server")
+
+
+def _figure(plot: Plot) -> str:
+    wide = ' class="wide"' if plot.wide else ""
+    return (
+        f'<figure{wide}><img src="{_data_uri(plot.png)}" alt="{text(plot.title)}">'
+        f"<figcaption>{text(plot.title)}</figcaption></figure>"
     )
-    return f'<div class="plots">{figures}</div>'
+
+
+def _plots(plots: Sequence[Plot]) -> str:
+    return f'<div class="plots">{"".join(_figure(p) for p in plots)}</div>'
+
+
+def _distributions(comparison: Comparison, plots: Sequence[Plot]) -> str:
+    if not comparison.distributions:
+        return "<p>No per-request file (requests-&lt;level&gt;.jsonl) in these runs.</p>"
+    table = TableData(
+        "Where each run's distribution comes from",
+        [Column("Run"), Column("Level", "right"), Column("Why this level", prose=True),
+         Column("Requests", "right"), Column("Failed (left out)", "right")],
+        caption="Each run at its knee, where its throughput stops growing with the load; at its highest "
+        "level when it has no knee (still rising) or the knee's level was not measured.",
+    )  # fmt: skip
+    for d in comparison.distributions:
+        why = "its knee" if d.basis == KNEE else "its highest level"
+        table.add([d.label, d.where, why, f"{len(d.e2el_ms):,}", f"{d.failed:,}"])
+    return _plots([p for p in plots if p.name == "cdf"]) + to_html(table)
+
+
+def _server(plots: Sequence[Plot]) -> str:
+    shown = [p for p in plots if p.name == "server"]
+    if not shown:
+        return "<p>No server metrics in these runs (<code>bench.metrics_interval: null</code>, or /metrics did not answer).</p>"
+    note = (
+        "<p class=\"caption\">Scraped from the server's /metrics at each level's start and end and every "
+        "<code>metrics_interval</code> during it. KV-cache usage near 100%, waiting requests and preemptions "
+        "say why throughput stops growing.</p>"
+    )
+    return _plots(shown) + note
 
 
 def _diffs(comparison: Comparison) -> str:
@@ -92,96 +146,6 @@ def _diffs(comparison: Comparison) -> str:
         changes = diff_plans(before.run.plan, after.run.plan)
         parts.append(to_html(diff_table(before.run.plan, after.run.plan, changes, labels=(before.label, after.label))))
     return "".join(parts) or "<p>One run: nothing to diff.</p>"
-
-
-SETTINGS = (
-    ("endpoint", "Endpoint"),
-    ("prompt", "Prompt"),
-    ("dataset", "Dataset"),
-    ("input_len", "Synthetic input tokens"),
-    ("max_tokens", "max_tokens"),
-    ("mode", "Load mode"),
-    ("concurrency", "Concurrency levels"),
-    ("rate", "Rates (req/s)"),
-    ("requests_per_level", "Requests per level"),
-    ("warmup", "Warm-up requests"),
-    ("repeats", "Repeats"),
-    ("temperature", "Temperature"),
-    ("thinking", "Thinking"),
-    ("ignore_eos", "ignore_eos"),
-)
-
-
-def _show(value: Any) -> str:
-    if value is None or value == [] or value == {}:
-        return MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
-def settings_table(comparison: Comparison) -> TableData:
-    table = TableData("What each run sent", [Column("Setting")] + [Column(s.label) for s in comparison.series])
-    for key, title in SETTINGS:
-        values = [_show(s.config.get(key)) for s in comparison.series]
-        if any(v != MISSING for v in values):
-            table.add([title, *values])
-    table.add(["Run folder", *[str(s.run.path) for s in comparison.series]])
-    return table
-
-
-def _gib(value: Any) -> str:
-    return f"{value / 2**30:,.1f} GiB" if isinstance(value, int | float) else MISSING
-
-
-STABLE_FACTS = ("hostname", "os", "kernel", "arch", "cpu_model", "cpu_count", "memory_bytes", "gpus", "topology")
-
-
-def _host_groups(series: Sequence[Series]) -> list[tuple[str, dict[str, Any] | None, list[str]]]:
-    """(host name, facts, labels of the runs that ran there): one entry per distinct machine,
-    so three runs on one host show its facts once."""
-    groups: dict[str, tuple[str, dict[str, Any] | None, list[str]]] = {}
-    for s in series:
-        facts = s.host.facts
-        stable = json.dumps({k: (facts or {}).get(k) for k in STABLE_FACTS}, sort_keys=True, default=str)
-        key = f"{s.host.name}\0{stable}"
-        groups.setdefault(key, (s.host.name, facts, []))[2].append(s.label)
-    return list(groups.values())
-
-
-def _host_facts(name: str, facts: dict[str, Any] | None, labels: list[str]) -> str:
-    title = f"host {name} ({', '.join(labels)})"
-    if not facts:
-        return f"<h3>{text(title)}</h3><p>No facts recorded.</p>"
-    table = TableData(title, [Column("Fact"), Column("Value")])
-    for key, label in (("hostname", "Hostname"), ("os", "OS"), ("kernel", "Kernel"), ("arch", "Architecture"),
-                       ("cpu_model", "CPU"), ("cpu_count", "CPU threads"), ("python", "Python")):  # fmt: skip
-        if facts.get(key) not in (None, ""):
-            table.add([label, str(facts[key])])
-    table.add(["Memory", _gib(facts.get("memory_bytes"))])
-    gpus = facts.get("gpus")
-    table.add(["GPUs", "none found (no nvidia-smi)" if not gpus else str(len(gpus))])
-    parts = [to_html(table)]
-    if gpus:
-        gpu_table = TableData(
-            f"{name}: GPUs",
-            [
-                Column("Index", "right"),
-                Column("Name"),
-                Column("Memory (MiB)", "right"),
-                Column("Driver"),
-                Column("Compute capability"),
-                Column("PCI bus"),
-            ],
-        )
-        for gpu in gpus:
-            gpu_table.add([_show(gpu.get(k)) for k in ("index", "name", "memory_mib", "driver", "compute_cap", "pci_bus_id")])
-        parts.append(to_html(gpu_table))
-    if facts.get("topology"):
-        parts.append(f"<pre>{text(str(facts['topology']))}</pre>")
-    return "".join(parts)
 
 
 def _definitions(comparison: Comparison) -> str:
@@ -204,12 +168,14 @@ def render_report(comparison: Comparison, plots: Sequence[Plot], *, generated: s
         f"<header><h1>{text(names)}</h1>",
         f'<p class="meta">{text(f"Generated {stamp} by orch {__version__}. {captions(comparison)}")}</p></header>',
         _section("warnings", "Comparability", _warnings(comparison)),
-        _section("summary", "Summary", "".join(to_html(t) for t in summary)),
-        _section("plots", "Plots", _plots(plots)),
-        _section("levels", "By load level", "".join(to_html(t) for t in levels)),
+        _section("summary", "Summary", _tables(summary)),
+        _section("plots", "Plots", _plots([p for p in plots if p.name not in OWN_SECTION])),
+        _section("levels", "By load level", _tables(levels)),
+        _section("distributions", "Per-request distributions", _distributions(comparison, plots)),
+        _section("server", "The server's view", _server(plots)),
         _section("diff", "What changed between the plans", _diffs(comparison)),
         _section("settings", "Benchmark settings", to_html(settings_table(comparison))),
-        _section("hosts", "Host facts", "".join(_host_facts(*group) for group in _host_groups(comparison.series))),
+        _section("hosts", "Host facts", "".join(host_facts_html(*group) for group in host_groups(comparison.series))),
         _section("definitions", "Metric definitions", _definitions(comparison)),
     ]
     return (

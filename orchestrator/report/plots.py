@@ -1,87 +1,41 @@
-"""Plots of a comparison as PNG bytes (matplotlib, the `report` extra), one line per run:
+"""Plots of a comparison as PNG bytes (matplotlib, the `report` extra), one colour per run:
 
-- throughput against concurrency;
+- throughput against concurrency, each run's knee marked;
 - P50 and P99 latency against throughput (P50 solid, P99 dashed);
-- TTFT against concurrency;
-- ITL against concurrency.
+- TTFT (log scale) and ITL against concurrency, one panel per percentile
+  (percentile_plots.py);
+- the CDFs of TTFT and latency at each run's knee or highest level (distribution_plots.py);
+- the server's KV-cache usage, running and waiting requests and preemptions per level
+  (server_plots.py).
 
-matplotlib's object API with the Agg canvas: no pyplot, no global state, no display.
 Closed and batch levels only: rate levels have no concurrency to plot against.
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.errors import OrchError
-from orchestrator.masking import mask
 from orchestrator.report.comparison import Comparison
+from orchestrator.report.distribution_plots import distribution_figure
 from orchestrator.report.figures import Point, concurrency_points
+from orchestrator.report.percentile_plots import percentile_figure
+from orchestrator.report.plot_canvas import (
+    Plot,
+    canvas,
+    colour,
+    concurrency_axis,
+    png,
+    run_legend,
+    style,
+    time_note,
+)
+from orchestrator.report.series import Series
+from orchestrator.report.server_load import any_server_view
+from orchestrator.report.server_plots import server_figure
 
-# Colour-blind-safe palette (Okabe-Ito), one colour per run.
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-SIZE_IN = (7.0, 4.2)
-DPI = 110
-
-
-@dataclass(frozen=True)
-class Plot:
-    name: str  # file stem, e.g. "throughput"
-    title: str
-    png: bytes
-
-
-def _matplotlib() -> tuple[Any, Any]:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise OrchError(
-            "plots need matplotlib, which is not installed",
-            hint="pip install 'orch[report]' (or pip install matplotlib)",
-        ) from None
-    return Figure, FigureCanvasAgg
-
-
-def _time_note(comparison: Comparison) -> str:
-    return " (simulated runs in model time)" if comparison.model_time else ""
-
-
-def _render(
-    comparison: Comparison,
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    lines: Callable[[list[Point]], list[tuple[list[float], list[float], str, str]]],
-    *,
-    log_x: bool = False,
-) -> bytes:
-    figure_class, canvas_class = _matplotlib()
-    figure = figure_class(figsize=SIZE_IN, dpi=DPI)
-    canvas_class(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    for index, s in enumerate(comparison.series):
-        colour = PALETTE[index % len(PALETTE)]
-        for xs, ys, style, suffix in lines(concurrency_points(s.points)):
-            if xs:
-                axes.plot(xs, ys, style, color=colour, marker="o", markersize=4, linewidth=1.8,
-                          label=mask(s.label + suffix))  # fmt: skip
-    if log_x:
-        axes.set_xscale("log", base=2)
-        axes.xaxis.set_major_formatter("{x:g}")
-    axes.set_title(mask(title + _time_note(comparison)), fontsize=11)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
-    axes.grid(True, alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize=8, frameon=False)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
+__all__ = ["KneeMark", "Plot", "comparison_plots", "itl_figure", "knee_marks", "latency_figure", "throughput_figure", "ttft_figure"]
 
 
 def _pairs(points: list[Point], x: Callable[[Point], float | None], y: Callable[[Point], float | None]) -> tuple[list[float], list[float]]:
@@ -95,25 +49,64 @@ def _pairs(points: list[Point], x: Callable[[Point], float | None], y: Callable[
     return xs, ys
 
 
-def _by_concurrency(metric: Callable[[Point], float | None]) -> Callable[[list[Point]], list[tuple[list[float], list[float], str, str]]]:
-    def lines(points: list[Point]) -> list[tuple[list[float], list[float], str, str]]:
-        xs, ys = _pairs(points, lambda p: p.load, metric)
-        return [(xs, ys, "-", "")]
-
-    return lines
+def _line(axes: Any, xs: list[float], ys: list[float], index: int, line: str = "-") -> None:
+    if xs:
+        axes.plot(xs, ys, line, color=colour(index), marker="o", markersize=4, linewidth=1.8)
 
 
-def _latency_lines(points: list[Point]) -> list[tuple[list[float], list[float], str, str]]:
-    """In concurrency order: the line traces the sweep as the load rose."""
-    ordered = sorted(points, key=lambda p: p.load)
-    out = []
-    for attribute, style, suffix in (("p50_e2el_ms", "-", " P50"), ("p99_e2el_ms", "--", " P99")):
-        xs, ys = _pairs(ordered, lambda p: p.throughput, _in_seconds(attribute))
-        out.append((xs, ys, style, suffix))
-    return out
+@dataclass(frozen=True)
+class KneeMark:
+    run: int  # index of the series: its colour
+    concurrency: float
+    throughput: float
+    text: str
 
 
-def _in_seconds(attribute: str) -> Callable[[Point], float | None]:
+def knee_marks(series: Sequence[Series]) -> list[KneeMark]:
+    """Where each run's knee sits on its throughput curve: only a knee that is a level the
+    run measured (a knee the sweep reported between levels has no point to mark)."""
+    marks = []
+    for index, s in enumerate(series):
+        point = s.point_at(("c", float(s.knee))) if s.knee is not None else None
+        if point is not None and point.completed:
+            marks.append(KneeMark(index, point.load, point.throughput, f"knee C={s.knee}"))
+    return marks
+
+
+def throughput_figure(comparison: Comparison) -> Any:
+    """Output throughput against concurrency; a ring and a note at each run's knee."""
+    figure, (axes,) = canvas()
+    for index, s in enumerate(comparison.series):
+        xs, ys = _pairs(concurrency_points(s.points), lambda p: p.load, lambda p: p.throughput)
+        _line(axes, xs, ys, index)
+    for mark in knee_marks(comparison.series):
+        axes.plot([mark.concurrency], [mark.throughput], linestyle="none", marker="o", markersize=12,
+                  markerfacecolor="none", markeredgecolor=colour(mark.run), markeredgewidth=2, zorder=5)  # fmt: skip
+        axes.annotate(mark.text, (mark.concurrency, mark.throughput), xytext=(-14, 12), textcoords="offset points",
+                      ha="right", fontsize=8.5, color=colour(mark.run), fontweight="bold")  # fmt: skip
+    concurrency_axis(axes)
+    top = max((p.throughput for s in comparison.series for p in concurrency_points(s.points)), default=0.0)
+    axes.set_ylim(0, top * 1.15 or 1.0)  # headroom for the knee notes
+    style(axes, "Output throughput" + time_note(comparison), "concurrency", "output tokens / s")
+    run_legend(figure, comparison)
+    return figure
+
+
+def latency_figure(comparison: Comparison) -> Any:
+    """P50 and P99 latency against throughput, in concurrency order: the line traces the
+    sweep as the load rose."""
+    figure, (axes,) = canvas()
+    for index, s in enumerate(comparison.series):
+        ordered = concurrency_points(s.points)
+        for attribute, line in (("p50_e2el_ms", "-"), ("p99_e2el_ms", "--")):
+            xs, ys = _pairs(ordered, lambda p: p.throughput, _seconds(attribute))
+            _line(axes, xs, ys, index, line)
+    style(axes, "Latency against throughput" + time_note(comparison), "output tokens / s", "latency (s)")
+    run_legend(figure, comparison, [("-", "P50"), ("--", "P99")])
+    return figure
+
+
+def _seconds(attribute: str) -> Callable[[Point], float | None]:
     def get(point: Point) -> float | None:
         ms = point.value(attribute)
         return None if ms is None else ms / 1000
@@ -121,18 +114,25 @@ def _in_seconds(attribute: str) -> Callable[[Point], float | None]:
     return get
 
 
+def ttft_figure(comparison: Comparison) -> Any:
+    return percentile_figure(comparison, "ttft", "Time to first token", "TTFT (ms, log scale)", log=True)
+
+
+def itl_figure(comparison: Comparison) -> Any:
+    return percentile_figure(comparison, "itl", "Inter-token latency", "ITL (ms)", log=False)
+
+
 def comparison_plots(comparison: Comparison) -> list[Plot]:
-    """The four plots of a comparison, in report order."""
-    return [
-        Plot("throughput", "Output throughput against concurrency", _render(
-            comparison, "Output throughput", "concurrency", "output tokens / s",
-            _by_concurrency(lambda p: p.throughput), log_x=True)),
-        Plot("latency", "P50 and P99 latency against throughput", _render(
-            comparison, "Latency against throughput", "output tokens / s", "latency (s)", _latency_lines)),
-        Plot("ttft", "Time to first token against concurrency", _render(
-            comparison, "Time to first token (mean)", "concurrency", "TTFT (ms)",
-            _by_concurrency(lambda p: p.mean_ttft_ms), log_x=True)),
-        Plot("itl", "Inter-token latency against concurrency", _render(
-            comparison, "Inter-token latency (mean)", "concurrency", "ITL (ms)",
-            _by_concurrency(lambda p: p.mean_itl_ms), log_x=True)),
+    """Every plot of a comparison, in report order (those without data left out)."""
+    plots = [
+        Plot("throughput", "Output throughput against concurrency", png(throughput_figure(comparison))),
+        Plot("latency", "P50 and P99 latency against throughput", png(latency_figure(comparison))),
+        Plot("ttft", "Time to first token against concurrency, by percentile (log scale)",
+             png(ttft_figure(comparison)), wide=True),
+        Plot("itl", "Inter-token latency against concurrency, by percentile", png(itl_figure(comparison)), wide=True),
     ]  # fmt: skip
+    if comparison.distributions:
+        plots.append(Plot("cdf", "Per-request TTFT and latency (CDF)", png(distribution_figure(comparison)), wide=True))
+    if any_server_view(comparison.series):
+        plots.append(Plot("server", "The server's view per level", png(server_figure(comparison)), wide=True))
+    return plots

@@ -112,6 +112,11 @@ def _needed(data: TableData) -> int:
     return 1 + sum(width + 3 for width in _widths(data))  # padding and a border each
 
 
+def text_width(data: TableData) -> int:
+    """The narrowest width of the whole table in characters, with every figure whole."""
+    return _needed(data)
+
+
 def _records(data: TableData) -> RenderableType:
     """One block per row: `header: value` lines, for a terminal too narrow for the table."""
     lines = [Text(mask(data.title), style="bold")]

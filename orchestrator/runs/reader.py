@@ -20,7 +20,14 @@ from pydantic import ValidationError
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import BenchLayout, RunLayout
-from orchestrator.runs.records import HostFactsRecord, LevelResult, Meta, Record, SweepSummary
+from orchestrator.runs.records import (
+    HostFactsRecord,
+    LevelResult,
+    Meta,
+    Record,
+    RequestRow,
+    SweepSummary,
+)
 
 DEFAULT_ROOT = Path("runs")
 R = TypeVar("R", bound=Record)
@@ -141,6 +148,29 @@ def load_bench(directory: Path) -> BenchData | None:
     if not levels and summary is None:
         return None
     return BenchData(directory, sorted(levels, key=_level_order), summary)
+
+
+def read_requests(directory: Path, label: str) -> list[RequestRow]:
+    """The requests of one level (requests-<label>.jsonl of a benchmark folder), warm-ups
+    included; [] when the file is missing. Read on demand: a level's file holds every ITL."""
+    path = BenchLayout(directory).requests(label)
+    if not path.exists():
+        return []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(RequestRow.model_validate_json(line))
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "<line>"
+            raise RunFolderError(f"{path}: line {number}: {where}: {first['msg']}") from None
+    return rows
 
 
 def load_plan_yaml(path: Path) -> Plan:

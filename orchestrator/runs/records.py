@@ -137,6 +137,21 @@ class LevelResult(Record):
         return float(value)
 
 
+class RequestRow(Record):
+    """One line of requests-<label>.jsonl: one request of a level (the figures a report
+    reads are typed; the rest, every ITL included, stay as extra keys)."""
+
+    level: str = ""
+    request_id: str = ""
+    warmup: bool = False
+    ok: bool = True
+    error_kind: str | None = None
+    ttft_ms: float | None = None
+    e2el_ms: float | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+
+
 class SweepSummary(Record):
     """summary.json: the sweep as a whole."""
 

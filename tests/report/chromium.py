@@ -133,12 +133,17 @@ PAGE_FACTS = """JSON.stringify({
   images: Array.from(document.images).map(i => ({complete: i.complete, width: i.naturalWidth,
                                                height: i.naturalHeight, data: i.src.startsWith('data:')})),
   headings: Array.from(document.querySelectorAll('h2')).map(h => h.textContent),
+  captions: Array.from(document.querySelectorAll('caption')).map(c => c.textContent),
+  // elements wider than the page: a table or a plot the reader would have to scroll sideways
+  overflowing: Array.from(document.querySelectorAll('.table-wrap, figure')).filter(e => e.scrollWidth > e.clientWidth + 1).length,
+  width: document.documentElement.scrollWidth,
   height: document.documentElement.scrollHeight,
 })"""
 
 
-def visit(url: str, profile: Path, *, width: int = 1400, height: int = 2200) -> PageVisit:
-    """Load `url` in a fresh tab; what it requested, what it shows, and a screenshot."""
+def visit(url: str, profile: Path, *, width: int = 1400, height: int = 2200, full_page: bool = False) -> PageVisit:
+    """Load `url` in a fresh tab; what it requested, what it shows, and a screenshot (of the
+    first `height` pixels, or of the whole page with `full_page`)."""
     with browser(profile) as chrome:
         target = chrome.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = chrome.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -148,6 +153,9 @@ def visit(url: str, profile: Path, *, width: int = 1400, height: int = 2200) -> 
         chrome.send("Page.navigate", {"url": url}, session)
         chrome.wait_event("Page.loadEventFired", session)
         value = chrome.send("Runtime.evaluate", {"expression": PAGE_FACTS, "returnByValue": True}, session)
+        facts = json.loads(value["result"]["value"])
+        if full_page:
+            chrome.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": facts["height"], "deviceScaleFactor": 1, "mobile": False}, session)
         shot = chrome.send("Page.captureScreenshot", {"format": "png"}, session)
         requests = [e["params"]["request"]["url"] for e in chrome.events("Network.requestWillBeSent", session)]
-        return PageVisit(requests, json.loads(value["result"]["value"]), base64.b64decode(shot["data"]))
+        return PageVisit(requests, facts, base64.b64decode(shot["data"]))

@@ -1,5 +1,6 @@
 """Fixtures of the report tests: one runs root made once per session with real run folders
-(three simulated pivots, one non-simulated run, one failed run); see runmaker.py."""
+(three simulated pivots, one non-simulated run, one failed run), and two variant runs under
+roots of their own (a varied sweep, a crashed engine); see runmaker.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 
-from runmaker import REPO, Runs, Server, make_sim_runs, record_run, sim_plan  # noqa: E402
+from runmaker import (  # noqa: E402
+    REPO,
+    Runs,
+    Server,
+    crashing_plan,
+    make_sim_runs,
+    record_run,
+    sim_plan,
+    varied_plan,
+)
 from stream_server import running_stream_server  # noqa: E402
 
 
@@ -27,10 +37,13 @@ def _no_secrets_left() -> None:
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    root = tmp_path_factory.mktemp("report") / "runs"
-    sim = make_sim_runs(root)
+    top = tmp_path_factory.mktemp("report")
+    root = top / "runs"
+    variants = [(varied_plan(), top / "varied-runs"), (crashing_plan(), top / "crashed-runs")]
+    sim, (varied, crashed) = make_sim_runs(root, variants=variants)
     real_plan = sim_plan(
-        REPO / "plans/kimi-nvfp4.yaml", time_scale=1.0, concurrency=(1, 2, 4), sets=["bench.max_tokens=128"]
+        REPO / "plans/kimi-nvfp4.yaml", time_scale=1.0, concurrency=(1, 2, 4), sets=["bench.max_tokens=128"],
+        metrics_interval=None,
     )
     with running_stream_server("--tokens", "40", "--itl-ms", "1") as url:
         real = record_run(root, Server(real_plan, url), simulated=False)
@@ -38,4 +51,4 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     failed = RunFolder.create(loaded.plan.name, "f" * 64, root=root, hosts=["localhost"])
     failed.write_plan(resolved_plan_yaml(loaded))  # written first, as apply does
     failed.finish("failed")
-    return Runs(root, sim, real, failed.path)
+    return Runs(root, sim, real, failed.path, varied, crashed)

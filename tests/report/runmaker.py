@@ -2,9 +2,15 @@
 
 A shipped plan is loaded (layers, --set), the simulator is launched from the plan's own
 launch spec (`render_launch`, a real `orch sim serve` process on a loopback port), a real
-sweep (`run_sweep`) writes into `<run>/hosts/localhost/bench`, and the run folder itself is
-written by `RunFolder` with the resolved plan (`resolved_plan_yaml`) and this machine's
-facts (`host_facts`).
+sweep (`run_sweep`) writes into `<run>/hosts/localhost/bench` (level results, the
+per-request JSONL, and the server's /metrics samples of each level unless
+`metrics_interval` is None), and the run folder itself is written by `RunFolder` with the
+resolved plan (`resolved_plan_yaml`) and this machine's facts (`host_facts`).
+
+Besides the three pivots, two variants make what the pivots do not: `varied_plan` (a longer
+sweep, a running-batch limit so requests wait, answers cut at max_tokens, a TTFT objective
+so levels carry goodput) and `crashing_plan` (the engine dies mid-sweep: failed requests
+and a cut-short level).
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class Runs:
     sim: dict[str, Path]  # "kimi-nvfp4", "minimax-m2.5", "kimi-int4" -> run folder
     real: Path  # plans/kimi-nvfp4.yaml benchmarked against a non-simulated server
     failed: Path  # a newer, failed run of sim-kimi-nvfp4 without results
+    varied: Path  # varied_plan's run, under a root of its own (plan names stay the pivots')
+    crashed: Path  # crashing_plan's run, under a root of its own
 
 @dataclass
 class Server:
@@ -61,7 +69,14 @@ class Server:
     process: subprocess.Popen[bytes] | None = None
 
 
-def sim_plan(plan_file: Path, *, time_scale: float, concurrency: Sequence[int], sets: Sequence[str] = ()) -> LoadedPlan:
+def sim_plan(
+    plan_file: Path,
+    *,
+    time_scale: float,
+    concurrency: Sequence[int],
+    sets: Sequence[str] = (),
+    metrics_interval: str | None = "0.05s",
+) -> LoadedPlan:
     port = free_port()
     levels = ",".join(str(c) for c in concurrency)
     return load_plan(
@@ -71,9 +86,42 @@ def sim_plan(plan_file: Path, *, time_scale: float, concurrency: Sequence[int], 
             f"service.sim.time_scale={time_scale}",
             f"bench.concurrency=[{levels}]",
             "bench.warmup=0",
-            "bench.metrics_interval=null",
+            f"bench.metrics_interval={metrics_interval or 'null'}",
             *sets,
         ],
+    )
+
+
+VARIED_CONCURRENCY = (1, 2, 4, 8, 16)  # the pivots stop at 8
+VARIED_BATCH_LIMIT = 4  # at C=8 and 16, requests wait for a place in the running batch
+VARIED_MAX_TOKENS = 64  # shorter than every simulated answer: finish reason `length`
+
+
+def varied_plan(time_scale: float = 0.1) -> LoadedPlan:
+    """Slow enough (time scale 0.1) that the 50 ms /metrics scrapes see requests running and
+    waiting: at C=16 four batches of 64 tokens take about 0.3 s."""
+    return sim_plan(
+        SIM_PLANS["minimax-m2.5"],
+        time_scale=time_scale,
+        concurrency=VARIED_CONCURRENCY,
+        sets=[
+            "name=sim-minimax-varied",
+            f"service.args.max-num-seqs={VARIED_BATCH_LIMIT}",
+            f"bench.max_tokens={VARIED_MAX_TOKENS}",
+            "bench.slo.ttft_ms=5000",
+        ],
+    )
+
+
+CRASH_AFTER = 5  # finished requests: C=1 and C=2 complete, C=4 dies after two of its four
+
+
+def crashing_plan(time_scale: float = 0.005) -> LoadedPlan:
+    return sim_plan(
+        SIM_PLANS["kimi-int4"],
+        time_scale=time_scale,
+        concurrency=(1, 2, 4, 8),
+        sets=["name=sim-kimi-int4-crash", f"service.sim.crash_after_requests={CRASH_AFTER}"],
     )
 
 
@@ -150,8 +198,12 @@ def make_sim_runs(
     *,
     time_scale: float = 0.005,
     concurrency: Sequence[int] = (1, 2, 4, 8),
-) -> dict[str, Path]:
-    """One complete simulated run per shipped sim plan; name -> run folder."""
+    variants: Sequence[tuple[LoadedPlan, Path]] = (),
+) -> tuple[dict[str, Path], list[Path]]:
+    """One complete simulated run per shipped sim plan (name -> run folder), and one run of
+    each variant plan under its own root; the simulators start together."""
     plans = [sim_plan(SIM_PLANS[name], time_scale=time_scale, concurrency=concurrency) for name in names]
-    with running_sims(plans) as servers:
-        return {name: record_run(root, server) for name, server in zip(names, servers, strict=True)}
+    with running_sims([*plans, *(plan for plan, _ in variants)]) as servers:
+        pivots = {name: record_run(root, server) for name, server in zip(names, servers, strict=False)}
+        others = [record_run(where, server) for (_, where), server in zip(variants, servers[len(names):], strict=True)]
+    return pivots, others

@@ -141,10 +141,12 @@ def test_compare_resolves_a_plan_file_and_writes_plots(runs: Runs, tmp_path: Pat
     plan_file = str(REPO / "plans/sim/kimi-nvfp4.yaml")
     data = cli_json(capsys, "compare", plan_file, "sim-kimi-int4", "--runs-dir", str(runs.root), "--plots", str(plots), "--json")
     assert [s["run"] for s in data["series"]] == [str(runs.sim["kimi-nvfp4"]), str(runs.sim["kimi-int4"])]
-    assert sorted(p.name for p in plots.iterdir()) == ["itl.png", "latency.png", "throughput.png", "ttft.png"]
+    assert sorted(p.name for p in plots.iterdir()) == [
+        "cdf.png", "itl.png", "latency.png", "server.png", "throughput.png", "ttft.png"]
+    wide = {"cdf.png", "itl.png", "server.png", "ttft.png"}  # a row of panels
     for path in plots.iterdir():
         with Image.open(path) as image:
-            assert image.format == "PNG" and image.size == (770, 462)
+            assert image.format == "PNG" and image.size == ((1540, 462) if path.name in wide else (770, 462))
             colours = {rgb for _, rgb in image.convert("RGB").getcolors(maxcolors=1 << 20) or []}
         assert (0x00, 0x72, 0xB2) in colours and (0xD5, 0x5E, 0x00) in colours  # one line per run
 
@@ -156,6 +158,19 @@ def test_compare_prints_tables_then_notes_and_warnings(runs: Runs, capsys: pytes
     assert out.index("Headline") < out.index("Ratios: against sim-kimi-nvfp4 (the baseline, given first); bold: the best run of the row.")
     assert "Simulated at time scale 0.005: sim-kimi-nvfp4. Figures in model time (durations / 0.005, throughputs x 0.005)" in out
     assert "warning: simulated against real: sim-kimi-nvfp4 ran on the simulator" in out
+
+
+def test_compare_warns_when_the_runs_swept_different_ranges(runs: Runs, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["compare", str(runs.sim["kimi-nvfp4"]), str(runs.varied)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "warning: the runs swept different load ranges (sim-kimi-nvfp4 C=1..8, sim-minimax-varied C=1..16): "
+        "each peak and knee is the best found within its own range"
+    ) in out
+    for title in ("Time to first token by load: P50 TTFT (ms)", "Inter-token latency by load: P99 ITL (ms)",
+                  "Requests by load: finish reasons", "Requests by load: goodput (req/s)"):  # fmt: skip
+        assert title in out
 
 
 KNOWN = "hint: give a run folder path or one of the plans with runs: kimi-nvfp4, sim-kimi-int4, sim-kimi-nvfp4, sim-minimax-m2.5"
@@ -199,7 +214,7 @@ def test_diff_a_run_folder_against_a_plan_file(runs: Runs, capsys: pytest.Captur
     assert rows["bench.max_tokens"] == ["128", "1024"]
     assert f"kimi-nvfp4 ({runs.real.name})" in out
     assert main(["diff", "sim-kimi-int4", "sim-kimi-int4", "--runs-dir", str(runs.root), "--exit-code"]) == 0
-    assert main(["diff", "sim-kimi-int4", "sim-minimax-m2.5", "--runs-dir", str(runs.root), "--exit-code"]) == 1
+    assert main(["diff", "sim-kimi-int4", "sim-minimax-m2.5", "--runs-dir", str(runs.root), "--exit-code"]) == 2  # the plans differ (ExitCode.CHANGES)
 
 
 def test_a_plan_folder_means_its_latest_complete_run(runs: Runs, capsys: pytest.CaptureFixture[str]) -> None:

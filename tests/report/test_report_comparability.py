@@ -3,64 +3,15 @@ health of the results. Series are built from level results in memory."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from inmemory import BASE_CONFIG, level, run
 
-from orchestrator.plan.models import Bench, Plan
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import compare
 from orchestrator.report.series import Series, build_series
-from orchestrator.runs.reader import BenchData, HostData, RunData
-from orchestrator.runs.records import LevelResult, Meta, SweepSummary
-
-BASE_CONFIG = Bench().model_dump(mode="json")
-
-
-def level(c: int, *, simulated: bool = False, chat: bool = True, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "level": f"c{c}",
-        "mode": "closed",
-        "max_concurrency": c,
-        "output_throughput": 50.0 * c,
-        "mean_e2el_ms": 1000.0,
-        "median_e2el_ms": 1000.0,
-        "p99_e2el_ms": 1200.0,
-        "completed": c,
-        "failed": 0,
-        "partial": False,
-        "flags": [],
-        "simulated": simulated,
-        "endpoint_type": "openai-chat" if chat else "openai",
-        "model_id": "m",
-    }
-    if simulated:
-        out["time_scale"] = 0.05
-        out["normalized"] = {"time_scale": 0.05, "output_throughput": 2.5 * c, "mean_e2el_ms": 20000.0}
-    out.update(extra)
-    return out
-
-
-def run(
-    name: str,
-    *,
-    config: dict[str, Any] | None = None,
-    levels: list[dict[str, Any]] | None = None,
-    status: str = "complete",
-    engine: str = "vllm",
-    tp: int = 8,
-) -> RunData:
-    plan_engine = "sim" if engine == "sim" else "vllm"
-    plan = Plan.model_validate(
-        {"name": name, "service": {"model": "m", "engine": plan_engine, "args": {"tensor-parallel-size": tp}}}
-    )
-    chosen = levels if levels is not None else [level(1), level(2)]
-    summary = SweepSummary(config=config if config is not None else BASE_CONFIG)
-    bench = BenchData(Path(f"/runs/{name}/bench"), [LevelResult.model_validate(lv) for lv in chosen],
-                      summary)
-    meta = Meta(plan=name, status=status, engine=engine)
-    return RunData(Path(f"/runs/{name}/20260101T000000Z-00000000"), meta, plan, None, [HostData("h", None, bench)])
+from orchestrator.runs.reader import HostData, RunData
 
 
 def warnings_for(*runs: RunData) -> list[str]:
@@ -146,3 +97,45 @@ def test_labels_say_the_host_and_the_stamp_when_needed() -> None:
     two_hosts.hosts.append(HostData("g", None, two_hosts.hosts[0].bench))
     assert [s.label for s in build_series([two_hosts, run("b")])] == ["a@h", "a@g", "b"]
     assert [s.label for s in build_series([run("a"), run("a")])] == ["a (20260101T000000Z)"] * 2
+
+
+def test_different_sweep_ranges_name_each_run_and_its_range() -> None:
+    short = run("a", levels=[level(1), level(2), level(4)])
+    long = run("b", levels=[level(1), level(2), level(4), level(8), level(16)])
+    assert warnings_for(short, long) == [
+        "the runs swept different load ranges (a C=1..4, b C=1..16): each peak and knee is the best "
+        "found within its own range, so their ratios compare different loads; the by-load tables "
+        "compare like with like"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ([1, 2, 4], [1, 2, 4], None),  # same range
+        ([1, 2, 4], [1, 4], None),  # same range, fewer levels in between
+        ([2, 4], [1, 2, 4], "(a C=2..4, b C=1..4)"),  # a different start counts too
+    ],
+)
+def test_sweep_range_is_its_lowest_and_highest_level(a: list[int], b: list[int], expected: str | None) -> None:
+    found = warnings_for(run("a", levels=[level(c) for c in a]), run("b", levels=[level(c) for c in b]))
+    ranges = [w for w in found if "ranges" in w]
+    if expected is None:
+        assert ranges == []
+    else:
+        assert len(ranges) == 1 and expected in ranges[0]
+
+
+def test_a_level_without_a_finished_request_is_not_part_of_the_range() -> None:
+    dead_top = run("b", levels=[level(1), level(2), level(4, completed=0, failed=4)])
+    assert not [w for w in warnings_for(run("a", levels=[level(1), level(2)]), dead_top) if "ranges" in w]
+
+
+def test_rate_ranges_are_in_requests_per_second() -> None:
+    def rate(r: float) -> dict[str, Any]:
+        return level(1, level=f"r{r:g}", mode="rate", request_rate=r, max_concurrency=None)
+
+    found = warnings_for(run("a", levels=[rate(0.5), rate(2)]), run("b", levels=[rate(0.5), rate(8)]))
+    assert next(w for w in found if "ranges" in w).startswith(
+        "the runs swept different load ranges (a 0.5..2 req/s, b 0.5..8 req/s)"
+    )

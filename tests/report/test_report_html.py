@@ -3,8 +3,9 @@
 Chromium loads the page over the DevTools protocol (chromium.py), which reports every
 request the page itself makes (the browser's own background traffic is not the page's):
 none may leave the file. A control page with one external image proves that such a
-request would be seen. The DOM then says whether the tables rendered and the images
-decoded, and a screenshot shows the plots.
+request would be seen. The DOM then says whether the tables rendered, the images decoded
+and anything is wider than the page; a screenshot of the whole page is kept next to it
+(report.png) for a person to look at.
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+HALF, WIDE = (770, 462), (1540, 462)  # one plot; a row of panels across the page
+
+
 @pytest.fixture(scope="module")
 def page(runs: Runs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three pivots and the varied run (longer sweep, queueing, goodput, cut answers)."""
     out = tmp_path_factory.mktemp("html") / "report.html"
-    refs = [str(runs.sim[name]) for name in PIVOTS]
+    refs = [str(runs.sim[name]) for name in PIVOTS] + [str(runs.varied)]
     assert main(["report", *refs, "-o", str(out)]) == 0
     return out
 
@@ -54,25 +59,47 @@ def test_the_page_is_self_contained(page: Path) -> None:
     references = re.findall(r"""(?:src|href)\s*=\s*["']([^"']*)""", html, re.IGNORECASE)
     assert references and all(ref.startswith("data:image/png;base64,") for ref in references)
     assert not re.search(r"https?://", html)
+    sizes = []
     for ref in references:
         with Image.open(io.BytesIO(base64.b64decode(ref.split(",", 1)[1]))) as image:
-            assert image.format == "PNG" and image.size == (770, 462)
+            assert image.format == "PNG"
+            sizes.append(image.size)
+    assert sizes == [HALF, HALF, WIDE, WIDE, WIDE, WIDE]
 
 
-def test_chromium_renders_tables_and_images_without_any_request(page: Path, tmp_path: Path) -> None:
-    seen = visit(page.as_uri(), tmp_path / "profile")
+def test_chromium_renders_tables_and_images_without_any_request(page: Path) -> None:
+    seen = visit(page.as_uri(), page.parent / "profile", full_page=True)
+    shot = page.with_suffix(".png")
+    shot.write_bytes(seen.screenshot)
     assert seen.requests[0] == page.as_uri()
     assert external(seen.requests) == []
     facts = seen.facts
-    assert facts["tables"] == 10  # runs, headline, 4 by level, 2 plan diffs, settings, one host
-    assert facts["rows"] >= 40
-    assert len(facts["images"]) == 4
-    assert all(i["complete"] and i["data"] and (i["width"], i["height"]) == (770, 462) for i in facts["images"])
-    assert facts["headings"][:6] == ["Comparability", "Summary", "Plots", "By load level", "What changed between the plans", "Benchmark settings"]
-    with Image.open(io.BytesIO(seen.screenshot)) as image:
+    assert facts["headings"] == [
+        "Comparability", "Summary", "Plots", "By load level", "Per-request distributions", "The server's view",
+        "What changed between the plans", "Benchmark settings", "Host facts", "Metric definitions",
+    ]  # fmt: skip
+    captions = facts["captions"]
+    # too wide for the page, a table shows one table per group of columns ("...: P50 TTFT (ms)")
+    for title in ("Runs", "Headline", "Throughput by load", "Latency by load: P50 latency (s)",
+                  "Time to first token by load: P99 TTFT (ms)", "Inter-token latency by load: P90 ITL (ms)",
+                  "Requests by load", "Latency at equal load", "Where each run's distribution comes from"):  # fmt: skip
+        assert any(caption.startswith(title) for caption in captions), (title, captions)
+    assert facts["rows"] >= 100
+    assert [(i["width"], i["height"]) for i in facts["images"]] == [HALF, HALF, WIDE, WIDE, WIDE, WIDE]
+    assert all(i["complete"] and i["data"] for i in facts["images"])
+    assert facts["overflowing"] == 0 and facts["width"] <= 1400  # nothing to scroll sideways
+    with Image.open(shot) as image:
+        assert image.size == (1400, facts["height"])
         colours = {rgb for _, rgb in image.convert("RGB").getcolors(maxcolors=1 << 22) or []}
-    # the second and third runs' line colours exist only inside the plot images
-    assert (0xD5, 0x5E, 0x00) in colours and (0x00, 0x9E, 0x73) in colours
+    # the second, third and fourth runs' line colours exist only inside the plot images
+    assert {(0xD5, 0x5E, 0x00), (0x00, 0x9E, 0x73), (0xCC, 0x79, 0xA7)} <= colours
+
+
+def test_the_page_says_where_each_distribution_comes_from(page: Path) -> None:
+    html = page.read_text()
+    section = html.split('id="distributions"')[1].split("</section>")[0]
+    assert "its knee" in section or "its highest level" in section
+    assert "goodput (req/s)" in html and "length 16" in html  # the varied run's objective and cut answers
 
 
 def test_an_external_request_would_be_seen(tmp_path: Path) -> None:
