@@ -212,6 +212,9 @@ def _command_name(options: ApplyOptions) -> str:
 def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> None:
     for outcome in outcomes:
         folder.write_steps(outcome.record())
+        for step in outcome.steps:
+            for name, text in step.outputs.items():
+                folder.write_command_output(outcome.host, name, text)
         facts = outcome.facts
         if facts is None:
             continue

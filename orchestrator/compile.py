@@ -26,6 +26,7 @@ from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import secret_names, substitute
 from orchestrator.plan.variables import render_vars
 from orchestrator.steps.base import Step
+from orchestrator.steps.commands import CommandsStep
 from orchestrator.steps.files import DesiredFile, FilesStep, render_files
 from orchestrator.steps.python_env import PythonEnvStep
 
@@ -97,6 +98,14 @@ def check(loaded: LoadedPlan) -> None:
 def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host: str,
                 values: Mapping[str, Any], options: Options) -> list[Step]:
     steps: list[Step] = []
+    marker = None
+    if plan.service is not None and plan.python is not None:
+        from orchestrator.service.backends import ServicePaths
+
+        marker = ServicePaths.for_venv(plan.python.venv, plan.service.name).restart_marker
+    early = [c for c in plan.commands if c.when == "before_install"]
+    if early:
+        steps.append(CommandsStep("prepare", early, secrets=secrets, restart_marker=marker))
     if plan.python is not None:
         install = plan.install
         freeze = options.freeze.get(host) if options.freeze is not None else None
@@ -112,6 +121,9 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
                 render_vars(text, plan.vars), values, host, ("files",)),
             fill_secrets=lambda text: substitute(text, secrets))
         steps.append(FilesStep(files))
+    late = [c for c in plan.commands if c.when == "before_launch"]
+    if late:
+        steps.append(CommandsStep("commands", late, secrets=secrets, restart_marker=marker))
     if plan.service is not None and options.with_service:
         # Imported here: a plan without a service does not pay for them (start-up time).
         from orchestrator.service.launch import render_launch

@@ -34,6 +34,7 @@ class ProbeRequest:
     vllm: bool = False  # the installed vLLM's version and flag names (parsers, backends)
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
+    guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # command -> creates/unless
 
     def merge(self, other: ProbeRequest) -> ProbeRequest:
         if self.venv and other.venv and self.venv != other.venv:
@@ -47,6 +48,7 @@ class ProbeRequest:
             vllm=self.vllm or other.vllm,
             files={**self.files, **other.files},
             service=other.service or self.service,
+            guards={**self.guards, **other.guards},
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -59,6 +61,7 @@ class ProbeRequest:
             "vllm": self.vllm,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
+            "guards": self.guards,
         }
 
 
@@ -215,6 +218,7 @@ class ServiceFacts:
     stale_pid: Process | None = None  # the pidfile's pid, reused by another process
     spec_text: str | None = None  # spec.json as the last start wrote it
     startup_text: str | None = None  # startup.json: how long the last start-up took
+    restart_requested: bool = False  # a command that changed what the server reads ran
     digests: dict[str, str | None] = field(default_factory=dict)  # spec/env/unit file sha256
     unit_state: dict[str, str] | None = None  # systemctl show, for the systemd backend
     port: PortFacts | None = None
@@ -229,6 +233,7 @@ class ServiceFacts:
             stale_pid=Process.from_json(data.get("stale_pid")),
             spec_text=_str(data.get("spec")),
             startup_text=_str(data.get("startup")),
+            restart_requested=bool(data.get("restart_requested")),
             digests={k: _str(data.get(k)) for k in ("spec_file", "env_file", "unit_file") if k in data},
             unit_state=data.get("unit_state") if isinstance(data.get("unit_state"), dict) else None,
             port=PortFacts(int(port["number"]), bool(port.get("listening")),
@@ -247,7 +252,16 @@ class Facts:
     vllm: VllmFacts | None = None  # when asked for and vLLM is installed
     files: dict[str, FileFacts] = field(default_factory=dict)
     service: ServiceFacts | None = None
+    guards: dict[str, Guard] = field(default_factory=dict)  # command name -> its guard
     probe_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A command's guard as the probe found it: met (skip the command) or not, and why."""
+
+    met: bool
+    why: str
 
 
 @cache
@@ -310,6 +324,8 @@ def parse_answer(text: str) -> Facts:
         )
     if isinstance(data.get("service"), dict):
         facts.service = ServiceFacts.from_json(data["service"])
+    for name, guard in (data.get("guards") or {}).items():
+        facts.guards[name] = Guard(met=bool(guard.get("met")), why=str(guard.get("why", "")))
     return facts
 
 

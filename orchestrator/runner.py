@@ -47,6 +47,7 @@ class StepOutcome:
     findings: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+    outputs: dict[str, str] = field(default_factory=dict)  # what its commands printed, by name
 
     def event(self, host: str) -> StepEnd:
         return StepEnd(host, step=self.step, status=self.status, changes=list(self.changes),
@@ -191,11 +192,13 @@ def _converge(
             status: StepStatus = "ok" if plan.converged else "pending"
             result = _outcome_from_plan(plan, status, time.monotonic() - started)
         else:
+            outputs: dict[str, str] = {}
             try:
-                apply_changes(transport, plan.changes)
+                apply_changes(transport, plan.changes, outputs)
             except OrchError as error:
                 result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
                 result.error = str(error)
+                result.outputs = outputs
                 outcome.steps.append(result)
                 emit(result.event(job.host))
                 break
@@ -203,6 +206,7 @@ def _converge(
             # Later steps may depend on what this one changed (the venv a file lives in).
             facts = probe(transport, request)
             result = _outcome_from_plan(plan, "changed", time.monotonic() - started)
+            result.outputs = outputs
             # What is still worth saying after the change: not the problems it just fixed.
             result.findings = _outcome_from_plan(step.plan(facts), "changed", 0).findings
         outcome.steps.append(result)

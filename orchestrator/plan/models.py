@@ -553,6 +553,73 @@ class Bench(StrictModel):
         return max(1, round(float(match.group(1)) * concurrency))
 
 
+def environment(value: dict[str, str]) -> dict[str, str]:
+    """Environment variables: valid names, single-line values."""
+    for key, item in value.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        if "\n" in item or "\r" in item:
+            raise FieldError("an environment value cannot hold a line break", at=(key,))
+    return value
+
+
+class CommandSpec(StrictModel):
+    """A command no other section covers (fetch weights, check the driver, set a sysctl),
+    guarded so that a converged host does not run it again."""
+
+    name: str = Field(description="Short name: the output goes to `commands/<name>.log`.")
+    run: list[str] | None = Field(
+        None, description="The command as an argv list; each word reaches the host quoted.")
+    shell: str | None = Field(
+        None, description="Instead of `run`: a shell script, run by `sh -c` (pipes, `&&`).")
+    creates: str | None = Field(
+        None, description="Guard: skip the command when this path exists on the host.")
+    unless: list[str] | None = Field(
+        None, description="Guard: skip the command when this argv exits 0 (run by the probe, "
+                          "in `orch plan` too: it must change nothing).")
+    when: Literal["before_install", "before_launch"] = Field(
+        "before_launch", description="Before the venv is converged, or before the service starts.")
+    timeout: Duration = Field(600.0, gt=0, description="Give up (and fail the apply) after this long.")
+    restarts_service: bool = Field(
+        False, description="When it runs, restart the service (weights or config it changed).")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment of the command; may hold secrets (`${env:HF_TOKEN}`), which "
+                    "reach it on stdin, never on a command line.")
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return environment(value)
+
+    @field_validator("name")
+    @classmethod
+    def _short_name(cls, value: str) -> str:
+        if not SERVICE_NAME.fullmatch(value):
+            raise ValueError("expected a short name of letters, digits and . _ @ - (it names a "
+                             f"log file), got {value!r}")
+        return value
+
+    @field_validator("creates")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        return None if value is None else host_path(value, host_refs=True)
+
+    @field_validator("run", "unless")
+    @classmethod
+    def _argv(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("an argv needs at least the program, e.g. [nvidia-smi]")
+        return value
+
+    @model_validator(mode="after")
+    def _one_command(self) -> CommandSpec:
+        if (self.run is None) == (self.shell is None):
+            raise ValueError("give the command as `run:` (an argv list) or as `shell:` (a "
+                             "script for sh -c), one of the two")
+        return self
+
+
 class CollectItem(StrictModel):
     """A remote file copied into the run folder after the run."""
 
@@ -593,6 +660,19 @@ class Plan(StrictModel):
     collect: list[CollectItem] = Field(
         default_factory=list, description="Extra remote files copied into the run folder."
     )
+    commands: list[CommandSpec] = Field(
+        default_factory=list, description="Guarded commands, before install or before launch.")
+
+    @field_validator("commands")
+    @classmethod
+    def _unique_commands(cls, value: list[CommandSpec]) -> list[CommandSpec]:
+        seen: set[str] = set()
+        for index, command in enumerate(value):
+            if command.name in seen:
+                raise FieldError(f"two commands are named {command.name!r}; each names its "
+                                 "own log file", at=(index, "name"))
+            seen.add(command.name)
+        return value
 
     @field_validator("name")
     @classmethod
@@ -604,12 +684,7 @@ class Plan(StrictModel):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, item in value.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-                raise ValueError(f"{key!r} is not a valid environment variable name")
-            if "\n" in item or "\r" in item:
-                raise FieldError("an environment value cannot hold a line break", at=(key,))
-        return value
+        return environment(value)
 
     @model_validator(mode="after")
     def _no_nul(self) -> Plan:

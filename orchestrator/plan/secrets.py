@@ -19,8 +19,9 @@ from orchestrator.plan.models import Plan
 from orchestrator.plan.variables import ENV_REF
 
 # Where `${env:NAME}` may stand: places whose text reaches a host only privately.
-SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key")
-_SECRET_FIELD = re.compile(r"^(env\.[^.]+|files\.\d+\.content|service\.api_key)$")
+SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key", "commands[].env.NAME")
+_SECRET_FIELD = re.compile(
+    r"^(env\.[^.]+|files\.\d+\.content|service\.api_key|commands\.\d+\.env\.[^.]+)$")
 
 
 def secret_uses(plan: Plan) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ The request says what to look at; each section of the answer is gathered by one 
   record   RECORD sha256 verification of named distributions
   files    sha256 and mode of files (and the content when it differs, for diffs)
   service  pidfile, process liveness and command line, listening ports (service phase)
+  guards   the guards of the plan's commands: does a path exist, does a command exit 0
 """
 # ruff: noqa: UP006, UP035, UP045 - runs on Python 3.8 hosts
 from __future__ import annotations
@@ -546,6 +547,8 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
         out["spec"] = _read(spec["spec_file"])
     if spec.get("startup_file"):
         out["startup"] = _read(spec["startup_file"])
+    if spec.get("restart_file"):
+        out["restart_requested"] = os.path.exists(spec["restart_file"])
     if spec.get("unit"):
         props = parse_systemctl_show(_run([
             "systemctl", "show", spec["unit"],
@@ -568,6 +571,32 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+GUARD_TIMEOUT_S = 30.0
+
+
+def guard_facts(guards: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """name -> {"met": bool, "why": str}: `creates` met when the path exists, `unless` when
+    its argv exits 0 (within GUARD_TIMEOUT_S; a missing program is not met)."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for name, guard in guards.items():
+        if guard.get("creates"):
+            path = guard["creates"]
+            exists = os.path.lexists(path)
+            out[name] = {"met": exists, "why": f"{path} exists" if exists else f"{path} is missing"}
+        elif guard.get("unless"):
+            argv = [str(word) for word in guard["unless"]]
+            try:
+                done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, timeout=GUARD_TIMEOUT_S, check=False)
+                code: Any = done.returncode
+            except FileNotFoundError:
+                code = "not found"
+            except (OSError, subprocess.SubprocessError) as error:
+                code = type(error).__name__
+            out[name] = {"met": code == 0, "why": f"`unless` exited {code}"}
+    return out
+
+
 def main(request: Dict[str, Any]) -> None:
     started = time.time()
     answer: Dict[str, Any] = {"probe_version": 1}
@@ -586,6 +615,8 @@ def main(request: Dict[str, Any]) -> None:
         answer["files"] = file_facts(request["files"])
     if request.get("service"):
         answer["service"] = service_facts(request["service"])
+    if request.get("guards"):
+        answer["guards"] = guard_facts(request["guards"])
     answer["probe_seconds"] = round(time.time() - started, 4)
     sys.stdout.write(json.dumps(answer))
     sys.stdout.write("\n")

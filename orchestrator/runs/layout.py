@@ -13,10 +13,11 @@ folder is spelt anywhere else.
         diagnosis.json               [DiagnosisRecord]: why the service died
         service.log                  the service's log
         smoke/<check>.json           one smoke check's request, answer and verdict
+        commands/<name>.log          what a plan command printed (stdout, then stderr; masked)
         collect/<path>               files the plan's `collect:` fetched
         bench/                       BenchLayout: the benchmark's files
 
-`orch bench --out DIR` writes the same benchmark files into any folder.
+`orch bench --result-dir DIR` writes the same benchmark files into any folder.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class HostLayout:
 
     def smoke(self, check: str) -> Path:
         return self.root / "smoke" / f"{safe_name(check)}.json"
+
+    def command_output(self, name: str) -> Path:
+        return self.root / "commands" / f"{safe_name(name)}.log"
 
     def collected(self, remote_path: str) -> Path:
         return self.root / "collect" / safe_name(remote_path)

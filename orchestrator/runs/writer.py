@@ -200,5 +200,8 @@ class RunFolder:
     def write_service_log(self, host: str, text: str) -> None:
         write_file(self.host(host).service_log, text)
 
+    def write_command_output(self, host: str, name: str, text: str) -> None:
+        write_file(self.host(host).command_output(name), text)
+
     def write_collected(self, host: str, remote_path: str, text: str) -> None:
         write_file(self.host(host).collected(remote_path), text)

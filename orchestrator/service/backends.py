@@ -8,6 +8,7 @@ Host layout for service NAME (all under the venv, writable wherever the venv is)
     <venv>/.orch/service/NAME/startup.json how long its last start-up took, by phase
     <venv>/.orch/service/NAME/pid          pidfile: `PID STARTTIME` (process backend)
     <venv>/.orch/service/NAME/stopped      present after `orch stop`, until the next start
+    <venv>/.orch/service/NAME/restart      a command asked for a restart (until the next start)
     <venv>/.orch/service/NAME/service.log  stdout+stderr of the server (both backends)
     /etc/systemd/system/NAME.service       unit (systemd backend)
 
@@ -57,6 +58,10 @@ class ServicePaths:
         return f"{self.state_dir}/stopped"
 
     @property
+    def restart_marker(self) -> str:
+        return f"{self.state_dir}/restart"
+
+    @property
     def log(self) -> str:
         return f"{self.state_dir}/service.log"
 
@@ -100,7 +105,8 @@ def _record_pid(pidfile: str) -> str:
 def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Command:
     """Start the service detached; the command returns at once."""
     if backend == "systemd":
-        return _rotate_log(paths).then(Command("rm", "-f", paths.stopped_marker)).then(
+        return _rotate_log(paths).then(
+            Command("rm", "-f", paths.stopped_marker, paths.restart_marker)).then(
             Command("systemctl", "daemon-reload")
         ).then(Command("systemctl", "enable", "--quiet", paths.unit)).then(
             Command("systemctl", "restart", paths.unit)
@@ -113,7 +119,7 @@ def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Co
         Command("cd", spec.workdir)
     ).then(
         Command(
-            "rm", "-f", paths.stopped_marker, Raw("&&"),
+            "rm", "-f", paths.stopped_marker, paths.restart_marker, Raw("&&"),
             Raw("{"), "env", "-i", Raw(_BASE_ENV_ARGS), "setsid", "sh", "-c", launcher,
             paths.env_file, *spec.argv,
             Raw(">>"), paths.log, Raw("2>&1"), Raw("</dev/null"), Raw("&"),

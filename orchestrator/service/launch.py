@@ -29,6 +29,7 @@ from orchestrator import masking
 from orchestrator.errors import PlanError, SecretError
 from orchestrator.plan.models import ArgValue, Plan, ServiceSpec
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
+from orchestrator.transport.command import quote_env_value
 
 API_KEY_ENV = "VLLM_API_KEY"
 # Names whose values are secret even when the plan writes them literally.
@@ -274,8 +275,3 @@ def _substitute(name: str, template: str, secrets: Mapping[str, str]) -> str:
 
     return SECRET_REF.sub(one, template)
 
-
-def quote_env_value(value: str) -> str:
-    """`value` in double quotes, escaped for systemd EnvironmentFile= and POSIX sh alike."""
-    escaped = re.sub(r'([\\"$`])', r"\\\1", value)
-    return f'"{escaped}"'

@@ -57,6 +57,7 @@ def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None 
         "pidfile": paths.pidfile,
         "spec_file": paths.spec_file,
         "startup_file": paths.startup_file,
+        "restart_file": paths.restart_marker,
         "env_file": paths.env_file,
         "port": service.port,
     }
@@ -246,6 +247,8 @@ class ServiceStep(Step):
             reason = "changed: " + (", ".join(changed) or "unknown")
         elif self.force_restart:
             reason = "restart requested"
+        elif facts.service is not None and facts.service.restart_requested:
+            reason = "a command asked for a restart"
         else:
             return result
         if recorded_backend != self.backend:

@@ -12,6 +12,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import Literal
 
+from orchestrator import masking
+from orchestrator.errors import CommandFailed
 from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw
@@ -32,6 +34,10 @@ class Change:
     commands: list[Command] = field(default_factory=list)
     uploads: list[Upload] = field(default_factory=list)
     diff: str = ""  # unified diff, already masked (files)
+    timeout: float = 3600.0
+    idempotent: bool = True  # may a dropped connection run it again?
+    keep_output: str | None = None  # a name: the output goes into the run folder
+    stdin: bytes | None = None  # fed to its commands (secrets travel here, never in argv)
 
 
 @dataclass(frozen=True)
@@ -70,14 +76,24 @@ class Step(abc.ABC):
         """Changes that would bring the host to the plan. Pure."""
 
 
-def apply_changes(transport: Transport, changes: list[Change], *, timeout: float = 3600.0) -> None:
+def apply_changes(
+    transport: Transport, changes: list[Change], kept: dict[str, str] | None = None
+) -> None:
     """Execute changes in order: uploads first, then the change's commands as one script
-    (one round trip per change)."""
+    (one round trip per change). The output of changes that keep theirs goes into `kept`
+    (name -> stdout then stderr, masked), a failing one's too before CommandFailed."""
     for change in changes:
         for upload in change.uploads:
             transport.put(upload.data, upload.path, mode=upload.mode)
-        if change.commands:
-            script = change.commands[0]
-            for command in change.commands[1:]:
-                script = Command(script.parts, Raw("&&"), command.parts)
-            transport.run(script, timeout=timeout)
+        if not change.commands:
+            continue
+        script = change.commands[0]
+        for command in change.commands[1:]:
+            script = Command(script.parts, Raw("&&"), command.parts)
+        result = transport.run(script, stdin=change.stdin, timeout=change.timeout,
+                               idempotent=change.idempotent, check=False)
+        if change.keep_output is not None and kept is not None:
+            kept[change.keep_output] = masking.mask(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise CommandFailed(str(script), result.returncode, masking.mask(result.stderr),
+                                host=transport.host)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,3 +83,10 @@ class Command:
 
     def __repr__(self) -> str:
         return f"Command({self!s})"
+
+
+def quote_env_value(value: str) -> str:
+    """`value` in double quotes, escaped for systemd EnvironmentFile= and POSIX sh alike
+    (the service's environment file, a command's environment on stdin)."""
+    escaped = re.sub(r'([\\"$`])', r"\\\1", value)
+    return f'"{escaped}"'

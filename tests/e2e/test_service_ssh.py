@@ -354,3 +354,30 @@ def test_plan_warns_that_pending_package_changes_will_restart_the_service(env: d
     result = apply(env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "changed: packages" in result.stdout
+
+
+def test_a_command_that_restarts_the_service_restarts_it_once(env: dict[str, Any]) -> None:
+    path = write(env, smoke=[])
+    weights = env["tmp"] / "weights"
+
+    def with_command(version: str) -> None:
+        plan = yaml.safe_load(path.read_text())
+        plan["commands"] = [{"name": "weights", "shell": f"mkdir -p {weights} && touch {weights}/{version}",
+                             "creates": f"{weights}/{version}", "restarts_service": True}]
+        path.write_text(yaml.safe_dump(plan))
+
+    with_command("v1")
+    first = apply(env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "run weights:" in first.stdout and first.stdout.count("start ") == 1
+    pid = json.loads(orch("status", path, "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]["pid"]
+    assert "restart" not in apply(env).stdout  # converged: the guard holds, nothing runs
+    with_command("v2")
+    planned = orch("plan", path, "-i", env["inventory"], cwd=env["tmp"])
+    assert "run weights:" in planned.stdout and "likely to change after the pending" in planned.stdout
+    second = apply(env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "restart " in second.stdout and "a command asked for a restart" in second.stdout
+    status = json.loads(orch("status", path, "-i", env["inventory"], "--json", cwd=env["tmp"]).stdout)[0]
+    assert status["pid"] != pid and status["state"] == "running"
+    assert "restart" not in apply(env).stdout  # the marker went with the start

@@ -156,3 +156,21 @@ def test_paths_and_names_the_loader_accepts_stay_safe(value: str, where: str) ->
     state = ServicePaths.for_venv(plan.python.venv, plan.service.name).state_dir
     assert state.startswith(plan.python.venv.rstrip("/") + "/.orch/service/")
     assert "/" not in state[len(plan.python.venv.rstrip("/") + "/.orch/service/"):]
+
+
+@SETTINGS
+@given(word=HOSTILE, value=HOSTILE)
+def test_command_words_and_environment_arrive_unchanged(
+    transport: Transport, word: str, value: str
+) -> None:
+    from orchestrator.plan.models import CommandSpec
+    from orchestrator.steps.commands import command_of, environment_text
+
+    try:
+        spec = CommandSpec(name="c", run=["printf", "%s\\0%s", word], env={"V": value})
+    except ValidationError:
+        return  # a line break in an environment value: refused where it is loaded
+    script = command_of(spec.model_copy(update={"run": ["sh", "-c", 'printf "%s\\0%s" "$0" "$V"',
+                                                         word]}))
+    shown = transport.run(script, stdin=environment_text(spec, {}))
+    assert shown.stdout == f"{word}\0{value}"
