@@ -158,7 +158,8 @@ class Lifecycle:
                 api_key=self.api_key, out_dir=out_dir, console=self.console,
                 labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
             )
-            self.console.print(result.render(title=f"{self.plan.name} on {host}"))
+            self.console.print(result.render(title=f"{self.plan.name} on {host}",
+                                             width=self.console.width))
         outcome.extra["bench_dir"] = str(out_dir)
         if result.stopped == "interrupted":  # the finished levels are written: now stop
             raise Interrupted(result.signum or signal.SIGINT)

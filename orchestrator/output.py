@@ -169,7 +169,7 @@ def print_origins(console: Console, loaded: LoadedPlan, inventory: Inventory | N
     out: their values say more); then each host variable the plan uses, per host, and the
     inventory entry that set it."""
     from orchestrator.plan.host_vars import referenced
-    from orchestrator.report.tabular import Column, TableData, to_rich
+    from orchestrator.tables import Column, TableData, to_rich
 
     origins = loaded.origins
     table = TableData(f"origins of {loaded.plan.name}", [Column("field"), Column("set by")],

@@ -288,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
         console=console,
         labels=labels,
     )
-    console.print(result.render())
+    console.print(result.render(width=console.width))
     if result.stopped == "interrupted":
         console.print("interrupted: finished levels are kept; the last one is marked partial")
         return 128 + (result.signum or 2)

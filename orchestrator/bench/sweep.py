@@ -19,8 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, RenderableType
 
 from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import level_flags, throughput_drops
@@ -39,6 +38,7 @@ from orchestrator.plan.models import Bench
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.records import SweepSummary
 from orchestrator.runs.writer import write_level, write_sweep
+from orchestrator.tables import to_rich
 
 
 @dataclass
@@ -71,12 +71,14 @@ class SweepResult:
 
         return sorted(self.results, key=key)
 
-    def render(self, title: str | None = None) -> Table:
+    def render(self, title: str | None = None, width: int | None = None) -> RenderableType:
+        """The sweep's table, fitted to `width` (a terminal's; None: as wide as it needs)."""
         scale = self.server.time_scale if self.server.simulated else None
         name = title or f"Benchmark: {self.server.model}"
         if self.knee is not None:
             name += f" (knee at concurrency {self.knee})"
-        return render_table(self.ordered(), knee=self.knee, time_scale=scale, title=name)
+        return to_rich(render_table(self.ordered(), knee=self.knee, time_scale=scale, title=name),
+                       width)
 
 
 def plan_levels(config: Bench) -> list[LevelSpec]:

@@ -1,13 +1,17 @@
 """The final table of a sweep, like the motivating run's (Concurrency, Throughput, Avg
-latency, P50, P99, TTFT, ITL): data in, a rich Table out."""
+latency, P50, P99, TTFT, ITL), with every latency percentile the levels carry and goodput
+when objectives were given: data in, `TableData` out (tables.py fits it to the terminal:
+the P90/P95 columns go first at 80 columns, then the others of lower priority)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich import box
-from rich.table import Table
+from orchestrator.tables import Column, TableData
+
+_PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)_e2el_ms$")
 
 
 def _figures(result: Mapping[str, Any], model_time: bool) -> Mapping[str, Any]:
@@ -43,25 +47,46 @@ def _notes(result: Mapping[str, Any], knee: int | None) -> str:
     return ", ".join(notes)
 
 
+def percentiles_of(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The latency percentiles the levels carry (`90`, `99.9`), in order; always 50, which
+    the median gives when a level has no p50."""
+    found = {m.group(1) for r in results for key in r if (m := _PERCENTILE.match(key))}
+    return sorted(found | {"50"}, key=float)
+
+
 def render_table(
     results: Sequence[Mapping[str, Any]],
     *,
     knee: int | None = None,
     time_scale: float | None = None,
     title: str | None = None,
-) -> Table:
+) -> TableData:
     """One row per level. For a simulator at time scale s (not 1), figures are given in
     the model's own time (durations / s, throughputs * s) and the caption says so."""
     model_time = time_scale is not None and time_scale != 1.0
     rate_levels = any(r.get("mode") == "rate" for r in results)
-    table = Table(title=title or "Benchmark", title_justify="left", box=box.SIMPLE_HEAD)
-    # two-line headers keep the table within 80 columns
-    table.add_column("Rate /\nConc." if rate_levels else "Concurrency", justify="right", no_wrap=True)
-    for header in ("Throughput\n(tok/s)", "Avg\nlatency (s)", "P50\n(s)", "P99\n(s)", "TTFT\n(ms)", "ITL\n(ms)"):
-        table.add_column(header, justify="right", no_wrap=True)
+    percentiles = percentiles_of(results)
+    goodput = any(r.get("request_goodput") is not None for r in results)
+    columns = [Column("Rate / Conc." if rate_levels else "Concurrency", "right"),
+               Column("Throughput (tok/s)", "right"), Column("Avg latency (s)", "right")]
+    # P50 and P99 stay longest; the ones between go first when the terminal is narrow
+    columns += [Column(f"P{p} (s)", "right", priority=1 if p in ("50", "99") else 2)
+                for p in percentiles]
+    columns += [Column("TTFT (ms)", "right", priority=1), Column("ITL (ms)", "right", priority=1)]
+    if goodput:
+        columns.append(Column("Goodput (req/s)", "right", priority=1))
     notes_of = [_notes(r, knee) for r in results]
     if any(notes_of):
-        table.add_column("Notes", overflow="fold", min_width=8)
+        columns.append(Column("Notes", prose=True))
+    captions = ["Throughput: all output tokens (reasoning and content) / wall time. "
+                "P50..P99: end-to-end latency percentiles."]
+    if goodput:
+        captions.append("Goodput: requests per second meeting every latency objective.")
+    if model_time:
+        captions.append(
+            f"Simulator at time scale {time_scale:g}: figures in model time "
+            f"(durations / {time_scale:g}, throughputs x {time_scale:g}); raw figures in the files.")
+    table = TableData(title or "Benchmark", columns, caption="\n".join(captions))
     for result, notes in zip(results, notes_of, strict=True):
         f = _figures(result, model_time)
         if result.get("completed") == 0:
@@ -70,20 +95,15 @@ def render_table(
             _load_label(result),
             f"{f['output_throughput']:,.1f}" if "output_throughput" in f else "-",
             _seconds(f.get("mean_e2el_ms")),
-            _seconds(f.get("median_e2el_ms")),
-            _seconds(f.get("p99_e2el_ms")),
+            *(_seconds(f.get("median_e2el_ms") if p == "50" and f.get(f"p{p}_e2el_ms") is None
+                       else f.get(f"p{p}_e2el_ms")) for p in percentiles),
             _ms(f.get("mean_ttft_ms")),
             _ms(f.get("mean_itl_ms")),
         ]
+        if goodput:
+            value = f.get("request_goodput")
+            row.append(f"{value:,.2f}" if isinstance(value, int | float) else "-")
         if any(notes_of):
             row.append(notes)
-        table.add_row(*row)
-    captions = ["Throughput: all output tokens (reasoning and content) / wall time."]
-    if model_time:
-        captions.append(
-            f"Simulator at time scale {time_scale:g}: figures in model time\n"
-            f"(durations / {time_scale:g}, throughputs x {time_scale:g}); raw figures in the files."
-        )
-    table.caption = "\n".join(captions)
-    table.caption_justify = "left"
+        table.add(row)
     return table

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from orchestrator.console import make_console
     from orchestrator.report.compare_tables import captions, comparison_tables
-    from orchestrator.report.tabular import split_groups, to_rich
+    from orchestrator.tables import split_groups, to_rich
 
     console = make_console()
     for table in comparison_tables(comparison):

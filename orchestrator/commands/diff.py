@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.exit_codes import ExitCode
     from orchestrator.report.plan_diff import diff_plans, diff_table
     from orchestrator.report.plan_source import read_plan
-    from orchestrator.report.tabular import to_rich
+    from orchestrator.tables import to_rich
 
     a = read_plan(args.plan_a, args.runs_dir)
     b = read_plan(args.plan_b, args.runs_dir)

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.console import make_console
     from orchestrator.masking import mask
     from orchestrator.report.listing import list_rows, runs_table
-    from orchestrator.report.tabular import to_rich
+    from orchestrator.tables import to_rich
 
     console = make_console()
     rows = list_rows(args.runs_dir, args.plans)

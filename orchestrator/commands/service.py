@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from orchestrator.commands.plan_options import add_plan_options, limit_hosts
 
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
-    from orchestrator.report.tabular import TableData
     from orchestrator.service.control import ServiceStatus
+    from orchestrator.tables import TableData
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
     from orchestrator.plan.secrets import resolve_secrets, substitute
-    from orchestrator.report.tabular import to_rich
     from orchestrator.service import control
+    from orchestrator.tables import to_rich
     from orchestrator.transport.connect import connect
 
     plan = load_plan(args.plan, args.overlay, args.sets).plan
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def status_table(rows: list[ServiceStatus]) -> TableData:
-    from orchestrator.report.tabular import Column, TableData
+    from orchestrator.tables import Column, TableData
 
     table = TableData("service status", [
         Column("host"), Column("state"), Column("backend", priority=2), Column("pid", "right", priority=2),

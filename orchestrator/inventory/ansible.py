@@ -37,6 +37,7 @@ from orchestrator.inventory.ansible_parse import (
     parse_ini,
     parse_yaml,
 )
+from orchestrator.inventory.destination import parse_destination
 from orchestrator.plan.source import (
     FieldPath,
     Origin,
@@ -47,7 +48,6 @@ from orchestrator.plan.source import (
     read_text,
 )
 from orchestrator.plan.validation import Positions, Problem, as_plan_error, problems_from
-from orchestrator.transport.target import parse_destination
 
 Format = Literal["ini", "yaml"]
 

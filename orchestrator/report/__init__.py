@@ -8,10 +8,11 @@
     distributions  per-request TTFT and latency at each run's knee (or highest level)
     server_load    the server's /metrics view of each level
     comparison     the series together, the baseline first; `to_json()`
-    tabular        tables as data, rendered by rich (terminal) or as HTML
     level_table    cells, ratios and the per-load-level table builder
     compare_tables, latency_tables, outcome_table, listing, plan_diff   the tables
     plot_canvas    what every plot shares;  plots, percentile_plots, distribution_plots,
                    server_plots   matplotlib PNGs
     html_report    the self-contained page
+
+Tables are data (`orchestrator/tables.py`), rendered by rich for a terminal or as HTML.
 """

@@ -25,7 +25,7 @@ from orchestrator.report.level_table import (
     with_ratio,
 )
 from orchestrator.report.outcome_table import outcome_table
-from orchestrator.report.tabular import Column, TableData
+from orchestrator.tables import Column, TableData
 
 __all__ = ["MISSING", "captions", "comparison_tables", "with_ratio"]
 

@@ -3,7 +3,7 @@
 Tables, plots (PNG as `data:` URIs), the per-request distributions, the server's view per
 level, the plan diffs between consecutive runs, the benchmark settings and the host facts.
 Inline CSS, no script, no external request of any kind: the file can be mailed, archived or
-opened offline. Every piece of text is masked and escaped (`tabular.text`); the page as a
+opened offline. Every piece of text is masked and escaped (`tables.text`); the page as a
 whole is not masked, so a secret can never corrupt an image.
 """
 
@@ -24,7 +24,7 @@ from orchestrator.report.distributions import KNEE
 from orchestrator.report.plan_diff import diff_plans, diff_table
 from orchestrator.report.plots import Plot, comparison_plots
 from orchestrator.report.run_context import host_facts_html, host_groups, settings_table
-from orchestrator.report.tabular import Column, TableData, split_groups, text, text_width, to_html
+from orchestrator.tables import Column, TableData, split_groups, text, text_width, to_html
 
 STYLE = """
 :root { --ink: #1d2430; --muted: #5b6474; --line: #d9dee7; --band: #f5f7fa; --accent: #0072b2;

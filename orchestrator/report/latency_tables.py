@@ -6,7 +6,7 @@ from __future__ import annotations
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.level_table import LOWER, Fmt, Getter, millis, per_level, seconds
 from orchestrator.report.percentiles import available, key_of, label
-from orchestrator.report.tabular import TableData
+from orchestrator.tables import TableData
 
 
 def _percentile_getter(p: float, metric: str) -> Getter:

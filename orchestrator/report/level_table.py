@@ -9,7 +9,7 @@ from collections.abc import Callable
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.figures import LoadKey, Point, ratio
 from orchestrator.report.series import Series
-from orchestrator.report.tabular import Column, TableData
+from orchestrator.tables import Column, TableData
 
 Fmt = Callable[[float], str]
 Getter = Callable[[Series, Point], float | None]

@@ -14,8 +14,8 @@ from pathlib import Path
 from orchestrator.errors import RunFolderError
 from orchestrator.report.level_table import MISSING, tok_s
 from orchestrator.report.series import build_series
-from orchestrator.report.tabular import Column, TableData
 from orchestrator.runs.reader import list_runs, load_run
+from orchestrator.tables import Column, TableData
 
 
 @dataclass(frozen=True)

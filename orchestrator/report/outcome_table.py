@@ -14,7 +14,7 @@ from orchestrator.report.level_table import (
     req_s,
     with_ratio,
 )
-from orchestrator.report.tabular import Column, TableData
+from orchestrator.tables import Column, TableData
 
 
 def counts(counted: dict[str, int]) -> str:

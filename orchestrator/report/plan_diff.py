@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.plan.models import Plan, canonical_name, parse_pin
 from orchestrator.report.gpus import PARALLEL_FLAGS, gpu_count
-from orchestrator.report.tabular import Column, TableData
+from orchestrator.tables import Column, TableData
 
 CATEGORIES = ("model", "quantization", "parallelism", "engine", "pins", "env", "flags", "bench", "other")
 

@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.level_table import MISSING
 from orchestrator.report.series import Series
-from orchestrator.report.tabular import Column, TableData, text, to_html
+from orchestrator.tables import Column, TableData, text, to_html
 
 SETTINGS = (
     ("endpoint", "Endpoint"),

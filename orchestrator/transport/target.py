@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from orchestrator.errors import InventoryError
 from orchestrator.inventory import HostSpec, Inventory
+from orchestrator.inventory.destination import parse_destination
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
@@ -42,42 +43,6 @@ class SshTarget:
         return list(reversed(chain))
 
 
-def parse_destination(text: str) -> SshTarget:
-    """`[user@]host[:port]` (IPv6 as `[addr]:port`) into a hop, the way `ssh -J` reads it."""
-    rest = text.strip()
-    if not rest:
-        raise InventoryError("empty jump destination", hint="expected [user@]host[:port]")
-    user: str | None = None
-    if "@" in rest:
-        user, rest = rest.rsplit("@", 1)
-        if not user:
-            raise InventoryError(f"jump {text!r} has an empty user before '@'")
-    port_text: str | None = None
-    if rest.startswith("["):
-        end = rest.find("]")
-        if end < 0:
-            raise InventoryError(f"jump {text!r}: unclosed '[' in the address")
-        host, after = rest[1:end], rest[end + 1 :]
-        if after:
-            if not after.startswith(":"):
-                raise InventoryError(f"jump {text!r}: expected ':port' after ']'")
-            port_text = after[1:]
-    elif rest.count(":") == 1:
-        host, port_text = rest.split(":")
-    else:
-        host = rest  # a bare IPv6 address has several colons and no port
-    if not host:
-        raise InventoryError(f"jump {text!r} has no host", hint="expected [user@]host[:port]")
-    port: int | None = None
-    if port_text is not None:
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-            raise InventoryError(
-                f"jump {text!r}: port {port_text!r} is not a number from 1 to 65535"
-            )
-        port = int(port_text)
-    return SshTarget(name=text, host=host, port=port, user=user)
-
-
 def resolve_target(name: str, inventory: Inventory) -> SshTarget:
     """The hop chain that reaches inventory host `name` over SSH."""
     return _resolve(name, inventory, trail=())
@@ -100,7 +65,8 @@ def _resolve(name: str, inventory: Inventory, trail: tuple[str, ...]) -> SshTarg
         if spec.jump in inventory.hosts:
             jump = _resolve(spec.jump, inventory, path)
         else:
-            jump = parse_destination(spec.jump)
+            hop = parse_destination(spec.jump)
+            jump = SshTarget(name=hop.text, host=hop.host, port=hop.port, user=hop.user)
     return _target(name, spec, jump)
 
 

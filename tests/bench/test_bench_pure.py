@@ -14,6 +14,7 @@ from orchestrator.bench.anomalies import level_flags, throughput_drops
 from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
 from orchestrator.bench.results import csv_columns, csv_row, normalized, render_csv
 from orchestrator.bench.table import render_table
+from orchestrator.tables import TableData, to_rich
 
 
 def test_constant_arrivals_are_evenly_spaced() -> None:
@@ -130,20 +131,31 @@ def test_a_missing_figure_is_null_in_the_summary_and_empty_in_the_csv() -> None:
     assert row["request_goodput"] == ""
 
 
-def _text(table: object) -> str:
-    console = Console(width=160, record=True, color_system=None)
-    console.print(table)
+def _text(table: TableData, width: int = 160) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(to_rich(table, width))
     return console.export_text()
 
 
 def test_the_table_reads_like_the_motivating_run() -> None:
     text = _text(render_table([_result(1, 61.3), _result(2, 57.8, flags=["throughput_drop"])], knee=1))
-    for heading in ("Concurrency", "Throughput", "(tok/s)", "Avg", "latency (s)", "P50", "P99", "TTFT", "ITL"):
+    for heading in ("Concurrency", "Throughput", "(tok/s)", "Avg", "latency", "P50", "P99", "TTFT", "ITL"):
         assert heading in text
     assert "failed" not in text  # said only when something failed
     assert "61.3" in text and "8.36" in text and "16.3" in text
     assert "knee" in text and "drop" in text
-    assert "model time" not in text
+    assert "model time" not in text and "Goodput" not in text
+
+
+def test_every_percentile_and_goodput_get_a_column() -> None:
+    levels = [_result(1, 61.3, p90_e2el_ms=8400.0, p95_e2el_ms=8500.0, request_goodput=0.12),
+              _result(2, 57.8, p90_e2el_ms=9400.0, p95_e2el_ms=9500.0, request_goodput=None)]
+    text = _text(render_table(levels))
+    header = text.splitlines()[1:4]
+    assert all(p in " ".join(header) for p in ("P50", "P90", "P95", "P99", "Goodput"))
+    cells = [line.replace("│", " ").split() for line in text.splitlines()]
+    assert ["1", "61.3", "8.36", "8.36", "8.40", "8.50", "8.36", "120.0", "16.3", "0.12"] in cells
+    assert ["2", "57.8", "8.36", "8.36", "9.40", "9.50", "8.36", "120.0", "16.3", "-"] in cells
 
 
 def test_a_simulated_run_is_shown_in_model_time_and_says_so() -> None:
@@ -154,16 +166,16 @@ def test_a_simulated_run_is_shown_in_model_time_and_says_so() -> None:
 
 
 def test_failures_are_noted_and_the_table_fits_80_columns() -> None:
-    table = render_table([_result(1, 61.3), _result(2, 57.8, failed=3, flags=["errors", "throughput_drop"])], knee=1)
-    console = Console(width=80, record=True, color_system=None)
-    console.print(table)
-    text = console.export_text()
+    levels = [_result(1, 61.3, p90_e2el_ms=8400.0, p95_e2el_ms=8500.0),
+              _result(2, 57.8, failed=3, flags=["errors", "throughput_drop"], p90_e2el_ms=1.0,
+                      p95_e2el_ms=2.0)]
+    table = render_table(levels, knee=1)
+    text = _text(table, 80)
     assert "knee" in text and "…" not in text  # narrow: notes fold, figures stay whole
     assert "57.8" in text and "8.36" in text
     assert max(len(line) for line in text.splitlines()) <= 80
-    wide = Console(width=120, record=True, color_system=None)
-    wide.print(table)
-    assert "3 failed, drop" in wide.export_text()
+    assert "left out at 80 columns: P90 (s), P95 (s)" in " ".join(text.split())
+    assert "3 failed, drop" in _text(table, 200)
 
 
 def test_the_progress_line_counts_requests_tokens_and_failures() -> None:

@@ -11,8 +11,8 @@ from rich.console import Console
 
 from orchestrator.commands.service import status_table
 from orchestrator.console import make_console
-from orchestrator.report.tabular import Column, TableData, to_rich
 from orchestrator.service.control import ServiceStatus
+from orchestrator.tables import Column, TableData, to_rich
 
 LABELS = ["sim-kimi-nvfp4-8x-rtx-pro-6000", "sim-minimax-m2.5-4x-expert-parallel",
           "sim-kimi-int4-8x-rtx-pro-6000"]

@@ -21,7 +21,7 @@ from orchestrator.cli import main
 from orchestrator.errors import RunFolderError
 from orchestrator.report.compare_tables import comparison_tables
 from orchestrator.report.comparison import compare_runs
-from orchestrator.report.tabular import to_rich
+from orchestrator.tables import to_rich
 
 REPO = Path(__file__).resolve().parents[2]
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")

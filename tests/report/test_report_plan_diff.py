@@ -16,7 +16,7 @@ from orchestrator import masking
 from orchestrator.plan.loader import load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.report.plan_diff import Change, diff_plans, diff_table, weight_format
-from orchestrator.report.tabular import to_html, to_rich
+from orchestrator.tables import to_html, to_rich
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from orchestrator.errors import InventoryError
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.transport.target import SshTarget, parse_destination, resolve_target
+from orchestrator.inventory.destination import parse_destination
+from orchestrator.transport.target import SshTarget, resolve_target
 
 
 def _inventory(**hosts: dict[str, object]) -> Inventory:

@@ -1,6 +1,6 @@
 """Tables as data, with two renderers: rich (the terminal) and HTML (the report).
 
-Builders (compare_tables, listing, plan_diff) produce `TableData`; they never format for one
+Builders (the report's tables, `orch runs`, `orch status`, a sweep's table) produce `TableData`; they never format for one
 medium, so the terminal and the report always show the same figures. Cell text is masked
 and, for HTML, escaped here.
 """
