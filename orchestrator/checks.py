@@ -95,7 +95,7 @@ def run_smoke(check: SmokeCheck, *, client: ServerClient, model: str) -> SmokeRe
         failures=[masking.mask(f) for f in failures],
         request=body,
         response=response,
-        duration_s=round(time.monotonic() - started, 3),
+        duration_s=round(time.monotonic() - started, 4),
         calls=calls,
     )
 

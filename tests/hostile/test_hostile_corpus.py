@@ -177,7 +177,7 @@ CASES = [
     Case("--locked on a folder that is not a run", ["apply", "--locked", "{tmp}"],
          says=("not a run folder",)),
     Case("--locked with a plan too", ["apply", "{tmp}/p.yaml", "--locked", "{tmp}"],
-         files={"p.yaml": GOOD}, says=("give a PLAN, or --locked",)),
+         files={"p.yaml": GOOD}, code=64, says=("give a PLAN, or --locked",)),
     Case("compare a run that does not exist", ["compare", "nope-plan"],
          says=("no run folder or plan named 'nope-plan'",)),
     Case("report of nothing", ["report", "{tmp}/nope"], says=("no such run folder",)),
@@ -186,10 +186,10 @@ CASES = [
     # -- bench ------------------------------------------------------------------------
     Case("bench a server that is not there", ["bench", "--url", "http://127.0.0.1:1"],
          says=("cannot reach",)),
-    Case("bench with bad levels", ["bench", "--url", "http://x", "--concurrency", "1,a"], code=2,
+    Case("bench with bad levels", ["bench", "--url", "http://x", "--concurrency", "1,a"], code=64,
          says=("expected levels",)),
     Case("bench with a negative duration", ["bench", "--url", "http://127.0.0.1:1", "--duration=-5s"],
-         says=("invalid benchmark options",)),
+         code=64, says=("invalid benchmark options",)),
 ]
 
 
