@@ -14,7 +14,12 @@ against its RECORD. `--verify-all` hashes them all (the first verification); a n
 trusts the stat signatures kept on the host. `--with-torch` adds torch 2.10 to the pins
 (the whole vLLM venv of the heavy tests, about 11 GB, made once in the cache).
 
-    .venv/bin/python benchmarks/apply_overhead.py [--repeats 7] [--with-torch]
+`--cluster` adds a multi-node server (root: network namespaces): the simulator on a real Ray
+cluster of 2 and 3 hosts (tests/fixtures/cluster.py), converged once, then `orch plan` (the
+probe and the nodes' vote) and a no-op `orch apply --skip smoke` (also the lock, the
+readiness check on the head and the logs collected) timed and their sessions counted per host.
+
+    .venv/bin/python benchmarks/apply_overhead.py [--repeats 7] [--with-torch] [--cluster]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fixtures.cluster import RAY_ARGS, cluster_hosts, write_cluster_plan  # noqa: E402
 from fixtures.realpkgs import LIGHT_PINS, UV, full_venv, install_light, wheels_dir  # noqa: E402
 from fixtures.sshd import SshServer  # noqa: E402
 from fixtures.wheels import make_wheel  # noqa: E402
@@ -109,6 +115,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--with-torch", action="store_true",
                         help="also a venv pinning torch (the heavy tests' whole vLLM venv)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also a multi-node Ray cluster of 2 and 3 hosts (needs root)")
     options = parser.parse_args()
     rows = []
     real_rows = []
@@ -162,7 +170,56 @@ def main() -> int:
                        f"{full_by_label[label] / median:.1f}x faster than --verify-all")
         print(f"{label:<22} | {files:>6,} | {count:>5} | {mode:<18} | {median:>8.3f} | "
               f"{best:>6.3f} | {hashed if hashed is not None else '-':>6} | {trips:>5} | {verdict}")
+    if options.cluster:
+        print()
+        print_cluster(measure_cluster(options.repeats), options.repeats)
     return 0
+
+
+def measure_cluster(repeats: int) -> list[tuple[int, str, float, float, dict[str, int]]]:
+    """(nodes, command, median s, best s, sessions per host) on a converged Ray cluster."""
+    from fixtures.orchcli import write_inventory
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with cluster_hosts(work / "hosts", 3) as cluster:
+            inventory = write_inventory(work / "inventory.yaml", cluster.inventory(connect_retries=0))
+            for count in (2, 3):
+                hosts = [f"n{i}" for i in range(1, count + 1)]
+                plan = write_cluster_plan(
+                    work, f"ray{count}", hosts, {"backend": "ray", "ray_args": RAY_ARGS},
+                    {"tensor-parallel-size": 8, "pipeline-parallel-size": count}, bench=False)
+                _, first = orch(["apply", str(plan), "-i", str(inventory)], work)
+                if first.returncode != 0:
+                    raise SystemExit(first.stdout + first.stderr)
+                try:
+                    for command in (["plan"], ["apply", "--skip", "smoke"]):
+                        times, trips = [], {}
+                        for _ in range(repeats):
+                            marks = cluster.log_marks()
+                            seconds, result = orch([command[0], str(plan), "-i", str(inventory),
+                                                    *command[1:]], work)
+                            if result.returncode != 0 or "- start" in result.stdout \
+                                    or "- restart" in result.stdout:
+                                raise SystemExit(result.stdout + result.stderr)
+                            times.append(seconds)
+                            trips = {h: n for h, n in cluster.round_trips(marks).items() if h in hosts}
+                        rows.append((count, " ".join(command), statistics.median(times), min(times),
+                                     trips))
+                finally:
+                    orch(["stop", str(plan), "-i", str(inventory)], work)
+    return rows
+
+
+def print_cluster(rows: list[tuple[int, str, float, float, dict[str, int]]], repeats: int) -> None:
+    print(f"converged multi-node server (simulator on a real Ray cluster, network namespaces), "
+          f"{repeats} runs")
+    print(f"{'nodes':>5} | {'command':<19} | {'median s':>8} | {'best s':>6} | sessions per host")
+    print("-" * 78)
+    for count, command, median, best, trips in rows:
+        listed = ", ".join(f"{h} {n}" for h, n in sorted(trips.items()))
+        print(f"{count:>5} | {command:<19} | {median:>8.3f} | {best:>6.3f} | {listed}")
 
 
 def real_files(venv: Path, pins: list[str]) -> int:

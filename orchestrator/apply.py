@@ -9,9 +9,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from orchestrator.cluster.gate import Gate
 from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.console import make_console
-from orchestrator.errors import RunFolderError
+from orchestrator.errors import RunFolderError, UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.inventory import Inventory, load_inventory
@@ -102,6 +103,14 @@ def execute(options: ApplyOptions) -> int:
         hosts = locked_hosts(locked, inventory, options.limit)
     else:
         hosts = inventory.select(plan.hosts, options.limit or None)
+    if plan.service is not None and plan.service.nodes is not None and options.limit \
+            and "service" not in options.skip:
+        every = inventory.select(plan.hosts)
+        if set(hosts) != set(every):
+            raise UsageError(
+                f"--limit picks {', '.join(hosts)} of the server's nodes ({', '.join(every)}): "
+                "a multi-node server starts whole",
+                hint="apply without --limit, or with --skip service to converge some nodes only")
 
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
     # the run before a run folder exists.
@@ -181,10 +190,16 @@ def _run(
 
             service_step = compiled.service_step(host)
             assert service_step is None or isinstance(service_step, ServiceStep)
+            units = [s for s in compiled.unit_steps(host) if isinstance(s, ServiceStep)]
             after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
                                    console=console, service_step=service_step,
-                                   skip=options.skip, base_dir=loaded.base_dir))
-        jobs.append(HostJob(host, steps, after=after, lock=lock))
+                                   skip=options.skip, base_dir=loaded.base_dir, units=units))
+        gate = compiled.gate
+        on_end = None
+        if gate is not None:
+            def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
+                gate.withdraw(outcome.host, _why_ended(outcome))
+        jobs.append(HostJob(host, steps, after=after, lock=lock, on_end=on_end))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
@@ -203,6 +218,15 @@ def _run(
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
     return outcomes
+
+
+def _why_ended(outcome: HostOutcome) -> str:
+    failed = next((s for s in outcome.steps if s.status == "failed"), None)
+    if outcome.error:
+        return outcome.error
+    if failed is not None:
+        return f"its {failed.step} step failed: {failed.error or 'see above'}"
+    return "its run ended"
 
 
 def _command_name(options: ApplyOptions) -> str:

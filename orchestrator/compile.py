@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from orchestrator.cluster.gate import Gate
+from orchestrator.cluster.topology import build as build_topology
 from orchestrator.errors import PlanError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
@@ -46,9 +48,17 @@ class Compiled:
     plan: Plan
     steps: dict[str, list[Step]] = field(default_factory=dict)  # host -> its steps, in order
     plans: dict[str, Plan] = field(default_factory=dict)  # host -> the plan, its variables filled
+    gate: Gate | None = None  # a multi-node server: its nodes vote and start in order here
 
     def service_step(self, host: str) -> Step | None:
+        """The step of the server this host answers for (None on a worker node)."""
+        if self.gate is not None and self.gate.topology.node(host).role == "worker":
+            return None
         return next((s for s in self.steps.get(host, []) if s.name == "service"), None)
+
+    def unit_steps(self, host: str) -> list[Step]:
+        """Every supervised process of the host (the server, a Ray node): their logs."""
+        return [s for s in self.steps.get(host, []) if s.name in ("service", "ray")]
 
 
 def placeholders(plan: Plan) -> dict[str, str]:
@@ -65,11 +75,16 @@ def compile_plan(
     filled from `inventory` (without one, as for `orch validate`, they stay references)."""
     try:
         compiled = Compiled(loaded.plan)
+        values = {host: inventory.host_values(host) if inventory is not None else Placeholders()
+                  for host in hosts}
         for host in hosts:
-            values = inventory.host_values(host) if inventory is not None else Placeholders()
-            plan = plan_for_host(loaded.plan, host, values)
-            compiled.plans[host] = plan
-            compiled.steps[host] = _host_steps(loaded, plan, secrets, host, values, options)
+            compiled.plans[host] = plan_for_host(loaded.plan, host, values[host])
+        service = loaded.plan.service
+        if service is not None and service.nodes is not None and options.with_service:
+            compiled.gate = _gate(compiled.plans, list(hosts), know_hosts=inventory is not None)
+        for host in hosts:
+            compiled.steps[host] = _host_steps(loaded, compiled.plans[host], secrets, host,
+                                               values[host], options, compiled.gate)
         return compiled
     except PlanError as error:
         raise locate(error, loaded) from None
@@ -95,8 +110,25 @@ def check(loaded: LoadedPlan) -> None:
     compile_plan(loaded, placeholders(loaded.plan), ["<validate>"])
 
 
+def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> Gate:
+    """The topology of a multi-node server and the gate its nodes meet at."""
+    first = plans[hosts[0]]
+    assert first.service is not None and first.service.nodes is not None
+    nodes = first.service.nodes
+    addresses = {}
+    for host in hosts:
+        service = plans[host].service
+        assert service is not None and service.nodes is not None
+        addresses[host] = service.nodes.address
+    topology = build_topology(
+        backend=nodes.backend, hosts=hosts, head=nodes.head, addresses=addresses,
+        args=first.service.args, gpus_per_node=nodes.gpus, ray_port=nodes.ray_port,
+        master_port=nodes.master_port, ray_args=nodes.ray_args, know_hosts=know_hosts)
+    return Gate(topology, check_gpus=first.service.engine == "vllm")
+
+
 def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host: str,
-                values: Mapping[str, Any], options: Options) -> list[Step]:
+                values: Mapping[str, Any], options: Options, gate: Gate | None = None) -> list[Step]:
     steps: list[Step] = []
     marker = None
     if plan.service is not None and plan.python is not None:
@@ -135,8 +167,14 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
         if plan.service.engine == "sim":
             steps.append(OrchWheelStep(plan.python))
         spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
-        steps.append(ServiceStep(plan, spec, secrets, force_restart=options.force_restart,
-                                 file_digests={f.path: f.sha256 for f in files}))
+        digests = {f.path: f.sha256 for f in files}
+        if gate is not None:
+            from orchestrator.cluster.units import member_steps
+
+            steps += member_steps(plan, spec, secrets, gate, host, digests, options.force_restart)
+        else:
+            steps.append(ServiceStep(plan, spec, secrets, force_restart=options.force_restart,
+                                     file_digests=digests))
     return steps
 
 

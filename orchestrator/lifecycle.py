@@ -54,6 +54,7 @@ class Lifecycle:
     service_step: ServiceStep | None
     skip: set[str] = field(default_factory=set)
     base_dir: Path | None = None
+    units: list[ServiceStep] = field(default_factory=list)  # every process whose log to keep
 
     @property
     def api_key(self) -> str | None:
@@ -188,10 +189,11 @@ class Lifecycle:
         if self.folder is None:
             return ""
         got = 0
-        if self.service_step is not None:
-            log = transport.run(Command("cat", self.service_step.paths.log), check=False)
+        units = self.units or ([self.service_step] if self.service_step is not None else [])
+        for unit in units:
+            log = transport.run(Command("cat", unit.paths.log), check=False)
             if log.stdout:
-                self.folder.write_service_log(outcome.host, log.stdout)
+                self.folder.write_service_log(outcome.host, log.stdout, unit.unit)
                 got += 1
         for item in self.plan.collect:
             result = transport.run(Command("cat", item.path), check=False)

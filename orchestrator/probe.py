@@ -35,6 +35,8 @@ class ProbeRequest:
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
     guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # command -> creates/unless
+    # More supervised processes beside the service, by name (a Ray node of a cluster).
+    units: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def merge(self, other: ProbeRequest) -> ProbeRequest:
         if self.venv and other.venv and self.venv != other.venv:
@@ -49,6 +51,7 @@ class ProbeRequest:
             files={**self.files, **other.files},
             service=other.service or self.service,
             guards={**self.guards, **other.guards},
+            units={**self.units, **other.units},
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -62,6 +65,7 @@ class ProbeRequest:
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
             "guards": self.guards,
+            "units": self.units,
         }
 
 
@@ -253,6 +257,7 @@ class Facts:
     files: dict[str, FileFacts] = field(default_factory=dict)
     service: ServiceFacts | None = None
     guards: dict[str, Guard] = field(default_factory=dict)  # command name -> its guard
+    units: dict[str, ServiceFacts] = field(default_factory=dict)  # name -> like `service`
     probe_seconds: float = 0.0
 
 
@@ -324,6 +329,9 @@ def parse_answer(text: str) -> Facts:
         )
     if isinstance(data.get("service"), dict):
         facts.service = ServiceFacts.from_json(data["service"])
+    for name, unit in (data.get("units") or {}).items():
+        if isinstance(unit, dict):
+            facts.units[name] = ServiceFacts.from_json(unit)
     for name, guard in (data.get("guards") or {}).items():
         facts.guards[name] = Guard(met=bool(guard.get("met")), why=str(guard.get("why", "")))
     return facts

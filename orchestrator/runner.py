@@ -111,6 +111,8 @@ class HostJob:
     steps: list[Step]
     after: list[Phase] = field(default_factory=list)
     lock: LockRequest | None = None
+    # Told when the host's run ends, however it ends (a multi-node server's gate).
+    on_end: Callable[[HostOutcome], None] | None = None
 
 
 def merged_request(steps: list[Step]) -> ProbeRequest:
@@ -253,6 +255,7 @@ def run_hosts(
         started = time.monotonic()
         emit(HostStart(job.host))
         transport: Transport | None = None
+        outcome: HostOutcome | None = None
         try:
             transport = connect(
                 job.host,
@@ -266,6 +269,8 @@ def run_hosts(
         except KeyboardInterrupt:
             raise
         finally:
+            if job.on_end is not None:
+                job.on_end(outcome or HostOutcome(host=job.host, error="its run was interrupted"))
             if transport is not None:
                 round_trips = transport.round_trips
                 transport.close()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from orchestrator.commands.plan_options import add_plan_options, limit_hosts
 
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
+    from orchestrator.plan.models import Plan
     from orchestrator.service.control import ServiceStatus
     from orchestrator.tables import TableData
 
@@ -24,6 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     if command == "logs":
         parser.add_argument("-n", "--lines", type=int, default=100, help="lines to show (100)")
         parser.add_argument("--follow", action="store_true", help="keep printing new lines")
+        parser.add_argument("--unit", choices=("server", "ray"), default="server",
+                            help="a multi-node server's process to show: the server (default) "
+                                 "or a node's Ray node")
     if command == "status":
         parser.add_argument("--json", action="store_true", help="print the status as JSON")
     if command == "restart":
@@ -56,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise PlanError(f"{args.plan} has no service to look after", field="service")
     inventory = load_inventory(args.inventory)
     hosts = inventory.select(plan.hosts, limit or None)
+    targets = _targets(plan, inventory.select(plan.hosts), hosts, args.service_command,
+                       getattr(args, "unit", "server"))
     console = make_console()
     action = args.service_command
     api_key, key_missing = None, None
@@ -65,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
         except SecretError:
             key_missing = "set the API key's variable to list"
     rows: list[ServiceStatus] = []
-    for host in hosts:
+    for host, unit, serves in targets:
         with connect(host, inventory) as transport:
-            handle = control.ServiceHandle.look(transport, plan)
+            handle = control.ServiceHandle.look(transport, plan, unit, serves=serves)
             if action == "status":
                 rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
             elif action == "logs":
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                     except KeyboardInterrupt:
                         return 0
             elif action == "stop":
-                name = plan.service.name
+                name = handle.paths.name
                 was = control.stop(handle)
                 console.print(f"{host}: " + (f"stopped {name}" if was else f"{name} was not running"))
     if action == "status":
@@ -102,17 +108,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _targets(plan: Plan, every: list[str], hosts: list[str], action: str,
+             unit: str) -> list[tuple[str, str | None, bool]]:
+    """(host, unit, has an API) to look at, in order: one server per host, or for a
+    multi-node server each node's processes (stop: in the order the group needs)."""
+    assert plan.service is not None
+    nodes = plan.service.nodes
+    if nodes is None:
+        return [(host, None, True) for host in hosts]
+    from orchestrator.cluster.topology import head_of, stop_order, units
+
+    listed = (stop_order if action == "stop" else units)(nodes.backend, every, nodes.head)
+    head = head_of(every, nodes.head)
+    if action == "logs":
+        wanted = None if unit == "server" else unit
+        listed = [(h, u) for h, u in listed if u == wanted]
+    return [(h, u, h == head) for h, u in listed if h in hosts]
+
+
 def status_table(rows: list[ServiceStatus]) -> TableData:
     from orchestrator.tables import Column, TableData
 
+    clustered = any(r.unit != "server" for r in rows)
     table = TableData("service status", [
-        Column("host"), Column("state"), Column("backend", priority=2), Column("pid", "right", priority=2),
+        Column("host"), *([Column("unit", priority=1)] if clustered else []), Column("state"), Column("backend", priority=2), Column("pid", "right", priority=2),
         Column("uptime", "right", priority=2), Column("health", priority=1),
         Column("served", priority=1, prose=True), Column("vLLM", priority=1),
         Column("pins", prose=True),
     ])
     for row in rows:
-        table.add([row.host, row.state, row.backend, str(row.pid or "-"),
+        table.add([row.host, *([row.unit] if clustered else []), row.state, row.backend, str(row.pid or "-"),
                    f"{row.uptime_s}s" if row.uptime_s is not None else "-", row.health,
                    ", ".join(row.served) or "-", row.vllm_version or "-", row.pins])
     return table

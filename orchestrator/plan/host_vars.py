@@ -33,7 +33,8 @@ _WHOLE = re.compile(r"\$\{host\.([A-Za-z_][A-Za-z0-9_-]*)\}")
 _MISSPELT = re.compile(r"\$\{\s*(hosts?|HOST|Host)\s*[.:]")
 BUILTINS = ("name", "address")
 # Where a reference may stand: the parts of a plan that reach one host and may differ.
-ALLOWED = (("env",), ("files",), ("service", "args"), ("service", "extra_args"), ("commands",))
+ALLOWED = (("env",), ("files",), ("service", "args"), ("service", "extra_args"), ("commands",),
+           ("service", "nodes", "address"), ("service", "nodes", "ray_args"))
 
 
 def uses_host_vars(value: Any) -> bool:

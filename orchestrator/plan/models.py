@@ -280,6 +280,29 @@ class RestartPolicy(StrictModel):
 ArgValue = str | int | float | bool | list[str | int | float] | dict[str, Any]
 
 
+class Nodes(StrictModel):
+    """One server on all of the plan's hosts (docs/multinode.md)."""
+
+    backend: Literal["ray", "mp"] = Field(
+        "ray", description="`ray`: a Ray cluster and `--distributed-executor-backend ray`; "
+        "`mp`: vLLM's own multi-node mode (`--nnodes`, `--node-rank`, `--headless`).")
+    head: str | None = Field(
+        None, description="The host that runs the API server (rank 0); default: the first host.")
+    address: str = Field(
+        "${host.address}", description="Where the other nodes reach a node: a host variable "
+        "such as `${host.cluster_ip}` (default: its inventory address).")
+    gpus: int | None = Field(
+        None, ge=1, description="GPUs per node; default: what nvidia-smi finds. The simulator "
+        "has none: this is how many it declares to Ray.")
+    ray_port: int = Field(6379, ge=1, le=65535, description="The Ray head's GCS port.")
+    master_port: int = Field(29501, ge=1, le=65535, description="`--master-port` (mp).")
+    ray_args: list[str] = Field(
+        default_factory=list, description="More `ray start` arguments on every node, e.g. "
+        "`--object-store-memory=...`.")
+    join_timeout: Duration = Field(
+        600.0, gt=0, description="How long the head waits for every node to join.")
+
+
 class ServiceSpec(StrictModel):
     """The model server: how it is launched and supervised."""
 
@@ -318,6 +341,8 @@ class ServiceSpec(StrictModel):
     restart: RestartPolicy = Field(
         default_factory=RestartPolicy, description="How often orch relaunches a dead server."
     )
+    nodes: Nodes | None = Field(
+        None, description="Serve from all of the plan's hosts as one server (Ray or vLLM's mp).")
 
     @field_validator("name")
     @classmethod

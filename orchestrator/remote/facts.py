@@ -617,6 +617,8 @@ def main(request: Dict[str, Any]) -> None:
         answer["service"] = service_facts(request["service"])
     if request.get("guards"):
         answer["guards"] = guard_facts(request["guards"])
+    if request.get("units"):
+        answer["units"] = {name: service_facts(spec) for name, spec in request["units"].items()}
     answer["probe_seconds"] = round(time.time() - started, 4)
     sys.stdout.write(json.dumps(answer))
     sys.stdout.write("\n")

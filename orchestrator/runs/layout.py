@@ -12,6 +12,7 @@ folder is spelt anywhere else.
         startup.json                 Startup: readiness, phases, restarts
         diagnosis.json               [DiagnosisRecord]: why the service died
         service.log                  the service's log
+        ray.log                      a multi-node server's Ray node on this host
         smoke/<check>.json           one smoke check's request, answer and verdict
         commands/<name>.log          what a plan command printed (stdout, then stderr; masked)
         collect/<path>               files the plan's `collect:` fetched
@@ -83,6 +84,10 @@ class HostLayout:
     @property
     def service_log(self) -> Path:
         return self.root / "service.log"
+
+    def unit_log(self, unit: str) -> Path:
+        """The log of another process the host ran for the service (`ray.log`: a Ray node)."""
+        return self.root / f"{unit}.log"
 
     def smoke(self, check: str) -> Path:
         return self.root / "smoke" / f"{safe_name(check)}.json"

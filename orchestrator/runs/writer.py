@@ -197,8 +197,9 @@ class RunFolder:
     def write_smoke(self, host: str, check: str, result: Mapping[str, Any]) -> None:
         write_file(self.host(host).smoke(check), dumps(dict(result)))
 
-    def write_service_log(self, host: str, text: str) -> None:
-        write_file(self.host(host).service_log, text)
+    def write_service_log(self, host: str, text: str, unit: str | None = None) -> None:
+        layout = self.host(host)
+        write_file(layout.unit_log(unit) if unit else layout.service_log, text)
 
     def write_command_output(self, host: str, name: str, text: str) -> None:
         write_file(self.host(host).command_output(name), text)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.service.launch import LaunchSpec
-from orchestrator.service.systemd import STOP_TIMEOUT_S
+from orchestrator.service.systemd import stop_policy
 from orchestrator.transport.command import Command, Raw, quoted
 
 Backend = Literal["systemd", "process"]
@@ -128,9 +128,10 @@ def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Co
     )
 
 
-def stop_command(backend: Backend, paths: ServicePaths, *, timeout_s: int = STOP_TIMEOUT_S) -> Command:
-    """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C, then SIGKILL); never fails
-    when it is already stopped. Leaves a marker so that a start-up in progress elsewhere
+def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
+                 timeout_s: int | None = None) -> Command:
+    """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C; SIGTERM for a Ray node:
+    systemd.stop_policy), then SIGKILL; never fails when it is already stopped. Leaves a marker so that a start-up in progress elsewhere
     (an apply waiting for readiness) does not relaunch what was stopped on purpose."""
     marker = quoted(paths.stopped_marker)
     if backend == "systemd":
@@ -141,10 +142,12 @@ def stop_command(backend: Backend, paths: ServicePaths, *, timeout_s: int = STOP
     # Signal the whole process group (vLLM's engine and workers), even when its leader, the
     # API server, is already gone: leftover workers hold GPU memory and the port.
     pidfile = quoted(paths.pidfile)
+    signal, grace_s = stop_policy(engine)
+    timeout_s = grace_s if timeout_s is None else timeout_s
     script = (
         f"mkdir -p {quoted(paths.state_dir)} && touch {marker}; "
         f"if {_owned(pidfile)} || {{ [ -n \"$pid\" ] && ! kill -0 \"$pid\" 2>/dev/null; }}; then "
-        'kill -INT -- -"$pid" 2>/dev/null; '
+        f'kill -{signal.removeprefix("SIG")} -- -"$pid" 2>/dev/null; '
         f"i=0; while kill -0 -- -\"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
         'kill -KILL -- -"$pid" 2>/dev/null; fi; '
         f"rm -f {pidfile}"

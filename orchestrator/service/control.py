@@ -20,7 +20,7 @@ from orchestrator.inventory import Inventory
 from orchestrator.lock import Holder, lock_path
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
-from orchestrator.probe import Facts, ProbeRequest, Process, probe
+from orchestrator.probe import Facts, ProbeRequest, Process, ServiceFacts, probe
 from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import (
     Backend,
@@ -34,7 +34,7 @@ from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.step import (
     ServiceStep,
     choose_backend,
-    recorded_backend_of,
+    record_of,
     service_request,
 )
 from orchestrator.transport.base import Transport
@@ -77,7 +77,7 @@ class Ready:
 
 def relaunch(transport: Transport, step: ServiceStep) -> None:
     """Stop first (leftover workers hold GPU memory and the port), then start."""
-    transport.run(stop_command(step.backend, step.paths).then(
+    transport.run(stop_command(step.backend, step.paths, engine=step.spec.engine).then(
         start_command(step.backend, step.spec, step.paths)), timeout=120)
 
 
@@ -120,26 +120,40 @@ class ServiceHandle:
     paths: ServicePaths
     backend: Backend
     facts: Facts
+    unit: str | None = None  # a process beside the server ("ray": a Ray node)
+    serves: bool = True  # has an API to ask (not a Ray node, not a headless mp worker)
 
     @classmethod
-    def look(cls, transport: Transport, plan: Plan) -> ServiceHandle:
+    def look(cls, transport: Transport, plan: Plan, unit: str | None = None,
+             *, serves: bool = True) -> ServiceHandle:
         assert plan.service is not None and plan.python is not None
-        paths = ServicePaths.for_venv(plan.python.venv, plan.service.name)
+        name = plan.service.name if unit is None else f"{plan.service.name}-{unit}"
+        paths = ServicePaths.for_venv(plan.python.venv, name)
         lock = lock_path(plan.python.venv, plan.name, transport.host)
-        facts = probe(transport, ProbeRequest(venv=plan.python.venv,
-                                              service=service_request(paths, plan.service, lock)))
-        backend = recorded_backend_of(facts) or choose_backend(plan.service.backend, facts.host)
-        return cls(transport, plan, paths, backend, facts)
+        wanted = service_request(paths, plan.service, lock, port=unit is None)
+        request = ProbeRequest(venv=plan.python.venv, service=wanted) if unit is None else \
+            ProbeRequest(venv=plan.python.venv, units={unit: wanted})
+        facts = probe(transport, request)
+        found = facts.service if unit is None else facts.units.get(unit)
+        recorded = record_of(found)
+        backend = (recorded.backend if recorded is not None else None) or \
+            choose_backend(plan.service.backend, facts.host)
+        return cls(transport, plan, paths, backend, facts, unit, serves and unit is None)
+
+    @property
+    def found(self) -> ServiceFacts | None:
+        return self.facts.service if self.unit is None else self.facts.units.get(self.unit)
 
     @property
     def process(self) -> Process | None:
-        return self.facts.service.process if self.facts.service is not None else None
+        return self.found.process if self.found is not None else None
 
 
 @dataclass
 class ServiceStatus:
     host: str
     backend: str
+    unit: str = "server"  # or "ray" (a Ray node), "headless" (an mp worker)
     state: str = "stopped"  # running, dead (a pidfile but no process), stopped
     pid: int | None = None
     uptime_s: int | None = None
@@ -151,7 +165,7 @@ class ServiceStatus:
 
     @property
     def healthy(self) -> bool:
-        return self.state == "running" and self.health == "200"
+        return self.state == "running" and (self.health == "200" or self.unit != "server")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,15 +176,17 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     """Process, pins and the server's own answers (health, served names, version).
     `key_missing` says why the API key is unknown (then the served names are not asked)."""
     plan = handle.plan
-    row = ServiceStatus(host=handle.transport.host, backend=handle.backend)
-    if handle.facts.service is not None and handle.facts.service.apply_lock is not None:
-        holder = Holder.parse(handle.facts.service.apply_lock)
+    unit = handle.unit or ("server" if handle.serves else "headless")
+    row = ServiceStatus(host=handle.transport.host, backend=handle.backend, unit=unit)
+    found = handle.found
+    if found is not None and found.apply_lock is not None:
+        holder = Holder.parse(found.apply_lock)
         row.apply = holder.describe() if holder is not None else "in progress"
     process = handle.process
     if process:
         row.state, row.pid = "running", process.pid
         row.uptime_s = round(process.uptime or 0)
-    elif handle.facts.service is not None and handle.facts.service.pid:
+    elif found is not None and found.pid:
         row.state = "dead"
     venv = handle.facts.venv
     if venv is not None and not venv.exists:
@@ -178,7 +194,7 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     elif venv is not None:
         drift = pin_drift(venv.installed(), plan.install.pins())
         row.pins = "; ".join(drift) or "ok"
-    if process:
+    if process and handle.serves:
         with reach(handle.transport, inventory, plan) as base_url, \
                 ServerClient(base_url, api_key=api_key, timeout=5) as client:
             answers = client.describe()
@@ -191,7 +207,8 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
 def stop(handle: ServiceHandle) -> bool:
     """Stop the service; whether it was running."""
     was_running = handle.process is not None or handle.backend == "systemd"
-    handle.transport.run(stop_command(handle.backend, handle.paths), timeout=120)
+    engine = "ray" if handle.unit == "ray" else "vllm"
+    handle.transport.run(stop_command(handle.backend, handle.paths, engine=engine), timeout=120)
     return was_running
 
 

@@ -162,6 +162,26 @@ def _nccl_calloc(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     )
 
 
+def _node_gone(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    message = m.group(1).strip()
+    return (
+        f"a node of the multi-node server went away: {message}",
+        "orch status PLAN shows which node's process is down (orch logs PLAN --unit ray "
+        "--limit NODE, its log); orch apply PLAN restarts the group in order",
+        {"message": message},
+    )
+
+
+def _placement(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    gpus = int(m.group(1))
+    return (
+        f"the Ray cluster does not offer the {gpus} GPUs the layout needs",
+        "check `ray status` on the head: every node joined, each with its GPUs "
+        "(service.nodes.gpus), and tensor x pipeline parallel = nodes x GPUs per node",
+        {"gpus": gpus},
+    )
+
+
 def _world_size(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     world, gpus = m.group(1), m.group(2)
     return (
@@ -333,6 +353,16 @@ SIGNATURES: list[Signature] = [
             r"\((.*?)\)(?: in model's config\.json|\.)"
         ),
         _max_len_derived,
+    ),
+    Signature(
+        "node-gone",
+        re.compile(r"(?:a node of the group is gone: |ActorDiedError: |RayActorError: )(.*)"),
+        _node_gone,
+    ),
+    Signature(
+        "placement-group",
+        re.compile(r"Cannot provide a placement group requiring (\d+) GPUs"),
+        _placement,
     ),
     Signature(
         "nccl-calloc",

@@ -19,11 +19,11 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
-from orchestrator.probe import Facts, HostFacts, ProbeRequest
+from orchestrator.probe import Facts, HostFacts, ProbeRequest, ServiceFacts
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service import spec_diff
 from orchestrator.service.backends import Backend, ServicePaths, start_command, stop_command
@@ -31,7 +31,11 @@ from orchestrator.service.launch import LaunchSpec, render_env_file, spec_hash
 from orchestrator.service.preflight import preflight
 from orchestrator.service.systemd import render_unit
 from orchestrator.steps.base import Change, Finding, Step, StepPlan, Upload
+from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
+
+if TYPE_CHECKING:
+    from orchestrator.cluster.member import Member
 
 # Fingerprint parts as `orch plan` names them.
 _PART_NAMES = {"backend": "backend", "launch_spec": "command line", "environment": "environment",
@@ -51,16 +55,19 @@ def choose_backend(configured: str, host: HostFacts) -> Backend:
     return "systemd" if host.systemd and host.is_root else "process"
 
 
-def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None = None) -> dict[str, Any]:
-    """What the probe must look at for the service (the service step and `orch status`)."""
+def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None = None,
+                    *, port: bool = True) -> dict[str, Any]:
+    """What the probe must look at for the service (the service step and `orch status`);
+    `port`: who listens on the service's port (not for a Ray node)."""
     request: dict[str, Any] = {
         "pidfile": paths.pidfile,
         "spec_file": paths.spec_file,
         "startup_file": paths.startup_file,
         "restart_file": paths.restart_marker,
         "env_file": paths.env_file,
-        "port": service.port,
     }
+    if port:
+        request["port"] = service.port
     if service.backend in ("auto", "systemd"):
         request["unit"] = paths.unit
         request["unit_file"] = paths.unit_file
@@ -96,7 +103,11 @@ def _strings(value: Any) -> dict[str, str]:
 
 def host_record(facts: Facts) -> ServiceRecord | None:
     """The record the last start left on the host (None: none, or unreadable)."""
-    text = facts.service.spec_text if facts.service is not None else None
+    return record_of(facts.service)
+
+
+def record_of(found: ServiceFacts | None) -> ServiceRecord | None:
+    text = found.spec_text if found is not None else None
     try:
         data = json.loads(text or "")
     except json.JSONDecodeError:
@@ -119,20 +130,15 @@ def host_record(facts: Facts) -> ServiceRecord | None:
     )
 
 
-def last_startup_s(facts: Facts) -> float | None:
+def last_startup_s(found: ServiceFacts | None) -> float | None:
     """Seconds the last start-up took (startup.json, written when it became ready)."""
-    text = facts.service.startup_text if facts.service is not None else None
+    text = found.startup_text if found is not None else None
     try:
         data = json.loads(text or "")
     except json.JSONDecodeError:
         return None
     seconds = data.get("seconds") if isinstance(data, dict) else None
     return float(seconds) if isinstance(seconds, int | float) else None
-
-
-def recorded_backend_of(facts: Facts) -> Backend | None:
-    record = host_record(facts)
-    return record.backend if record is not None else None
 
 
 class OrchWheelStep(Step):
@@ -170,6 +176,9 @@ class OrchWheelStep(Step):
 
 
 class ServiceStep(Step):
+    """The model server on this host; also a Ray node of a multi-node server (`unit`), and
+    a member of a group (`member`: it votes with the other nodes and keeps their order)."""
+
     name = "service"
     verify = False  # liveness after a start is readiness's job, with diagnosis
     follows_earlier_changes = True  # packages or config changed by earlier steps restart it
@@ -182,12 +191,19 @@ class ServiceStep(Step):
         *,
         file_digests: Mapping[str, str],
         force_restart: bool = False,
+        unit: str | None = None,
+        member: Member | None = None,
     ) -> None:
         assert plan.service is not None and plan.python is not None
         self.plan_ = plan
         self.service = plan.service
         self.spec = spec
-        self.paths = ServicePaths.for_venv(plan.python.venv, self.service.name)
+        self.unit = unit  # None: the service itself; else a process beside it ("ray")
+        if unit is not None:
+            self.name = unit
+        self.member = member
+        self.paths = ServicePaths.for_venv(
+            plan.python.venv, self.service.name if unit is None else f"{self.service.name}-{unit}")
         self.env_text = render_env_file(spec, secrets)
         self.secrets_digest = _sha("\n".join(
             line for line in self.env_text.splitlines()
@@ -197,8 +213,13 @@ class ServiceStep(Step):
         self.backend: Backend = "process"
 
     def request(self) -> ProbeRequest:
+        if self.unit is not None:
+            return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)})
         return ProbeRequest(service=service_request(self.paths, self.service),
                             vllm=self.service.engine == "vllm")
+
+    def found(self, facts: Facts) -> ServiceFacts | None:
+        return facts.units.get(self.unit) if self.unit is not None else facts.service
 
     def fingerprint(self, facts: Facts) -> dict[str, str]:
         freeze = facts.venv.freeze() if facts.venv is not None else ""
@@ -220,26 +241,28 @@ class ServiceStep(Step):
     def plan(self, facts: Facts) -> StepPlan:
         result = StepPlan(step=self.name)
         self.backend = choose_backend(self.service.backend, facts.host)
-        findings = preflight(self.plan_, facts)
-        result.findings.extend(findings)
-        errors = [f for f in findings if f.level == "error"]
-        alive = facts.service is not None and facts.service.process is not None
-        if errors and not alive:
-            result.blocked = f"preflight: the launch would fail ({len(errors)} problem(s) below)"
+        found = self.found(facts)
+        alive = found is not None and found.process is not None
+        if self.unit is None:
+            findings = preflight(self.plan_, facts)
+            result.findings.extend(findings)
+            errors = [f for f in findings if f.level == "error"]
+            if errors and not alive:
+                result.blocked = f"preflight: the launch would fail ({len(errors)} problem(s) below)"
         wanted = self.fingerprint(facts)
-        on_host = host_record(facts)
+        on_host = record_of(found)
         stored = on_host.fingerprint if on_host is not None else {}
         recorded_backend = (on_host.backend if on_host is not None else None) or self.backend
         uploads = [Upload(self.paths.env_file, self.env_text.encode(), 0o600)]
-        commands: list[Command] = []
         if self.backend == "systemd":
             uploads.append(Upload(self.paths.unit_file, self.unit_text().encode(), 0o644))
         record = ServiceRecord(fingerprint=wanted, backend=self.backend, command=self.spec.display(),
-                               port=self.service.port, served_names=tuple(self.spec.served_names),
+                               port=self.spec.port, served_names=tuple(self.spec.served_names),
                                written=time.time(), argv=tuple(self.spec.argv),
                                env=self.spec.public_env(), files=dict(sorted(self.file_digests.items())),
                                secrets=self.secrets_digest)
         uploads.append(Upload(self.paths.spec_file, record.to_json().encode(), 0o644))
+        reason: str | None = None
         if not alive:
             reason = "not running"
         elif stored != wanted:
@@ -247,22 +270,49 @@ class ServiceStep(Step):
             reason = "changed: " + (", ".join(changed) or "unknown")
         elif self.force_restart:
             reason = "restart requested"
-        elif facts.service is not None and facts.service.restart_requested:
+        elif found is not None and found.restart_requested:
             reason = "a command asked for a restart"
-        else:
-            return result
+        stops: list[Command] = []
         if recorded_backend != self.backend:
             # Moving between backends: stop what the old one started.
-            commands.append(stop_command(recorded_backend, self.paths))
-        commands.append(stop_command(self.backend, self.paths))
-        commands.append(start_command(self.backend, self.spec, self.paths))
+            stops.append(stop_command(recorded_backend, self.paths, engine=self.spec.engine))
+        stops.append(stop_command(self.backend, self.paths, engine=self.spec.engine))
+        start = start_command(self.backend, self.spec, self.paths)
+        if self.member is not None:
+            decision = self.member.decide(reason, facts)
+            if decision.blocked is not None:
+                result.blocked = f"the group cannot start: {decision.blocked}"
+                return result
+            if reason is None and decision.restart:
+                reason = f"the group restarts: {decision.why()}"
+            if reason is None:
+                return result
+            member = self.member
+            stop_all = [*member.also_stop, *stops] if decision.restart else stops
+
+            def stop_then_wait(transport: Transport) -> None:
+                # Stopping is part of the order: the others wait for it, then for the head.
+                script = stop_all[0]
+                for command in stop_all[1:]:
+                    script = script.then(command)
+                transport.run(script, timeout=180)
+                member.stopped()(transport)
+                member.before_start(decision)(transport)
+
+            verb = "start" if not alive else "restart"
+            result.changes.append(Change(
+                f"{verb} {self.paths.name} ({self.backend}; {reason})", commands=[start],
+                uploads=uploads, before=stop_then_wait, after=member.started()))
+            return result
+        if reason is None:
+            return result
         verb = "start" if not alive else "restart"
         diff = ""
         if alive and on_host is not None and stored != wanted:
             diff = "\n".join(restart_diff(on_host, record, self.spec.secret_env_names))
-            result.findings.append(restart_cost(self.paths.name, last_startup_s(facts)))
+            result.findings.append(restart_cost(self.paths.name, last_startup_s(found)))
         result.changes.append(
-            Change(f"{verb} {self.paths.name} ({self.backend}; {reason})", commands=commands,
+            Change(f"{verb} {self.paths.name} ({self.backend}; {reason})", commands=[*stops, start],
                    uploads=uploads, diff=diff)
         )
         return result

@@ -16,6 +16,7 @@ Choices, and why:
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from orchestrator.errors import PlanError
 from orchestrator.service.launch import LaunchSpec
@@ -26,13 +27,23 @@ _BARE_ARG = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _UNIT_NAME = re.compile(r"[A-Za-z0-9:_.\\-]+")
 
 
+RAY_GRACE_S = 16  # `ray stop`'s own grace period before SIGKILL
+
+
+def stop_policy(engine: str) -> tuple[Literal["SIGINT", "SIGTERM"], int]:
+    """How a process is asked to stop, and how long it gets before SIGKILL. vLLM (and the
+    simulator) stop cleanly on SIGINT; a Ray node (`ray start --block`) only on SIGTERM, as
+    `ray stop` sends it (on SIGINT it lingers), and may take half a minute to leave a
+    cluster that is going down around it: like `ray stop`, orch does not wait that long."""
+    return ("SIGTERM", RAY_GRACE_S) if engine == "ray" else ("SIGINT", STOP_TIMEOUT_S)
+
+
 def render_unit(
     spec: LaunchSpec,
     *,
     name: str,
     env_file: str,
     log_path: str | None,
-    stop_timeout_s: int = STOP_TIMEOUT_S,
 ) -> str:
     """The text of `<name>.service` for `spec`."""
     if not _UNIT_NAME.fullmatch(name):
@@ -51,7 +62,7 @@ def render_unit(
     if log_path is not None and not log_path.startswith("/"):
         raise PlanError(f"the service log path must be absolute, got {log_path!r}")
     output = f"append:{_escape_specifiers(log_path)}" if log_path else "journal"
-    what = "the orch simulator" if spec.engine == "sim" else "vLLM"
+    what = {"sim": "the orch simulator", "ray": "a Ray node"}.get(spec.engine, "vLLM")
     lines = [
         "# Managed by orch: edits are overwritten on the next apply.",
         "[Unit]",
@@ -65,8 +76,8 @@ def render_unit(
         f"EnvironmentFile={_escape_specifiers(env_file)}",
         f"ExecStart={exec_line(spec.argv)}",
         "Restart=no",
-        "KillSignal=SIGINT",
-        f"TimeoutStopSec={stop_timeout_s}",
+        f"KillSignal={stop_policy(spec.engine)[0]}",
+        f"TimeoutStopSec={stop_policy(spec.engine)[1]}",
         f"LimitNOFILE={LIMIT_NOFILE}",
         f"StandardOutput={output}",
         "StandardError=inherit",

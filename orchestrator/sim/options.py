@@ -32,7 +32,7 @@ CONTENT_REASONING_PARSERS = ("minimax_m2_append_think",)
 # vLLM flags that take no value; any other unknown flag takes the next token if it is one.
 _BARE_FLAGS = {
     "trust-remote-code", "enable-auto-tool-choice", "enable-expert-parallel", "ep",
-    "enforce-eager", "async-scheduling", "language-model-only", "headless",
+    "enforce-eager", "async-scheduling", "language-model-only",
     "data-parallel-hybrid-lb", "data-parallel-external-lb", "enable-request-id-headers",
     "enable-server-load-tracking", "enable-prompt-tokens-details", "enable-log-requests",
     "disable-log-requests", "disable-uvicorn-access-log", "fail-on-environ-validation",
@@ -67,6 +67,22 @@ class SimOptions:
     log_stats: bool = True
     ignored: list[tuple[str, str | None]] = field(default_factory=list)
     non_default: dict[str, Any] = field(default_factory=dict)
+    # Several nodes (sim/cluster.py): Ray, or vLLM's multi-process mode.
+    distributed_backend: str | None = None
+    pipeline_parallel: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29501
+    headless: bool = False
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def multi_node(self) -> bool:
+        return self.distributed_backend == "ray" or self.nnodes > 1
 
     @property
     def splits_reasoning(self) -> bool:
@@ -202,6 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--default-chat-template-kwargs", type=_template_kwargs, default=None,
         help="JSON defaults for chat_template_kwargs, e.g. '{\"thinking\": false}'")  # fmt: skip
     add("--disable-log-stats", action="store_true", help="no periodic stats lines")
+    add("--distributed-executor-backend", choices=("mp", "ray", "uni", "external_launcher"),
+        default=None, help="ray: join the Ray cluster (RAY_ADDRESS) and place the ranks on it")
+    add("--pipeline-parallel-size", "-pp", type=_positive_int, default=1, help="pipeline stages")
+    add("--nnodes", "-n", type=_positive_int, default=1, help="nodes of the mp group")
+    add("--node-rank", "-r", type=_count, default=0, help="this node's rank in the mp group")
+    add("--master-addr", default="127.0.0.1", help="rank 0's address (mp)")
+    add("--master-port", type=_port, default=29501, help="rank 0's port (mp)")
+    add("--headless", action="store_true", help="a worker node: no API server")
     return parser
 
 
@@ -286,6 +310,12 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
     if parser_name is not None and parser_name not in REASONING_PARSERS:
         choices = ",".join(REASONING_PARSERS)
         parser.error(f"invalid reasoning parser: {parser_name} (chose from {{ {choices} }})")
+    if args.nnodes > 1 and args.distributed_executor_backend not in (None, "mp", "uni",
+                                                                         "external_launcher"):
+        parser.error("nnodes > 1 can only be set when distributed executor backend is mp, "
+                     "uni or external_launcher.")
+    if args.node_rank >= args.nnodes:
+        parser.error(f"--node-rank {args.node_rank} is not below --nnodes {args.nnodes}")
     profile = get_profile(args.profile)
     api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
     non_default: dict[str, Any] = {"model_tag": model}
@@ -321,4 +351,11 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
         log_stats=not args.disable_log_stats,
         ignored=ignored,
         non_default=non_default,
+        distributed_backend=args.distributed_executor_backend,
+        pipeline_parallel=args.pipeline_parallel_size,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        headless=args.headless,
     )

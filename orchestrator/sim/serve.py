@@ -14,11 +14,13 @@ import errno
 import os
 import signal
 import socket
+import threading
 import traceback
 from collections.abc import Mapping
+from typing import Any
 
 from orchestrator import masking
-from orchestrator.sim import failures
+from orchestrator.sim import cluster, failures
 from orchestrator.sim.app import SimApp
 from orchestrator.sim.engine import Engine
 from orchestrator.sim.http11 import HttpServer
@@ -99,6 +101,62 @@ def _port_failure(log: VllmLog, error: OSError | None) -> int:
     return 1
 
 
+async def _join(options: SimOptions, log: VllmLog, halt: threading.Event) -> cluster.Group:
+    """Form the group this node belongs to (sim/cluster.py), off the event loop."""
+    scale = options.startup_time_scale
+    timeout = max(30.0, 600.0 * scale)
+    if options.distributed_backend == "ray":
+        return await asyncio.to_thread(cluster.join_ray, options.world_size, log,
+                                       wait_scale=scale, stop=halt)
+    if options.node_rank == 0:
+        return await asyncio.to_thread(cluster.mp_head, options.nnodes, options.master_addr,
+                                       options.master_port, log, timeout=timeout, stop=halt)
+    return await asyncio.to_thread(cluster.mp_worker, options.node_rank, options.master_addr,
+                                   options.master_port, log, timeout=timeout, stop=halt)
+
+
+def _watch(group: cluster.Group) -> asyncio.Future[str]:
+    """Why the group broke, once it does. A daemon thread: a member stuck in a call to a
+    dead node must never keep the process from exiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(why: str) -> None:
+        if not future.done():
+            future.set_result(why)
+
+    def run() -> None:
+        loop.call_soon_threadsafe(settle, group.wait_lost())
+
+    threading.Thread(target=run, name="group-watch", daemon=True).start()
+    return future
+
+
+def _lost(log: VllmLog, why: str) -> None:
+    log.error("EngineCore_DP0", "core.py:1", f"EngineCore encountered a fatal error: a "
+              f"node of the group is gone: {why}")
+
+
+async def _serve_headless(options: SimOptions, log: VllmLog, stop: asyncio.Event) -> int:
+    """A worker node of an mp group: no API server, just a member until the group ends."""
+    log.info("APIServer", "serve.py:1", f"Launching a headless node (rank {options.node_rank} "
+             f"of {options.nnodes}, master {options.master_addr}:{options.master_port})")
+    halt = threading.Event()
+    try:
+        group = await _join(options, log, halt)
+    except cluster.ClusterFailed:
+        return 1
+    watch = _watch(group)
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({watch, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    halt.set()
+    group.close()
+    if watch.done() and watch.result():
+        _lost(log, watch.result())
+        return 1
+    return 0
+
+
 async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
     log = log or VllmLog()
     loop = asyncio.get_running_loop()
@@ -106,6 +164,8 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     _header(options, log)
+    if options.headless:
+        return await _serve_headless(options, log, stop)
     if options.fail_at_startup == "port-in-use":
         return _port_failure(log, None)
     try:
@@ -133,6 +193,28 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
     )
     app = SimApp(options, engine, metrics, log)
     server = HttpServer(app.handle, [("x-orch-simulator", options.marker())])
+    halt = threading.Event()
+    group: cluster.Group | None = None
+    if options.multi_node:
+        joining = asyncio.create_task(_join(options, log, halt))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({joining, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not joining.done():
+            halt.set()
+            sock.close()
+            return 0
+        stopping.cancel()
+        try:
+            group = joining.result()
+        except cluster.ClusterFailed:
+            sock.close()
+            return 1
+        def gone(future: asyncio.Future[str]) -> None:
+            if not future.cancelled() and future.result():
+                _lost(log, future.result())
+                dead.set()  # ends the server like a dead engine: exit 1
+
+        _watch(group).add_done_callback(gone)
     startup = asyncio.create_task(Startup(options, log, lambda: server.serve(sock)).run())
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -166,6 +248,9 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
         return code
     finally:
         stopping.cancel()
+        halt.set()
+        if group is not None:
+            group.close()
         with contextlib.suppress(OSError):
             sock.close()
 

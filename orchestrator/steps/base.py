@@ -9,6 +9,7 @@ runner re-probes and requires an empty plan.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -38,6 +39,10 @@ class Change:
     idempotent: bool = True  # may a dropped connection run it again?
     keep_output: str | None = None  # a name: the output goes into the run folder
     stdin: bytes | None = None  # fed to its commands (secrets travel here, never in argv)
+    # Around its commands during apply (never in check mode): the start order of a
+    # multi-node server (wait for the head, say that this node is up).
+    before: Callable[[Transport], None] | None = None
+    after: Callable[[Transport], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,17 +88,24 @@ def apply_changes(
     (one round trip per change). The output of changes that keep theirs goes into `kept`
     (name -> stdout then stderr, masked), a failing one's too before CommandFailed."""
     for change in changes:
+        if change.before is not None:
+            change.before(transport)
         for upload in change.uploads:
             transport.put(upload.data, upload.path, mode=upload.mode)
-        if not change.commands:
-            continue
-        script = change.commands[0]
-        for command in change.commands[1:]:
-            script = Command(script.parts, Raw("&&"), command.parts)
-        result = transport.run(script, stdin=change.stdin, timeout=change.timeout,
-                               idempotent=change.idempotent, check=False)
-        if change.keep_output is not None and kept is not None:
-            kept[change.keep_output] = masking.mask(result.stdout + result.stderr)
-        if result.returncode != 0:
-            raise CommandFailed(str(script), result.returncode, masking.mask(result.stderr),
-                                host=transport.host)
+        if change.commands:
+            _run_change(transport, change, kept)
+        if change.after is not None:
+            change.after(transport)
+
+
+def _run_change(transport: Transport, change: Change, kept: dict[str, str] | None) -> None:
+    script = change.commands[0]
+    for command in change.commands[1:]:
+        script = Command(script.parts, Raw("&&"), command.parts)
+    result = transport.run(script, stdin=change.stdin, timeout=change.timeout,
+                           idempotent=change.idempotent, check=False)
+    if change.keep_output is not None and kept is not None:
+        kept[change.keep_output] = masking.mask(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise CommandFailed(str(script), result.returncode, masking.mask(result.stderr),
+                            host=transport.host)

@@ -335,7 +335,7 @@ def test_the_shipped_ansible_example_is_the_shipped_example(tmp_path: Path) -> N
     assert ini.hosts == own.hosts
     for group, members in own.groups.items():
         assert ini.select(group) == members
-    assert ini.select("all") == ["bastion", "gpu1", "localhost"]
+    assert ini.select("all") == ["bastion", "gpu1", "gpu2", "localhost"]
 
 
 # -- errors: file:line:column, the field, what was expected ----------------------------------

@@ -113,6 +113,20 @@ CASES = [
         "NCCL_P2P_DISABLE",
     ),
     (
+        crash(W + "EngineCore encountered a fatal error: a node of the group is gone: "
+              "ActorDiedError: The actor died unexpectedly before finishing this task."),
+        "node-gone",
+        {"message": "ActorDiedError: The actor died unexpectedly before finishing this task."},
+        "restarts the group in order",
+    ),
+    (
+        crash(W + "ValueError: Cannot provide a placement group requiring 16 GPUs "
+              "(placement_group_specs=[{'GPU': 1.0}]) within 1800 seconds."),
+        "placement-group",
+        {"gpus": 16},
+        "ray status",
+    ),
+    (
         crash(W + "RuntimeError: NCCL error: Failed to CUDA calloc 10485760 bytes"),
         "nccl-calloc",
         {},

@@ -1,0 +1,123 @@
+"""What one supervised process on a node does in its group: vote, and keep the start order.
+
+A node runs one or two of them: under Ray its Ray node (every host) and, on the head, the
+server; under mp the server (`--headless` on the workers). The first one on each node votes
+(gate.py); the head's server under Ray reads the same decision.
+
+Start order, kept by the changes' `before`/`after` hooks during apply:
+
+    ray:  every node stops (the head its server first) -> the head's Ray node starts ->
+          the workers' Ray nodes start -> `ray status` shows every node and GPU -> the
+          head's server starts
+    mp:   every node stops -> the head's server starts -> the workers' (headless) start
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.cluster.gate import MATCHING, ClusterError, Decision, Gate, Vote
+from orchestrator.cluster.ray_status import RayStatus, parse_ray_status
+from orchestrator.cluster.topology import Node, Topology
+from orchestrator.probe import Facts
+from orchestrator.transport.base import Transport
+from orchestrator.transport.command import Command
+
+Kind = Literal["ray-node", "server"]
+_POLL_S = 2.0
+
+
+@dataclass
+class Member:
+    gate: Gate
+    node: Node
+    kind: Kind
+    venv_bin: str
+    pins: tuple[str, ...] = ()  # names the plan pins (compared across nodes too)
+    join_timeout: float = 600.0
+    also_stop: list[Command] = field(default_factory=list)  # stopped before this one
+
+    @property
+    def topology(self) -> Topology:
+        return self.gate.topology
+
+    @property
+    def votes(self) -> bool:
+        """The first unit on each node votes: the Ray node under Ray, the server under mp."""
+        return self.kind == "ray-node" or self.topology.backend == "mp"
+
+    def decide(self, reason: str | None, facts: Facts) -> Decision:
+        if not self.votes:
+            # The head's server under Ray: its Ray node voted already, in this thread.
+            return self.gate.vote(self.node.host, Vote(reason=None))
+        installed = facts.venv.installed() if facts.venv is not None else {}
+        names = {*MATCHING, *self.pins}
+        packages = {n: v for n, v in installed.items() if n in names}
+        gpus = len(facts.host.gpus) if facts.host.gpus is not None else None
+        return self.gate.vote(self.node.host, Vote(reason=reason, packages=packages, gpus=gpus))
+
+    def gpus(self, facts: Facts) -> int:
+        """What this node offers Ray: the declared count, else the GPUs found."""
+        declared = self.topology.gpus_per_node
+        if declared is not None:
+            return declared
+        return len(facts.host.gpus) if facts.host.gpus is not None else 0
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def stopped(self) -> Callable[[Transport], None]:
+        return lambda _t: self.gate.mark(self.node.host, f"stopped:{self.kind}")
+
+    def started(self) -> Callable[[Transport], None]:
+        return lambda _t: self.gate.mark(self.node.host, f"up:{self.kind}")
+
+    def before_start(self, decision: Decision) -> Callable[[Transport], None]:
+        everyone = [n.host for n in self.topology.nodes]
+        head = [self.topology.head.host]
+
+        def wait(transport: Transport) -> None:
+            if self.kind == "ray-node" or self.topology.backend == "mp":
+                if not decision.restart:
+                    return  # only this node (re)starts: the others run
+                if self.node.role == "head":
+                    self.gate.wait_for(everyone, f"stopped:{self.kind}")
+                else:
+                    self.gate.wait_for(head, f"up:{self.kind}")
+                return
+            if decision.restart:  # the head's server under Ray: after every Ray node
+                self.gate.wait_for(everyone, "up:ray-node")
+            wait_for_ray(transport, self.topology, self.venv_bin, self.join_timeout,
+                         gpus=self.topology.world_size)
+        return wait
+
+
+def ray_status_command(topology: Topology, venv_bin: str) -> Command:
+    return Command(f"{venv_bin}/ray", "status", f"--address={topology.ray_address}")
+
+
+def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeout: float,
+                 *, gpus: int, sleep: Callable[[float], None] = time.sleep) -> RayStatus:
+    """Until `ray status` on the head shows every node and `gpus` GPUs."""
+    deadline = time.monotonic() + timeout
+    status: RayStatus | None = None
+    text = ""
+    while True:
+        result = transport.run(ray_status_command(topology, venv_bin), check=False, timeout=60)
+        text = result.stdout + result.stderr
+        status = parse_ray_status(result.stdout)
+        if status is not None and status.complete(len(topology.nodes), gpus):
+            return status
+        if time.monotonic() > deadline:
+            break
+        sleep(_POLL_S)
+    seen = (f"{status.active_nodes} of {len(topology.nodes)} nodes, {status.gpus:g} of {gpus} "
+            "GPUs" if status is not None else "no answer from the Ray head: "
+            + (text.strip().splitlines() or ["(nothing)"])[-1])
+    raise ClusterError(
+        f"the Ray cluster did not form within {timeout:.0f}s: {seen}",
+        hint="a worker that never joined: its Ray log (orch logs PLAN --limit WORKER --unit ray) "
+             "names the cause; check that the nodes reach "
+             f"{topology.ray_address} and that their ray versions match")

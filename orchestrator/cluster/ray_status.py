@@ -1,0 +1,52 @@
+"""What `ray status` says about the cluster: the active nodes and the GPUs they offer.
+
+    Node status
+    ---------------------------------------------------------------
+    Active:
+     1 node_9b7fc36b231e7b354f69702012ccb61a6cd617387aeb0704e0f98e55
+    Pending:
+     (no pending nodes)
+    ...
+    Total Usage:
+     0.0/1.0 CPU
+     0.0/8.0 GPU
+
+(Ray 2.60.) `ray status` needs no dashboard, only the GCS; `ray list nodes` would.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NODE = re.compile(r"^\s*\d+\s+node_[0-9a-f]+\s*$")
+_GPU = re.compile(r"^\s*[\d.]+/([\d.]+)\s+GPU\s*$")
+
+
+@dataclass(frozen=True)
+class RayStatus:
+    active_nodes: int
+    gpus: float
+
+    def complete(self, nodes: int, gpus: int) -> bool:
+        return self.active_nodes >= nodes and self.gpus >= gpus
+
+
+def parse_ray_status(text: str) -> RayStatus | None:
+    """None when the text is not a status report (the GCS is not up yet, say)."""
+    section = ""
+    nodes = 0
+    gpus = 0.0
+    seen = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.endswith(":") and not stripped.startswith("("):
+            section = stripped[:-1]
+            seen = seen or section == "Active"
+            continue
+        if section == "Active" and _NODE.match(line):
+            nodes += 1
+        match = _GPU.match(line)
+        if match and section == "Total Usage":
+            gpus = float(match.group(1))
+    return RayStatus(nodes, gpus) if seen else None

@@ -1,0 +1,201 @@
+"""The nodes of a multi-node server, from the plan and the inventory (pure).
+
+Ray (`backend: ray`): every node runs a Ray node (`ray start --head` on the head, `ray start
+--address=HEAD:PORT` on the workers, both `--block` so the service backend supervises them),
+and the head runs `vllm serve ... --distributed-executor-backend ray`, which places its
+workers on the whole cluster.
+
+vLLM's own multi-process mode (`backend: mp`): every node runs `vllm serve` with `--nnodes N
+--node-rank R --master-addr HEAD --master-port P`; the workers add `--headless` (no API
+server). The head serves.
+
+World size = tensor x pipeline parallel = nodes x GPUs per node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.errors import PlanError
+
+Role = Literal["head", "worker"]
+# An address a node is reached at: an IPv4/IPv6 literal or a DNS name, nothing a shell or
+# Ray's address parser would read differently.
+_ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]*")
+_LAYOUT_FLAGS = {"tensor": "tensor-parallel-size", "pipeline": "pipeline-parallel-size",
+                 "data": "data-parallel-size"}
+
+
+@dataclass(frozen=True)
+class Node:
+    host: str  # inventory name
+    rank: int  # 0 is the head
+    address: str  # where the other nodes reach it
+
+    @property
+    def role(self) -> Role:
+        return "head" if self.rank == 0 else "worker"
+
+
+@dataclass(frozen=True)
+class Topology:
+    backend: Literal["ray", "mp"]
+    nodes: tuple[Node, ...]  # the head first
+    gpus_per_node: int | None  # declared in the plan; None: what the probe finds
+    tensor: int
+    pipeline: int
+    ray_port: int
+    master_port: int
+    ray_args: tuple[str, ...] = ()
+
+    @property
+    def head(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def workers(self) -> tuple[Node, ...]:
+        return self.nodes[1:]
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor * self.pipeline
+
+    def node(self, host: str) -> Node:
+        return next(n for n in self.nodes if n.host == host)
+
+    def host_of(self, address: str) -> str | None:
+        return next((n.host for n in self.nodes if n.address == address), None)
+
+    @property
+    def ray_address(self) -> str:
+        return f"{_bracket(self.head.address)}:{self.ray_port}"
+
+    def gpus_needed_per_node(self) -> int:
+        return self.world_size // len(self.nodes)
+
+    def layout_problem(self, gpus_per_node: int) -> str | None:
+        """Why `gpus_per_node` GPUs on each node cannot hold the layout (None: they can)."""
+        total = gpus_per_node * len(self.nodes)
+        if self.world_size != total:
+            return (f"tensor x pipeline parallel = {self.tensor} x {self.pipeline} = "
+                    f"{self.world_size} GPUs, but {len(self.nodes)} node(s) x {gpus_per_node} "
+                    f"GPU(s) = {total}")
+        return None
+
+    # -- what each node runs --------------------------------------------------------------
+
+    def ray_node_argv(self, node: Node, venv_bin: str) -> list[str]:
+        """`ray start` for `node`, in the foreground (the service backend supervises it).
+        Without a declared GPU count Ray counts the node's GPUs itself."""
+        argv = [f"{venv_bin}/ray", "start", "--block", "--disable-usage-stats",
+                f"--node-ip-address={node.address}"]
+        if self.gpus_per_node is not None:
+            argv.append(f"--num-gpus={self.gpus_per_node}")
+        if node.role == "head":
+            argv += ["--head", f"--port={self.ray_port}", "--include-dashboard=false"]
+        else:
+            argv += [f"--address={self.ray_address}"]
+        return argv + list(self.ray_args)
+
+    def server_flags(self, node: Node) -> list[str]:
+        """The `vllm serve` flags that make `node` part of the group."""
+        if self.backend == "ray":
+            return ["--distributed-executor-backend", "ray"]
+        flags = ["--distributed-executor-backend", "mp", "--nnodes", str(len(self.nodes)),
+                 "--node-rank", str(node.rank), "--master-addr", self.head.address,
+                 "--master-port", str(self.master_port)]
+        return flags + (["--headless"] if node.role == "worker" else [])
+
+    def server_env(self, node: Node) -> dict[str, str]:
+        """vLLM reads the node's own address from VLLM_HOST_IP (Ray placement and NCCL);
+        RAY_ADDRESS names the cluster `ray.init("auto")` joins."""
+        env = {"VLLM_HOST_IP": node.address}
+        if self.backend == "ray":
+            env["RAY_ADDRESS"] = self.ray_address
+        return env
+
+
+def _bracket(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def layout(args: Mapping[str, object]) -> dict[str, int]:
+    """tensor, pipeline and data parallel sizes from `service.args` (1 when unset)."""
+    out: dict[str, int] = {}
+    for key, flag in _LAYOUT_FLAGS.items():
+        value = args.get(flag, args.get(flag.replace("-", "_"), 1))
+        if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
+                or int(value) < 1:
+            raise PlanError(f"{flag} must be a positive whole number, got {value!r}",
+                            field=f"service.args.{flag}")
+        out[key] = int(value)
+    return out
+
+
+def build(
+    *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
+    addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
+    ray_port: int, master_port: int, ray_args: list[str], know_hosts: bool = True,
+) -> Topology:
+    """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
+    what cannot work: an unknown head, a bad address, a layout the GPUs cannot hold."""
+    if head is not None and head not in hosts:
+        raise PlanError(f"the head {head!r} is not among the plan's hosts ({', '.join(hosts)})",
+                        field="service.nodes.head", expected="one of the plan's hosts")
+    ordered = [head or hosts[0]] + [h for h in hosts if h != (head or hosts[0])]
+    for host in ordered:
+        if "${host." in addresses[host]:
+            continue  # `orch validate`: no inventory, the reference stands in
+        if not _ADDRESS.fullmatch(addresses[host]):
+            raise PlanError(f"node {host}: {addresses[host]!r} is not an address",
+                            field="service.nodes.address",
+                            expected="an IP address or a DNS name (a host variable such as "
+                                     "${host.cluster_ip})")
+    sizes = layout(args)
+    if sizes["data"] > 1:
+        raise PlanError("data parallelism across nodes is not supported by service.nodes yet",
+                        field="service.args.data-parallel-size",
+                        expected="tensor and pipeline parallel sizes only")
+    topology = Topology(
+        backend=backend,
+        nodes=tuple(Node(h, rank, addresses[h]) for rank, h in enumerate(ordered)),
+        gpus_per_node=gpus_per_node, tensor=sizes["tensor"], pipeline=sizes["pipeline"],
+        ray_port=ray_port, master_port=master_port, ray_args=tuple(ray_args),
+    )
+    if gpus_per_node is not None and know_hosts:  # `orch validate` does not know the hosts
+        problem = topology.layout_problem(gpus_per_node)
+        if problem:
+            raise PlanError(problem, field="service.args",
+                            expected="tensor-parallel-size x pipeline-parallel-size = nodes x "
+                                     "service.nodes.gpus")
+    return topology
+
+
+# -- what runs where, for `orch status|logs|stop` (no addresses needed) -----------------------
+
+
+def head_of(hosts: list[str], head: str | None) -> str:
+    return head if head is not None and head in hosts else hosts[0]
+
+
+def units(backend: Literal["ray", "mp"], hosts: list[str], head: str | None) -> list[tuple[str, str | None]]:
+    """(host, unit) of every supervised process, the head first; unit None is the server
+    (headless on an mp worker), "ray" a Ray node."""
+    first = head_of(hosts, head)
+    ordered = [first, *(h for h in hosts if h != first)]
+    if backend == "mp":
+        return [(h, None) for h in ordered]
+    return [(first, None), (first, "ray"), *((h, "ray") for h in ordered[1:])]
+
+
+def stop_order(backend: Literal["ray", "mp"], hosts: list[str], head: str | None) -> list[tuple[str, str | None]]:
+    """The group goes down head's server first (it would fail on losing a worker), then under
+    Ray the workers' Ray nodes before the head's (the GCS last)."""
+    listed = units(backend, hosts, head)
+    if backend == "mp":
+        return listed
+    first = head_of(hosts, head)
+    return [(first, None), *((h, u) for h, u in listed if h != first), (first, "ray")]
