@@ -170,6 +170,9 @@ class Lifecycle:
                 why = self._diagnose_death(transport, host)
             raise BenchError(f"{host}: the sweep stopped early ({result.stopped}){why}; "
                              f"finished levels are in {out_dir}")
+        failures = result.failures(self.plan.bench.max_failed_fraction)
+        if failures:
+            raise BenchError(f"{host}: " + "; ".join(failures) + f"; the figures are in {out_dir}")
         knee = f", knee at C={result.knee}" if result.knee else ""
         return f"{len(result.levels)} levels{knee}; results in {out_dir}"
 

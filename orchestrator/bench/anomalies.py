@@ -8,7 +8,13 @@
   scheduling may have inflated the latencies it reports;
 - server_disagrees: the server's token counter and the client's count differ by more than
   10% (wrong endpoint, a shared server, or missing usage);
-- partial: the level was cut short (Ctrl-C, server gone).
+- partial: the level was cut short (Ctrl-C, server gone);
+- serialized: the client held C >= 2 requests in flight, but the server never generated two
+  at once (no two requests' first-to-last token spans overlap; the server's own
+  running-requests gauge, where it exports one, must agree): a server with one slot queues
+  the rest, and the wait shows up as TTFT;
+- no_scaling: at twice the load or more, throughput is within 10% of the lowest level's:
+  more concurrency buys nothing on this server.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ DROP_TOLERANCE = 0.01
 SPREAD_LIMIT = 0.10
 CPU_LIMIT = 0.90
 SERVER_MISMATCH = 0.10
+NO_GAIN = 0.10
 
 
 def level_flags(result: Mapping[str, Any]) -> list[str]:
@@ -36,7 +43,29 @@ def level_flags(result: Mapping[str, Any]) -> list[str]:
         flags.append("server_disagrees")
     if result.get("partial"):
         flags.append("partial")
+    if _serialized(result):
+        flags.append("serialized")
     return flags
+
+
+def _serialized(result: Mapping[str, Any]) -> bool:
+    held = result.get("max_concurrency") or 0
+    generating = result.get("max_generating")
+    running = (result.get("server_metrics") or {}).get("max_running")
+    return (result.get("mode") != "rate" and held >= 2 and result.get("completed", 0) >= 2
+            and generating is not None and generating <= 1 and (running is None or running <= 1))
+
+
+def no_scaling(levels: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of levels at twice the lowest load or more whose throughput is within
+    NO_GAIN of the lowest level's, given (load, output throughput) pairs."""
+    if len(levels) < 2:
+        return []
+    base_load, base_rate = min(levels)
+    if base_load <= 0 or base_rate <= 0:
+        return []
+    return [i for i, (load, rate) in enumerate(levels)
+            if load >= 2 * base_load and rate <= base_rate * (1 + NO_GAIN)]
 
 
 def _server_disagrees(result: Mapping[str, Any]) -> bool:

@@ -109,6 +109,8 @@ FLAGS: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
     (("--prompt",), "prompt", None),
     (("--dataset",), "dataset", None),
     (("--input-len",), "input_len", int),
+    (("--prompt-prefix",), "prompt_prefix", None),
+    (("--max-failed-fraction",), "max_failed_fraction", float),
     (("--temperature",), "temperature", float),
     (("--thinking",), "thinking", _thinking),
     (("--seed",), "seed", int),
@@ -297,5 +299,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if result.stopped == "server_unhealthy":
         console.print("[red]the server reports its engine dead (/health 503); the sweep ended early[/red]")
+        return 1
+    failures = result.failures(config.max_failed_fraction)
+    if failures:
+        console.print("[red]error:[/red] " + "; ".join(failures), soft_wrap=True)
         return 1
     return 0

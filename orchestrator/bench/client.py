@@ -55,8 +55,9 @@ class StreamClient:
             self.simulator_header = value.decode("latin-1")
 
     async def send(self, body: bytes, record: RequestRecord) -> None:
-        """Send `body`, stream the answer into `record`. Retries once, invisibly, when a
-        reused keep-alive connection turns out to be closed before any byte came back."""
+        """Send `body`, stream the answer into `record`. Retries once when a reused
+        keep-alive connection turns out to be closed before any byte came back (the record
+        says so: the level counts such retries)."""
         record.start_ns = _perf_ns()
         for attempt in (0, 1):
             reused = await self._attempt(body, record)
@@ -69,6 +70,7 @@ class StreamClient:
                 break
             record.error_kind = record.error_message = None
             record.end_ns = 0
+            record.retried = True  # counted per level: a server closing idle connections
         record.finish()
         if record.error_kind == "connect_refused":
             self.refused_in_a_row += 1

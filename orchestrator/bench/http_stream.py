@@ -170,6 +170,7 @@ class StreamConnection(asyncio.Protocol):
         status_line = lines[0].split(None, 2)
         try:
             record.status = int(status_line[1])
+            record.reason = status_line[2].strip().decode("latin-1") if len(status_line) > 2 else ""
         except (IndexError, ValueError):
             record.fail("bad_response", f"not an HTTP status line: {lines[0][:80]!r}")
             self.reusable = False

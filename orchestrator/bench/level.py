@@ -190,6 +190,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
         {
             "level": label,
             "mode": spec.mode,
+            "prompt_prefix": config.prompt_prefix,
             "partial": partial,
             "stopped": stopped,
             "warmup_requests": len(warmup_records),

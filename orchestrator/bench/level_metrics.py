@@ -55,6 +55,16 @@ def max_concurrent(intervals: Sequence[tuple[float, float]]) -> int:
     return peak
 
 
+def generating(requests: Sequence[RequestMetrics]) -> list[tuple[float, float]]:
+    """Each request's (first token, last token) in seconds from the level's origin."""
+    out = []
+    for m in requests:
+        if m.ttft_ms is not None and m.itls_ms:
+            first = m.start_s + m.ttft_ms / 1000
+            out.append((first, first + sum(m.itls_ms) / 1000))
+    return out
+
+
 def peak_tokens_per_second(token_times_s: Sequence[float]) -> float:
     """The busiest one-second bin of token arrivals (vllm's max_output_tokens_per_s)."""
     if not token_times_s:
@@ -93,6 +103,9 @@ def summarize_level(
         "total_token_throughput": (input_tokens + output_tokens) / duration,
         "max_output_tokens_per_s": peak_tokens_per_second(token_times_s),
         "max_concurrent_requests": max_concurrent([(m.start_s, m.end_s) for m in requests]),
+        # How many were generating at once, from the server's answers: a server that runs
+        # one request at a time never overlaps two, whatever the client holds in flight.
+        "max_generating": max_concurrent(generating(ok)),
     }
     samples: dict[str, list[float]] = {
         "ttft": [m.ttft_ms for m in ok if m.ttft_ms is not None],
@@ -121,11 +134,20 @@ def summarize_level(
             "requests_meeting_slo": good if slo_is_set(slo) else None,
             "slo_attainment": (good / len(ok) if ok else 0.0) if slo_is_set(slo) else None,
             "errors": dict(Counter(m.error_kind or "unknown" for m in failed)),
+            "error_messages": error_messages(failed),
+            "retried": sum(1 for m in requests if m.retried),
             "finish_reasons": dict(Counter(m.finish_reason or "none" for m in ok)),
             "hit_max_tokens": sum(1 for m in ok if m.finish_reason == "length"),
         }
     )
     return out
+
+
+def error_messages(failed: Sequence[RequestMetrics], top: int = 5) -> list[dict[str, Any]]:
+    """Failures grouped by what the server said, the most frequent first."""
+    groups = Counter((m.error_kind or "unknown", m.error or "") for m in failed)
+    return [{"kind": kind, "message": message, "count": count}
+            for (kind, message), count in groups.most_common(top)]
 
 
 def _token_source(sources: Counter[str]) -> str:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -94,7 +95,8 @@ async def run_phase(
     records = phase.records
 
     def new_record(index: int, scheduled_ns: int = 0) -> RequestRecord:
-        record = RequestRecord(f"{id_prefix}-{index}", warmup=warmup, scheduled_ns=scheduled_ns)
+        record = RequestRecord(str(uuid.uuid4()), warmup=warmup, scheduled_ns=scheduled_ns,
+                               label=id_prefix, index=index)
         records.append(record)
         return record
 

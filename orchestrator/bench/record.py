@@ -36,8 +36,12 @@ METRIC_DEFINITIONS: dict[str, str] = {
 class RequestRecord:
     """Raw facts of one request. Times are perf_counter nanoseconds (0 = never)."""
 
-    request_id: str
+    request_id: str  # a UUID: llama.cpp's server answers 400 to any other x-request-id
     warmup: bool = False
+    label: str = ""  # where it belongs: `<level>-<repeat>` (or `<level>-w`, warm-up)
+    index: int = 0  # its place in that phase
+    retried: bool = False  # resent once: a reused keep-alive connection was closed
+    reason: str = ""  # the status line's reason phrase (`Bad Request`)
     scheduled_ns: int = 0  # open loop: when the request was due to start
     start_ns: int = 0
     headers_ns: int = 0
@@ -94,7 +98,10 @@ class RequestRecord:
                 text = str(error["message"])
             elif isinstance(error, str):
                 text = error
-            self.fail(f"http_{self.status}", text.strip()[:500] or f"HTTP {self.status}")
+            status = f"HTTP {self.status}" + (f" {self.reason}" if self.reason else "")
+            excerpt = " ".join(text.split())[:300]
+            self.fail(f"http_{self.status}", f"{status}: {excerpt}" if excerpt else
+                      f"{status} (empty body)")
         if self.finish_reason == "error":
             self.fail("finish_error", "the server ended the request with finish_reason=error")
 
@@ -131,6 +138,8 @@ class RequestMetrics:
     finish_reason: str | None
     error_kind: str | None
     scheduled_s: float | None = None
+    error: str | None = None  # the failure's message (status, reason, body excerpt)
+    retried: bool = False
 
 
 def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
@@ -172,6 +181,8 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
         finish_reason=record.finish_reason,
         error_kind=record.error_kind,
         scheduled_s=(record.scheduled_ns - origin_ns) / 1e9 if record.scheduled_ns else None,
+        error=record.error_message,
+        retried=record.retried,
     )
 
 
@@ -179,8 +190,11 @@ def jsonl_row(record: RequestRecord, metrics: RequestMetrics, level: str) -> dic
     """One line of requests-<level>.jsonl: the derived figures plus the raw counters."""
     return {
         "level": level,
+        "phase": record.label,
+        "index": record.index,
         "request_id": record.request_id,
         "warmup": record.warmup,
+        "retried": record.retried,
         "ok": metrics.ok,
         "status": record.status,
         "error_kind": record.error_kind,

@@ -2,7 +2,10 @@
 interval during it, and the server-side throughput as a cross-check of the client's.
 
 The scraper runs in a thread with httpx (not on the event loop that stamps token
-arrivals) and keeps only the raw `vllm:` lines; parsing waits until the level is over.
+arrivals) and keeps only the raw lines of the names below; parsing waits until the level is
+over. The server's own counters are read where it has them: vLLM's `vllm:` names and
+llama.cpp's `llamacpp:` names (llama-server --metrics); a server with neither is said to
+have none (`source: none`), never taken for one that counted nothing.
 """
 
 from __future__ import annotations
@@ -16,27 +19,19 @@ from typing import Any
 
 import httpx
 
-_WANTED = (
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",  # before vLLM 0.12
-    "vllm:generation_tokens_total",
-    "vllm:prompt_tokens_total",
-    "vllm:request_success_total",
-    "vllm:num_preemptions_total",
-)
 GAUGES = {
-    "running": ("vllm:num_requests_running",),
-    "waiting": ("vllm:num_requests_waiting",),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "llamacpp:requests_deferred"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",  # < vLLM 0.12
+                       "llamacpp:kv_cache_usage_ratio"),
 }
 COUNTERS = {
-    "generation_tokens": "vllm:generation_tokens_total",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "requests_finished": "vllm:request_success_total",
-    "preemptions": "vllm:num_preemptions_total",
+    "generation_tokens": ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
+    "requests_finished": ("vllm:request_success_total",),
+    "preemptions": ("vllm:num_preemptions_total",),
 }
+_WANTED = tuple(sorted({name for names in (*GAUGES.values(), *COUNTERS.values()) for name in names}))
 
 
 def parse_samples(lines: Iterable[str]) -> dict[str, float]:
@@ -78,14 +73,17 @@ class Snapshot:
         return None
 
     def counter(self, key: str) -> float | None:
-        return self.values.get(COUNTERS[key])
+        for name in COUNTERS[key]:
+            if name in self.values:
+                return self.values[name]
+        return None
 
 
 def summarize_snapshots(snapshots: list[Snapshot]) -> dict[str, Any]:
     """Per-level server view: gauge peaks and means, counter deltas, server throughput."""
     if not snapshots:
-        return {"scrapes": 0}
-    out: dict[str, Any] = {"scrapes": len(snapshots)}
+        return {"scrapes": 0, "source": "none"}
+    out: dict[str, Any] = {"scrapes": len(snapshots), "source": source_of(snapshots)}
     for key in GAUGES:
         values = [v for v in (s.gauge(key) for s in snapshots) if v is not None]
         if values:
@@ -110,6 +108,15 @@ def summarize_snapshots(snapshots: list[Snapshot]) -> dict[str, Any]:
         for s in snapshots
     ]
     return out
+
+
+def source_of(snapshots: list[Snapshot]) -> str:
+    """Whose counters the server exports: `vllm`, `llamacpp`, or `none` (no known name)."""
+    names = {name for s in snapshots for name in s.values}
+    for prefix in ("vllm", "llamacpp"):
+        if any(name.startswith(prefix + ":") for name in names):
+            return prefix
+    return "none"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from rich.console import Console, RenderableType
 
 from orchestrator.bench import auto as auto_search
-from orchestrator.bench.anomalies import level_flags, throughput_drops
+from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_drops
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
@@ -57,6 +57,24 @@ class SweepResult:
     @property
     def interrupted(self) -> bool:
         return self.stopped == "interrupted"
+
+    def failures(self, max_fraction: float) -> list[str]:
+        """Levels that fail the benchmark: none of their requests succeeded, or more than
+        `max_fraction` of them failed; each with what the server said most often."""
+        out = []
+        for level in self.ordered():
+            completed, failed = level.get("completed", 0), level.get("failed", 0)
+            total = completed + failed
+            if not failed:
+                continue
+            top = (level.get("error_messages") or [{}])[0].get("message") or "no message"
+            where = f"level {level['level']}"
+            if not completed:
+                out.append(f"{where}: no request succeeded ({failed} failed; the server said: {top})")
+            elif failed / total > max_fraction:
+                out.append(f"{where}: {failed} of {total} requests failed ({failed / total:.0%}, "
+                           f"more than --max-failed-fraction {max_fraction:g}; the server said: {top})")
+        return out
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -241,8 +259,13 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
             (float((lv.spec.rate if mode == "rate" else lv.spec.concurrency) or 0), lv.result["output_throughput"])
             for lv in members
         ]
+        marks: dict[int, list[str]] = {}
         for index in throughput_drops(loads):
-            members[index].result["flags"] = ["throughput_drop", *level_flags(members[index].result)]
+            marks.setdefault(index, []).append("throughput_drop")
+        for index in no_scaling(loads):
+            marks.setdefault(index, []).append("no_scaling")
+        for index, flags in marks.items():
+            members[index].result["flags"] = [*flags, *level_flags(members[index].result)]
             write_level(BenchLayout(sweep.out_dir), members[index].result, members[index].rows)
     ordered = sweep.ordered()
     bench = BenchLayout(sweep.out_dir)

@@ -34,7 +34,11 @@ def _ms(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
-_SHORT = {"throughput_drop": "drop", "client_saturated": "client CPU", "server_disagrees": "server differs"}
+_SHORT = {"throughput_drop": "drop", "client_saturated": "client CPU",
+          "server_disagrees": "server differs", "serialized": "one at a time",
+          "no_scaling": "no gain from concurrency"}
+_SOURCES = {"counted": "tokens counted from chunks", "tokenizer": "tokens by the tokenizer",
+            "mixed": "tokens partly counted"}
 
 
 def _notes(result: Mapping[str, Any], knee: int | None) -> str:
@@ -42,7 +46,13 @@ def _notes(result: Mapping[str, Any], knee: int | None) -> str:
     if knee is not None and result.get("mode") != "rate" and result.get("max_concurrency") == knee:
         notes.append("knee")
     if result.get("failed"):
-        notes.append(f"{result['failed']} failed")
+        top = (result.get("error_messages") or [{}])[0]
+        said = f" ({top['message'][:80]})" if top.get("message") else ""
+        notes.append(f"{result['failed']} failed{said}")
+    if result.get("retried"):
+        notes.append(f"{result['retried']} retried (keep-alive closed)")
+    if result.get("completed") and result.get("token_source") in _SOURCES:
+        notes.append(_SOURCES[result["token_source"]])
     notes += [_SHORT.get(flag, flag) for flag in result.get("flags", []) if flag != "errors"]
     return ", ".join(notes)
 
@@ -82,6 +92,12 @@ def render_table(
                 "P50..P99: end-to-end latency percentiles."]
     if goodput:
         captions.append("Goodput: requests per second meeting every latency objective.")
+    if any(r.get("prompt_prefix") == "shared" for r in results):
+        captions.append("Prompts: the same for every request (--prompt-prefix shared): the "
+                        "server's prefix cache may serve most of each prefill.")
+    if results and all((r.get("server_metrics") or {}).get("source") == "none" for r in results):
+        captions.append("The server exports no counters orch knows (vllm:, llamacpp:): no "
+                        "server-side cross-check.")
     if model_time:
         captions.append(
             f"Simulator at time scale {time_scale:g}: figures in model time "

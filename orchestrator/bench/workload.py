@@ -3,7 +3,9 @@ into ready-to-send request bodies, so the hot path never serializes JSON."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,17 +131,50 @@ def request_body(prompt: Prompt, config: Bench, model: str | None) -> dict[str, 
     return body
 
 
+_SLOT = "\x00orch-prefix\x00"  # where a request's own prefix goes (JSON: \u0000...)
+_SLOT_BYTES = json.dumps(_SLOT)[1:-1].encode()
+
+
+def _with_slot(prompt: Prompt) -> Prompt:
+    """The prompt with the prefix slot at the very start of its (first user) text."""
+    if prompt.text is not None:
+        return Prompt(text=_SLOT + prompt.text, max_tokens=prompt.max_tokens)
+    messages = [dict(m) for m in prompt.messages or ()]
+    for message in messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            message["content"] = _SLOT + message["content"]
+            break
+    return Prompt(messages=tuple(messages), max_tokens=prompt.max_tokens)
+
+
 class Workload:
-    """Pre-encoded request bodies; request i uses body i modulo their number."""
+    """Pre-encoded request bodies; request i uses body i modulo their number. With unique
+    prefixes (the default), every request's prompt starts with `[r<salt>-<n>] `, n counting
+    every request of the sweep, so no prompt is a prefix-cache hit of an earlier one; the
+    body is still two ready byte strings around the prefix, joined on the hot path."""
 
     def __init__(self, config: Bench, model: str | None, *, base_dir: Path | None = None) -> None:
         self.prompts = prompts_for(config, seed=config.seed, base_dir=base_dir)
-        self.bodies = [
-            json.dumps(request_body(p, config, model), separators=(",", ":")).encode()
-            for p in self.prompts
-        ]
+        self.unique = config.prompt_prefix == "unique"
+
+        def encode(prompts: list[Prompt]) -> list[bytes]:
+            return [json.dumps(request_body(p, config, model), separators=(",", ":")).encode()
+                    for p in prompts]
+
+        self.bodies = encode(self.prompts)  # as written, without a prefix
+        slotted = encode([_with_slot(p) for p in self.prompts]) if self.unique else self.bodies
+        self._parts = [body.split(_SLOT_BYTES, 1) for body in slotted]
+        self._salt = os.urandom(3).hex()  # a rerun against the same server misses its cache too
+        self._sent = itertools.count()
         self.path = ENDPOINT_PATHS[config.endpoint]
         self.completions = config.endpoint == "completions"
 
     def body(self, index: int) -> bytes:
-        return self.bodies[index % len(self.bodies)]
+        if not self.unique:
+            return self.bodies[index % len(self.bodies)]
+        parts = self._parts[index % len(self._parts)]
+        if len(parts) == 1:  # messages without a user text to put a prefix before
+            return parts[0]
+        head, tail = parts
+        return b"".join((head, b"[r", self._salt.encode(), b"-", str(next(self._sent)).encode(),
+                         b"] ", tail))

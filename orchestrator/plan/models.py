@@ -481,6 +481,13 @@ class Bench(StrictModel):
         None, description="JSONL file of prompts (local path, relative to the plan file that sets it)."
     )
     input_len: int | None = Field(None, ge=1, description="Synthetic prompts of this many tokens.")
+    prompt_prefix: Literal["unique", "shared"] = Field(
+        "unique", description="`unique`: each request's prompt starts with a short prefix of "
+        "its own, so the server's prefix cache cannot skip the prefill (vLLM and llama.cpp "
+        "cache prefixes by default); `shared`: the same prompt every time, to measure cache hits.")
+    max_failed_fraction: float = Field(
+        0.05, ge=0, le=1, description="A level with more failed requests than this fraction, "
+        "or with none that succeeded, fails the benchmark (the figures are kept).")
     max_tokens: int = Field(1024, ge=1, description="Completion token limit per request.")
     ignore_eos: bool = Field(False, description="Generate max_tokens regardless of end of sequence.")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature.")

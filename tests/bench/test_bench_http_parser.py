@@ -159,7 +159,7 @@ def test_an_http_error_with_a_json_body() -> None:
     head = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
     record, connection = feed([head + body[:10], body[10:]])
     assert record.error_kind == "http_404"
-    assert record.error_message == "The model `x` does not exist."
+    assert record.error_message == "HTTP 404 Not Found: The model `x` does not exist."
     assert connection.reusable
 
 
@@ -167,7 +167,13 @@ def test_the_flat_401_of_vllm_api_key_middleware() -> None:
     body = b'{"error":"Unauthorized"}'
     head = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: %d\r\n\r\n" % len(body)
     record, _ = feed([head + body])
-    assert (record.error_kind, record.error_message) == ("http_401", "Unauthorized")
+    assert (record.error_kind, record.error_message) == ("http_401", "HTTP 401 Unauthorized: Unauthorized")
+
+
+def test_an_empty_400_says_its_status_reason_and_that_the_body_was_empty() -> None:
+    # llama.cpp's server, asked with an x-request-id that is not a UUID.
+    record, _ = feed([b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"])
+    assert (record.error_kind, record.error_message) == ("http_400", "HTTP 400 Bad Request (empty body)")
 
 
 def test_trailers_after_the_last_chunk_are_consumed() -> None:

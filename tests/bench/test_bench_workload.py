@@ -171,3 +171,29 @@ def test_every_flag_is_a_field_of_the_bench_model_with_its_help() -> None:
         description = (_field(path).description or "").rstrip(".")
         assert helps[names[0]].startswith(description), names
     assert "{closed,batch}" in parser.format_help()  # choices from the model's Literal
+
+
+def test_every_request_gets_a_prompt_of_its_own_by_default() -> None:
+    workload = Workload(Bench.model_validate({}), "kimi")
+    sent = [json.loads(workload.body(0))["messages"][0]["content"] for _ in range(3)]
+    assert len(set(sent)) == 3  # three requests, three prompts: no prefix-cache hit
+    for text in sent:
+        prefix, _, rest = text.partition("] ")
+        assert prefix.startswith("[r") and rest == DEFAULT_PROMPT
+    other = Workload(Bench.model_validate({}), "kimi")  # a rerun misses the cache too
+    assert json.loads(other.body(0))["messages"][0]["content"] not in sent
+
+
+def test_a_shared_prefix_sends_the_same_prompt_every_time() -> None:
+    workload = Workload(Bench.model_validate({"prompt_prefix": "shared"}), "kimi")
+    assert workload.body(0) == workload.body(0) == workload.bodies[0]
+
+
+def test_the_unique_prefix_goes_before_a_datasets_first_user_message(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "system", "content": "be brief"},
+                                             {"role": "user", "content": "hi"}]}) + "\n")
+    workload = Workload(Bench.model_validate({"dataset": str(path)}), "kimi")
+    messages = json.loads(workload.body(0))["messages"]
+    assert messages[0] == {"role": "system", "content": "be brief"}
+    assert messages[1]["content"].startswith("[r") and messages[1]["content"].endswith("] hi")

@@ -1,0 +1,51 @@
+"""A reused keep-alive connection that the server closed before answering: the request is
+resent once on a new connection, and the record says so (the level counts such retries)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from orchestrator.bench.client import StreamClient
+from orchestrator.bench.http_stream import parse_target
+from orchestrator.bench.record import RequestRecord
+
+ANSWER = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'
+          b"data: [DONE]\n\n")
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answers the first request of a connection; closes on the second without a byte, as a
+    server does whose idle timeout fired while the client was reusing the connection."""
+    served = 0
+    while True:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        if served:
+            writer.close()
+            return
+        served += 1
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER))
+        await writer.drain()
+
+
+async def _two_requests() -> tuple[RequestRecord, RequestRecord]:
+    server = await asyncio.start_server(_serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = StreamClient(parse_target(f"http://127.0.0.1:{port}"), "/v1/chat/completions")
+    first, second = RequestRecord("a"), RequestRecord("b")
+    try:
+        await client.send(b"{}", first)
+        await client.send(b"{}", second)  # on the kept connection, which the server drops
+    finally:
+        client.close()
+        server.close()
+    return first, second
+
+
+def test_a_request_on_a_dropped_keepalive_connection_is_retried_once_and_counted() -> None:
+    first, second = asyncio.run(_two_requests())
+    assert first.ok and not first.retried
+    assert second.ok and second.retried, (second.error_kind, second.error_message)
