@@ -27,14 +27,15 @@ _BARE_ARG = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _UNIT_NAME = re.compile(r"[A-Za-z0-9:_.\\-]+")
 
 
-RAY_GRACE_S = 16  # `ray stop`'s own grace period before SIGKILL
+RAY_GRACE_S = 5  # then SIGKILL, as `ray stop --force`: a Ray node keeps no state
 
 
 def stop_policy(engine: str) -> tuple[Literal["SIGINT", "SIGTERM"], int]:
     """How a process is asked to stop, and how long it gets before SIGKILL. vLLM (and the
     simulator) stop cleanly on SIGINT; a Ray node (`ray start --block`) only on SIGTERM, as
-    `ray stop` sends it (on SIGINT it lingers), and may take half a minute to leave a
-    cluster that is going down around it: like `ray stop`, orch does not wait that long."""
+    `ray stop` sends it (on SIGINT it lingers); a head often ignores even that while its
+    GCS shuts down (seen for 20 s and more with Ray 2.60), so it gets a few seconds, then
+    SIGKILL: a Ray node keeps no state that a clean exit would save."""
     return ("SIGTERM", RAY_GRACE_S) if engine == "ray" else ("SIGINT", STOP_TIMEOUT_S)
 
 
