@@ -7,6 +7,7 @@ A failure ends the later phases of that host (collect still runs) and never the 
 
 from __future__ import annotations
 
+import base64
 import signal
 import threading
 import time
@@ -39,7 +40,7 @@ from orchestrator.service.backends import tail_command
 from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
-from orchestrator.transport.command import Command
+from orchestrator.transport.command import Command, quoted
 
 _BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure each other
 
@@ -191,20 +192,39 @@ class Lifecycle:
     def _collect(self, transport: Transport, outcome: HostOutcome) -> str:
         if self.folder is None:
             return ""
-        got = 0
         units = self.units or ([self.service_step] if self.service_step is not None else [])
+        paths = [unit.paths.log for unit in units] + [item.path for item in self.plan.collect]
+        found = read_files(transport, paths)  # every log and collected file: one round trip
+        got = 0
         for unit in units:
-            log = transport.run(Command("cat", unit.paths.log), check=False)
-            if log.stdout:
-                self.folder.write_service_log(outcome.host, log.stdout, unit.unit)
+            text, _ = found[unit.paths.log]
+            if text:
+                self.folder.write_service_log(outcome.host, text, unit.unit)
                 got += 1
         for item in self.plan.collect:
-            result = transport.run(Command("cat", item.path), check=False)
-            if result.returncode != 0:
+            text, error = found[item.path]
+            if text is None:
                 if not item.optional:
-                    raise StepError(f"{outcome.host}: cannot collect {item.path}: {result.stderr.strip()}")
+                    raise StepError(f"{outcome.host}: cannot collect {item.path}: {error}")
                 continue
-            self.folder.write_collected(outcome.host, item.path, result.stdout)
+            self.folder.write_collected(outcome.host, item.path, text)
             got += 1
         return f"{got} files"
 
+
+def read_files(transport: Transport, paths: list[str]) -> dict[str, tuple[str | None, str]]:
+    """path -> (its text, or None and why not), all in one command: a line per path, `ok
+    BASE64` or `err BASE64` (what cat said), so any content survives the trip."""
+    if not paths:
+        return {}
+    script = "; ".join(
+        f"if out=$(base64 -w0 < {quoted(path)} 2>/dev/null); then echo \"ok $out\"; "
+        f"else echo \"err $(cat {quoted(path)} 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi"
+        for path in paths)
+    lines = transport.run(Command.script(script), check=False).stdout.splitlines()
+    out: dict[str, tuple[str | None, str]] = {}
+    for path, line in zip(paths, lines + [""] * (len(paths) - len(lines)), strict=True):
+        status, _, data = line.partition(" ")
+        text = base64.b64decode(data).decode("utf-8", "replace")
+        out[path] = (text, "") if status == "ok" else (None, text.strip() or "no answer")
+    return out
