@@ -53,6 +53,7 @@ class Point:
     percentiles: dict[str, float] = field(default_factory=dict)
     finish_reasons: dict[str, int] = field(default_factory=dict)  # successful requests
     errors: dict[str, int] = field(default_factory=dict)  # failed requests by kind
+    error_message: str | None = None  # what the server said most often (status, reason, body)
 
     @property
     def key(self) -> LoadKey:
@@ -96,7 +97,16 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         percentiles=level_percentiles(result, model_time=model_time),
         finish_reasons=_counts((result.model_extra or {}).get("finish_reasons")),
         errors=_counts((result.model_extra or {}).get("errors")),
+        error_message=_top_message((result.model_extra or {}).get("error_messages")),
     )
+
+
+def _top_message(value: Any) -> str | None:
+    """The most frequent failure message of a level result (`error_messages`)."""
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        message = value[0].get("message")
+        return str(message) if message else None
+    return None
 
 
 def concurrency_points(points: Sequence[Point]) -> list[Point]:

@@ -27,7 +27,8 @@ def failed_cell(point: Point) -> str:
     if not point.failed:
         return "0"
     kinds = counts(point.errors)
-    return f"{point.failed} ({kinds})" if kinds else str(point.failed)
+    said = f": {point.error_message[:80]}" if point.error_message else ""
+    return f"{point.failed} ({kinds}{said})" if kinds else str(point.failed)
 
 
 def outcome_table(comparison: Comparison) -> TableData:
@@ -37,7 +38,8 @@ def outcome_table(comparison: Comparison) -> TableData:
     groups = (["failed"] if with_failures else []) + ["finish reasons"] + (["goodput (req/s)"] if with_goodput else [])
     columns = [Column(load_header(comparison), "right")]
     columns += [Column(s.label, "left" if g == "finish reasons" else "right", g) for g in groups for s in series]
-    caption = "Failed: requests that ended in an error, by kind." if with_failures else "No request failed."
+    caption = ("Failed: requests that ended in an error, by kind, with what the server said most "
+               "often." if with_failures else "No request failed.")
     caption += " Finish reasons: of the successful requests (length: cut at max_tokens)."
     if with_goodput:
         caption += " Goodput: requests per second that met every latency objective (SLO) of the run."

@@ -53,3 +53,12 @@ def test_real_runs_say_how_their_requests_ended(runs: Runs) -> None:
     assert VARIED_MAX_TOKENS == 64
     assert goodput[0] == "-" and goodput[1] != "-"  # only the varied run had an objective
     assert rows["16"][:3] == ["-", "0", "-"]  # only the varied run swept that far
+
+
+def test_a_failed_level_shows_what_the_server_said_most_often() -> None:
+    said = "HTTP 400 Bad Request: the request exceeds the available context size"
+    a = run("a", levels=[level(1, completed=0, failed=8, errors={"http_400": 8},
+                               error_messages=[{"kind": "http_400", "message": said, "count": 8}])])
+    table = outcome_table(compare([a]))
+    assert table.rows[0][1] == f"8 (http_400 8: {said})"
+    assert "what the server said most often" in table.caption
