@@ -23,6 +23,7 @@ from orchestrator.cluster.gate import MATCHING, ClusterError, Decision, Gate, Vo
 from orchestrator.cluster.ray_status import RayStatus, parse_ray_status
 from orchestrator.cluster.topology import Node, Topology
 from orchestrator.probe import Facts
+from orchestrator.service.step import GroupDecision
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
 
@@ -74,7 +75,7 @@ class Member:
     def started(self) -> Callable[[Transport], None]:
         return lambda _t: self.gate.mark(self.node.host, f"up:{self.kind}")
 
-    def before_start(self, decision: Decision) -> Callable[[Transport], None]:
+    def before_start(self, decision: GroupDecision) -> Callable[[Transport], None]:
         everyone = [n.host for n in self.topology.nodes]
         head = [self.topology.head.host]
 

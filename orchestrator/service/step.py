@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
@@ -34,8 +34,32 @@ from orchestrator.steps.base import Change, Finding, Step, StepPlan, Upload
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
 
-if TYPE_CHECKING:
-    from orchestrator.cluster.member import Member
+
+class GroupDecision(Protocol):
+    """What the nodes of a multi-node server decided together (cluster/gate.py)."""
+
+    @property
+    def restart(self) -> bool: ...
+
+    @property
+    def blocked(self) -> str | None: ...
+
+    def why(self) -> str: ...
+
+
+class GroupMember(Protocol):
+    """A service's part in a multi-node server (cluster/member.py): it votes, and its
+    stop and start keep the group's order through hooks run around the start."""
+
+    also_stop: list[Command]
+
+    def decide(self, reason: str | None, facts: Facts) -> GroupDecision: ...
+
+    def stopped(self) -> Callable[[Transport], None]: ...
+
+    def started(self) -> Callable[[Transport], None]: ...
+
+    def before_start(self, decision: GroupDecision) -> Callable[[Transport], None]: ...
 
 # Fingerprint parts as `orch plan` names them.
 _PART_NAMES = {"backend": "backend", "launch_spec": "command line", "environment": "environment",
@@ -192,7 +216,7 @@ class ServiceStep(Step):
         file_digests: Mapping[str, str],
         force_restart: bool = False,
         unit: str | None = None,
-        member: Member | None = None,
+        member: GroupMember | None = None,
     ) -> None:
         assert plan.service is not None and plan.python is not None
         self.plan_ = plan
