@@ -117,7 +117,11 @@ def main() -> int:
                         help="also a venv pinning torch (the heavy tests' whole vLLM venv)")
     parser.add_argument("--cluster", action="store_true",
                         help="also a multi-node Ray cluster of 2 and 3 hosts (needs root)")
+    parser.add_argument("--cluster-only", action="store_true", help="only the cluster table")
     options = parser.parse_args()
+    if options.cluster_only:
+        print_cluster(measure_cluster(options.repeats), options.repeats)
+        return 0
     rows = []
     real_rows = []
     with tempfile.TemporaryDirectory() as tmp:
