@@ -174,3 +174,26 @@ def test_command_words_and_environment_arrive_unchanged(
                                                          word]}))
     shown = transport.run(script, stdin=environment_text(spec, {}))
     assert shown.stdout == f"{word}\0{value}"
+
+
+@SETTINGS
+@given(value=HOSTILE, where=st.sampled_from(["ray_args", "address"]))
+def test_a_multi_node_servers_words_arrive_unchanged_or_are_refused(
+    transport: Transport, value: str, where: str
+) -> None:
+    from orchestrator.cluster.topology import build
+    from orchestrator.errors import PlanError
+
+    addresses = {"a": "10.0.0.1", "b": value if where == "address" else "10.0.0.2"}
+    try:
+        topology = build(backend="ray", hosts=["a", "b"], head=None, addresses=addresses,
+                         args={}, gpus_per_node=None, ray_port=6379, master_port=29501,
+                         ray_args=[value] if where == "ray_args" else [])
+    except PlanError:
+        assert where == "address"  # an address that is not one is refused where it is loaded
+        return
+    for node in topology.nodes:
+        argv = topology.ray_node_argv(node, str(WORK / "venv" / "bin"))
+        assert printed_back(transport, argv) == argv
+        flags = topology.server_flags(node)
+        assert printed_back(transport, flags) == flags
