@@ -48,7 +48,9 @@ class Decision:
 
 
 class Gate:
-    def __init__(self, topology: Topology, *, check_gpus: bool, timeout: float = 900.0) -> None:
+    # A safety net only: a vote waits for the other nodes' earlier steps (an install of
+    # vLLM and torch can take most of an hour), and a node that ends early is withdrawn.
+    def __init__(self, topology: Topology, *, check_gpus: bool, timeout: float = 6 * 3600.0) -> None:
         self.topology = topology
         self.check_gpus = check_gpus  # the simulator declares its GPUs: no probe to check
         self.timeout = timeout
