@@ -71,6 +71,9 @@ class StreamClient:
             record.error_kind = record.error_message = None
             record.end_ns = 0
             record.retried = True  # counted per level: a server closing idle connections
+            # The dead attempt is the client's loss, not the server's latency: its clock
+            # restarts (llama-server drops every kept connection: most requests retry).
+            record.start_ns = _perf_ns()
         record.finish()
         if record.error_kind == "connect_refused":
             self.refused_in_a_row += 1
