@@ -109,6 +109,7 @@ FLAGS: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
     (("--prompt",), "prompt", None),
     (("--dataset",), "dataset", None),
     (("--input-len",), "input_len", int),
+    (("--tokenizer",), "tokenizer", None),
     (("--prompt-prefix",), "prompt_prefix", None),
     (("--max-failed-fraction",), "max_failed_fraction", float),
     (("--temperature",), "temperature", float),

@@ -1,7 +1,9 @@
 """Send one streamed request and fill its record: connection reuse, timeouts, error kinds.
 
 `StreamClient` keeps idle keep-alive connections (LIFO, so a closed-loop worker tends to
-get its own connection back) and never raises for a failed request: the failure is written
+get its own connection back) until the server shows that it closes them after each answer
+(llama.cpp's server does, without a `Connection: close`): from then on every request gets
+a new connection instead of a dead one and a resend. It never raises for a failed request: the failure is written
 into the record (`error_kind`), because connection errors are counted and must never end
 a sweep. Only cancellation (Ctrl-C) propagates.
 """
@@ -17,6 +19,9 @@ from orchestrator.bench.http_stream import StreamConnection, Target, open_connec
 from orchestrator.bench.record import RequestRecord
 
 _perf_ns = time.perf_counter_ns
+# Kept connections found dead on reuse before the client stops keeping them: one can be a
+# server's idle timeout firing at that very moment; two in one sweep is a habit.
+DEAD_REUSES_BEFORE_NEW_CONNECTIONS = 2
 
 
 class StreamClient:
@@ -31,14 +36,18 @@ class StreamClient:
         completions: bool = False,
         timeout: float = 600.0,
         ssl_context: ssl.SSLContext | None = None,
+        keep_text: bool = False,
     ) -> None:
         self.target = target
         self.completions = completions
+        self.keep_text = keep_text  # a tokenizer counts the text after the phase
         self.timeout = timeout
         self._ssl = ssl_context
         self._idle: list[StreamConnection] = []
         self.simulator_header: str | None = None
         self.refused_in_a_row = 0
+        self.keep_alive = True  # False once the server closed kept connections (see above)
+        self.dead_reuses = 0
         lines = [
             f"POST {target.prefix}{path} HTTP/1.1",
             f"Host: {target.host_header}",
@@ -71,6 +80,10 @@ class StreamClient:
             record.error_kind = record.error_message = None
             record.end_ns = 0
             record.retried = True  # counted per level: a server closing idle connections
+            self.dead_reuses += 1
+            if self.dead_reuses >= DEAD_REUSES_BEFORE_NEW_CONNECTIONS and self.keep_alive:
+                self.keep_alive = False
+                self.close()
             # The dead attempt is the client's loss, not the server's latency: its clock
             # restarts (llama-server drops every kept connection: most requests retry).
             record.start_ns = _perf_ns()
@@ -103,7 +116,8 @@ class StreamClient:
                     connection = await self._connect(record)
                     if connection is None:
                         return False
-                done = connection.begin(record, completions=self.completions)
+                done = connection.begin(record, completions=self.completions,
+                                        keep_text=self.keep_text)
                 assert connection.transport is not None
                 connection.transport.write(request)
                 await done
@@ -119,7 +133,7 @@ class StreamClient:
             if connection is not None:
                 connection.abort()
             raise
-        if connection.reusable and not connection.closed:
+        if connection.reusable and not connection.closed and self.keep_alive:
             self._idle.append(connection)
         elif not connection.closed:
             connection.abort()

@@ -91,6 +91,7 @@ class StreamConnection(asyncio.Protocol):
         self._record: RequestRecord | None = None
         self._future: asyncio.Future[None] | None = None
         self._completions = False
+        self._keep_text = False
         self._state = _IDLE
         self._pending = b""
         self._framing = _CHUNKED
@@ -145,12 +146,16 @@ class StreamConnection(asyncio.Protocol):
             self._trailers(data, now)
 
     # -- requests ---------------------------------------------------------------------
-    def begin(self, record: RequestRecord, *, completions: bool) -> asyncio.Future[None]:
-        """Arm the parser for the next response; the caller then writes the request."""
+    def begin(
+        self, record: RequestRecord, *, completions: bool, keep_text: bool = False
+    ) -> asyncio.Future[None]:
+        """Arm the parser for the next response; the caller then writes the request.
+        `keep_text`: keep each chunk's text (escaped) for a tokenizer to count later."""
         loop = asyncio.get_running_loop()
         self._record = record
         self._future = loop.create_future()
         self._completions = completions
+        self._keep_text = keep_text
         self._state = _HEADERS
         self._pending = b""
         self._sse_tail = b""
@@ -313,6 +318,7 @@ class StreamConnection(asyncio.Protocol):
         events = body.split(b"\n\n")
         self._sse_tail = events.pop()
         completions = self._completions
+        keep_text = self._keep_text
         for event in events:
             if event[:6] == b"data: " and b"\n" not in event:
                 payload = event[6:]
@@ -338,9 +344,13 @@ class StreamConnection(asyncio.Protocol):
                     # a string value: the byte after its opening quote says if it is empty
                     if payload[end : end + 1] != b'"' and (key != b"text" or completions):
                         content = True
+                        if keep_text:
+                            _keep(record, payload, end)
                 elif key == b"reasoning" or key == b"reasoning_content":
                     if payload[end : end + 1] != b'"':
                         reasoning = True
+                        if keep_text:
+                            _keep(record, payload, end)
                 elif key == b"finish_reason":
                     record.finish_reason = payload[end : payload.find(b'"', end)].decode("utf-8", "replace")
                 else:  # usage object
@@ -363,6 +373,25 @@ class StreamConnection(asyncio.Protocol):
             record.end_ns = now
         if future is not None and not future.done():
             future.set_result(None)
+
+
+def _keep(record: RequestRecord, payload: bytes, start: int) -> None:
+    """Keep the JSON string body that starts at `start` (up to its unescaped quote)."""
+    end = start
+    while True:
+        end = payload.find(b'"', end)
+        if end < 0:
+            end = len(payload)
+            break
+        slashes = 0
+        while payload[end - 1 - slashes] == 0x5C:  # backslashes before the quote
+            slashes += 1
+        if slashes % 2 == 0:
+            break
+        end += 1
+    if record.text_raw is None:
+        record.text_raw = []
+    record.text_raw.append(payload[start:end])
 
 
 def _data_of(event: bytes) -> bytes | None:

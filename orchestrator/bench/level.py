@@ -21,6 +21,7 @@ from orchestrator.bench.results import normalized
 from orchestrator.bench.server_metrics import Scraper, Snapshot, summarize_snapshots
 from orchestrator.bench.stats import relative_spread, summarize
 from orchestrator.bench.target import ServerInfo
+from orchestrator.bench.tokens import TokenCounter
 from orchestrator.bench.workload import Workload
 from orchestrator.plan.models import Bench
 
@@ -65,6 +66,7 @@ class Context:
     stop: Stop
     console: Console | None
     labels: dict[str, str]
+    tokens: TokenCounter | None = None  # --tokenizer: counts for servers without usage
 
 
 def _shape(spec: LevelSpec, config: Bench, count: int | None) -> Shape:
@@ -89,6 +91,8 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
         warm = Shape(mode="closed", concurrency=min(spec.concurrency or 1, config.warmup), count=config.warmup)
         phase = await run_phase(ctx.client, ctx.workload, warm, ctx.stop, id_prefix=f"{label}-w", warmup=True)
         warmup_records = phase.records
+        if ctx.tokens is not None:
+            ctx.tokens.fill(warmup_records, ctx.workload.prompt_texts)
     phases: list[tuple[Phase, list[Snapshot]]] = []
     for repeat in range(config.repeats):
         if ctx.stop.is_set:
@@ -113,6 +117,8 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
         finally:
             gc.unfreeze()
             snapshots = scraper.stop() if scraper is not None else []
+        if ctx.tokens is not None:  # after the phase: never on the timing path
+            ctx.tokens.fill(phase.records, ctx.workload.prompt_texts)
         phases.append((phase, snapshots))
     return compose(ctx, spec, phases, warmup_records)
 
@@ -177,7 +183,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
         "backend": "openai-chat" if chat else "openai",
         "label": ctx.labels.get("label"),
         "model_id": ctx.server.model,
-        "tokenizer_id": ctx.server.model,
+        "tokenizer_id": str(ctx.tokens.source.parent) if ctx.tokens else ctx.server.model,
         "num_prompts": len(pooled),
         "request_rate": spec.rate if spec.mode == "rate" else "inf",
         "burstiness": config.burstiness if spec.mode == "rate" else 1.0,
@@ -194,6 +200,8 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
             "partial": partial,
             "stopped": stopped,
             "warmup_requests": len(warmup_records),
+            # False once the server closed kept connections: each request then had its own
+            "keep_alive": ctx.client.keep_alive,
             "repeats": repeats,
             "spread": relative_spread([r["output_throughput"] for r in repeats]),
             "client_cpu_s": cpu,

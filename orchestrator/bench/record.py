@@ -27,7 +27,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "itl": "every gap between consecutive token-bearing chunks, pooled across requests",
     "tpot": "(e2el - ttft) / (output_tokens - 1); output tokens include reasoning",
     "e2el": "request start to the end of the response body",
-    "output_tokens": "usage.completion_tokens when the server sent usage, else token-bearing chunks counted",
+    "output_tokens": "usage.completion_tokens when the server sent usage, else the output "
+                     "text re-encoded by --tokenizer when given, else token-bearing chunks counted",
     "timestamps": "time.perf_counter_ns() when the bytes arrive, before any JSON parsing",
 }
 
@@ -55,12 +56,16 @@ class RequestRecord:
     usage_raw: bytes | None = None
     error_raw: bytes | None = None
     body_raw: bytes | None = None  # non-SSE body (error responses), capped
+    text_raw: list[bytes] | None = None  # with --tokenizer: each chunk's JSON-escaped text
     error_kind: str | None = None
     error_message: str | None = None
     # filled by finish()
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     usage_reasoning_tokens: int | None = None
+    # filled by tokens.TokenCounter when the server sent no usage
+    tokenized_tokens: int | None = None
+    tokenized_prompt_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -131,7 +136,7 @@ class RequestMetrics:
     tpot_ms: float | None
     itls_ms: tuple[float, ...]
     output_tokens: int
-    token_source: str  # "usage" or "counted"
+    token_source: str  # "usage", "tokenizer" or "counted"
     reasoning_tokens: int
     content_tokens: int
     input_tokens: int | None
@@ -149,6 +154,8 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
     counted = len(tokens)
     if record.completion_tokens is not None:
         output, source = record.completion_tokens, "usage"
+    elif record.tokenized_tokens is not None:
+        output, source = record.tokenized_tokens, "tokenizer"
     else:
         output, source = counted, "counted"
     if record.usage_reasoning_tokens is not None:
@@ -177,7 +184,8 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
         token_source=source,
         reasoning_tokens=reasoning,
         content_tokens=max(0, output - reasoning),
-        input_tokens=record.prompt_tokens,
+        input_tokens=record.prompt_tokens if record.prompt_tokens is not None
+        else record.tokenized_prompt_tokens,
         finish_reason=record.finish_reason,
         error_kind=record.error_kind,
         scheduled_s=(record.scheduled_ns - origin_ns) / 1e9 if record.scheduled_ns else None,

@@ -32,6 +32,7 @@ from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
+from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
@@ -133,7 +134,9 @@ def run_sweep(
     target = parse_target(base_url)
     server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
     workload = Workload(config, server.model, base_dir=base_dir)
-    coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console, labels or {})
+    tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
+    coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console,
+                       labels or {}, tokens)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -167,6 +170,7 @@ async def _sweep(
     out_dir: Path,
     console: Console | None,
     labels: dict[str, str],
+    tokens: TokenCounter | None,
 ) -> SweepResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
@@ -175,6 +179,7 @@ async def _sweep(
         headers=headers,
         completions=workload.completions,
         timeout=config.request_timeout,
+        keep_text=tokens is not None,
     )
     stop = Stop()
     ctx = Context(
@@ -187,6 +192,7 @@ async def _sweep(
         stop=stop,
         console=console,
         labels=labels,
+        tokens=tokens,
     )
     sweep = SweepResult(levels=[], out_dir=out_dir, server=server)
     started = datetime.now(UTC)

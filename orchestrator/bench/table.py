@@ -98,6 +98,9 @@ def render_table(
     if results and all((r.get("server_metrics") or {}).get("source") == "none" for r in results):
         captions.append("The server exports no counters orch knows (vllm:, llamacpp:): no "
                         "server-side cross-check.")
+    if any(r.get("keep_alive") is False for r in results):
+        captions.append("The server closes a kept-alive connection after each answer: orch "
+                        "then opened a new one per request (its connect is part of TTFT).")
     if model_time:
         captions.append(
             f"Simulator at time scale {time_scale:g}: figures in model time "

@@ -162,6 +162,12 @@ class Workload:
                     for p in prompts]
 
         self.bodies = encode(self.prompts)  # as written, without a prefix
+        # what a tokenizer counts as a request's input: the prompt's own text, no template
+        self.prompt_texts = [
+            p.text if p.text is not None else "\n".join(
+                str(m.get("content")) for m in p.messages or () if isinstance(m.get("content"), str))
+            for p in self.prompts
+        ]
         slotted = encode([_with_slot(p) for p in self.prompts]) if self.unique else self.bodies
         self._parts = [body.split(_SLOT_BYTES, 1) for body in slotted]
         self._salt = os.urandom(3).hex()  # a rerun against the same server misses its cache too

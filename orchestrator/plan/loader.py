@@ -287,8 +287,8 @@ def _local_path_fields(data: dict[str, Any]) -> list[FieldPath]:
             if isinstance(spec, dict) and "template" in spec
         ]
     bench = data.get("bench")
-    if isinstance(bench, dict) and "dataset" in bench:
-        found.append(("bench", "dataset"))
+    if isinstance(bench, dict):
+        found += [("bench", name) for name in ("dataset", "tokenizer") if name in bench]
     return found
 
 
@@ -312,17 +312,21 @@ def _check_local_files(plan: Plan, positions: Positions) -> None:
     ]
     if plan.bench is not None:
         checks.append((("bench", "dataset"), plan.bench.dataset, "dataset"))
+        checks.append((("bench", "tokenizer"), plan.bench.tokenizer, "tokenizer"))
     for field_path, value, what in checks:
         if value is None:
             continue
         file = Path(value).expanduser()
+        if what == "tokenizer" and file.is_dir():
+            file = file / "tokenizer.json"
         if not file.is_file():
             raise problem_error(
                 Problem(
                     field_path,
                     f"{what} file not found: {display_path(file)}",
                     positions.locate(field_path),
-                    expected="a readable local file (a relative path is relative to the plan file that sets it)",
+                    expected=f"a readable local {'tokenizer.json or a folder holding one' if what == 'tokenizer' else 'file'}"
+                    " (a relative path is relative to the plan file that sets it)",
                 ),
                 positions,
             )

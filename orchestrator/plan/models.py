@@ -481,6 +481,10 @@ class Bench(StrictModel):
         None, description="JSONL file of prompts (local path, relative to the plan file that sets it)."
     )
     input_len: int | None = Field(None, ge=1, description="Synthetic prompts of this many tokens.")
+    tokenizer: str | None = Field(
+        None, description="Local tokenizer folder (with tokenizer.json) or tokenizer.json file "
+        "that counts tokens when the server sends no usage (relative to the plan file that sets "
+        "it); the server's usage always wins.")
     prompt_prefix: Literal["unique", "shared"] = Field(
         "unique", description="`unique`: each request's prompt starts with a short prefix of "
         "its own, so the server's prefix cache cannot skip the prefill (vLLM and llama.cpp "

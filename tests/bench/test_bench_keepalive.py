@@ -1,5 +1,6 @@
 """A reused keep-alive connection that the server closed before answering: the request is
-resent once on a new connection, and the record says so (the level counts such retries)."""
+resent once on a new connection, and the record says so (the level counts such retries).
+A server that does it every time (llama.cpp's) gets a new connection per request instead."""
 
 from __future__ import annotations
 
@@ -14,12 +15,18 @@ ANSWER = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason
           b"data: [DONE]\n\n")
 
 
-async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 connections: list[int] | None = None) -> None:
     """Answers the first request of a connection; closes on the second without a byte, as a
     server does whose idle timeout fired while the client was reusing the connection."""
+    if connections is not None:
+        connections.append(1)
     served = 0
     while True:
-        head = await reader.readuntil(b"\r\n\r\n")
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:  # the client closed an idle connection
+            return
         length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                       if line.lower().startswith(b"content-length"))
         await reader.readexactly(length)
@@ -53,3 +60,28 @@ def test_a_request_on_a_dropped_keepalive_connection_is_retried_once_and_counted
     assert second.ok and second.retried, (second.error_kind, second.error_message)
     # its latency is the answered attempt's, not the dead one's
     assert (second.end_ns - second.start_ns) / 1e9 < DROP_AFTER_S
+
+
+async def _many_requests(count: int) -> tuple[list[RequestRecord], StreamClient, int]:
+    connections: list[int] = []
+    server = await asyncio.start_server(
+        lambda r, w: _serve(r, w, connections), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = StreamClient(parse_target(f"http://127.0.0.1:{port}"), "/v1/chat/completions")
+    records = [RequestRecord(str(i)) for i in range(count)]
+    try:
+        for record in records:
+            await client.send(b"{}", record)
+    finally:
+        client.close()
+        server.close()
+    return records, client, len(connections)
+
+
+def test_a_server_that_drops_every_kept_connection_gets_a_new_one_per_request() -> None:
+    records, client, connections = asyncio.run(_many_requests(8))
+    assert all(r.ok for r in records)
+    # two dead reuses tell the habit; after them no request is sent on a dead connection
+    assert [r.retried for r in records] == [False, True, True] + [False] * 5
+    assert client.keep_alive is False
+    assert connections == 8  # one per request: the two dead reuses were on earlier ones

@@ -1,0 +1,81 @@
+"""Token counts from a local tokenizer, for servers that send no usage (`--tokenizer PATH`).
+
+The hot path keeps only the raw JSON-escaped text of each token-bearing chunk when a
+tokenizer is given (`RequestRecord.text_raw`); after a phase has ended the text is decoded
+and counted here, as `vllm bench serve --tokenizer` counts: the output text re-encoded
+without special tokens, and the prompt's own text (not the chat template around it) for
+input tokens. The server's usage, when it sends one, always wins.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.bench.record import RequestRecord
+from orchestrator.errors import BenchError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+
+class TokenCounter:
+    """A Hugging Face `tokenizer.json`, read with the `tokenizers` library."""
+
+    def __init__(self, encoder: Tokenizer, source: Path) -> None:
+        self._encoder = encoder
+        self.source = source
+
+    def count(self, text: str) -> int:
+        return len(self._encoder.encode(text, add_special_tokens=False).ids)
+
+    def fill(self, records: Iterable[RequestRecord], prompts: Sequence[str]) -> None:
+        """Counts for the records whose server sent no usage; `prompts[i % len]` is the
+        text of request i's prompt (workload order)."""
+        prompt_counts: dict[int, int] = {}
+        for record in records:
+            if record.completion_tokens is None and record.text_raw is not None:
+                record.tokenized_tokens = self.count(decode_text(record.text_raw))
+            if record.prompt_tokens is None and prompts:
+                slot = record.index % len(prompts)
+                if slot not in prompt_counts:
+                    prompt_counts[slot] = self.count(prompts[slot])
+                record.tokenized_prompt_tokens = prompt_counts[slot]
+            record.text_raw = None  # counted: the text is not kept for the result files
+
+
+def decode_text(parts: Sequence[bytes]) -> str:
+    """The text of JSON-escaped string bodies (each as it stood between its quotes)."""
+    if not parts:
+        return ""
+    try:
+        value = json.loads(b'"' + b"".join(parts) + b'"')
+    except ValueError:
+        return b"".join(parts).decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""
+
+
+def load_tokenizer(path: str | Path, *, base_dir: Path | None = None) -> TokenCounter:
+    """The tokenizer of a local folder (its tokenizer.json) or of a tokenizer.json file;
+    a BenchError that says what is missing otherwise."""
+    given = Path(path).expanduser()
+    if base_dir is not None and not given.is_absolute():
+        given = base_dir / given
+    file = given / "tokenizer.json" if given.is_dir() else given
+    if not file.is_file():
+        raise BenchError(
+            f"no tokenizer at {given}: expected a tokenizer folder with tokenizer.json "
+            "(a Hugging Face model folder) or the path of a tokenizer.json",
+            hint="e.g. --tokenizer ~/models/Kimi-K2.5 (a local folder: orch downloads nothing)",
+        )
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - a dependency of orch
+        raise BenchError("the `tokenizers` package is missing", hint="pip install tokenizers") from None
+    try:
+        encoder = Tokenizer.from_file(str(file))
+    except Exception as error:  # the library raises its own Exception subclass
+        raise BenchError(f"{file}: not a tokenizer this version can read ({error})") from None
+    return TokenCounter(encoder, file)

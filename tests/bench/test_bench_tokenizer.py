@@ -1,0 +1,69 @@
+"""`orch bench --tokenizer PATH`: a server that sends no usage and merges tokens into chunks
+(tests/fixtures/strict_server.py, per_chunk) is counted with the user's local tokenizer,
+the way `vllm bench serve --tokenizer` counts, and the results say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fixtures.orchcli import orch
+from fixtures.strict_server import strict_server
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+CHUNKS, PER_CHUNK = 3, 4  # each word `w<n> "q"` is 4 tokens: w<n>, ", q, "
+
+
+def make_tokenizer(folder: Path) -> Path:
+    words = ["[UNK]", '"', "q"] + [f"w{n}" for n in range(CHUNKS * PER_CHUNK)]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    folder.mkdir()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def run(tmp_path: Path, *extra: str) -> tuple[int, str, list[dict], dict]:
+    out = tmp_path / "out"
+    with strict_server(slots=2, tokens=CHUNKS, per_chunk=PER_CHUNK) as (url, _):
+        result = orch("bench", "--url", url, "--model", "tiny", "--concurrency", "2",
+                      "--num-prompts", "4", "--max-tokens", "64", "--prompt", "alpha beta gamma",
+                      "--result-dir", out, *extra, cwd=tmp_path, timeout=120)
+    said = result.stdout + result.stderr
+    if result.returncode:
+        return result.returncode, said, [], {}
+    rows = [json.loads(line) for line in (out / "requests-c2.jsonl").read_text().splitlines()]
+    return result.returncode, said, rows, json.loads((out / "level-c2.json").read_text())
+
+
+def test_tokens_are_counted_by_the_given_tokenizer_when_the_server_sends_no_usage(
+    tmp_path: Path,
+) -> None:
+    tokenizer = make_tokenizer(tmp_path / "tok")
+    code, said, rows, level = run(tmp_path, "--tokenizer", str(tokenizer))
+    assert code == 0, said
+    assert rows and all(r["ok"] for r in rows)
+    for row in rows:
+        assert row["counted_chunks"] == CHUNKS
+        assert row["output_tokens"] == CHUNKS * PER_CHUNK * 4, row
+        assert row["token_source"] == "tokenizer"
+        assert row["input_tokens"] == 3  # the prompt's own words, not orch's unique prefix
+    assert level["token_source"] == "tokenizer"
+    assert level["total_output_tokens"] == 4 * CHUNKS * PER_CHUNK * 4
+    assert level["tokenizer_id"] == str(tokenizer)
+    assert "tokens by the tokenizer" in said
+
+
+def test_without_a_tokenizer_the_chunks_are_counted_and_said_so(tmp_path: Path) -> None:
+    code, said, rows, level = run(tmp_path)
+    assert code == 0, said
+    assert {r["output_tokens"] for r in rows} == {CHUNKS}
+    assert level["token_source"] == "counted" and "tokens counted from chunks" in said
+
+
+def test_a_tokenizer_path_that_holds_none_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code, said, _, _ = run(tmp_path, "--tokenizer", str(tmp_path / "empty"))
+    assert code != 0
+    assert "no tokenizer at" in said and "tokenizer.json" in said
+    assert "Traceback" not in said
