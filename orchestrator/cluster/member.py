@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.cluster.gate import MATCHING, ClusterError, Decision, Gate, Vote
-from orchestrator.cluster.ray_status import RayStatus, parse_ray_status
+from orchestrator.cluster.ray_status import (
+    ALIVE_ADDRESSES,
+    RayStatus,
+    not_joined,
+    parse_alive_addresses,
+    parse_ray_status,
+)
 from orchestrator.cluster.topology import Node, Topology
 from orchestrator.probe import Facts
 from orchestrator.service.step import GroupDecision
@@ -117,8 +123,25 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
     seen = (f"{status.active_nodes} of {len(topology.nodes)} nodes, {status.gpus:g} of {gpus} "
             "GPUs" if status is not None else "no answer from the Ray head: "
             + (text.strip().splitlines() or ["(nothing)"])[-1])
+    missing = _not_joined(transport, topology, venv_bin) if status is not None else []
+    if missing:
+        seen += "; not joined: " + ", ".join(missing)
+    worker = missing[0].split(" ")[0] if missing else "WORKER"
     raise ClusterError(
         f"the Ray cluster did not form within {timeout:.0f}s: {seen}",
-        hint="a worker that never joined: its Ray log (orch logs PLAN --limit WORKER --unit ray) "
-             "names the cause; check that the nodes reach "
+        hint=f"a worker that never joined: its Ray log (orch logs PLAN --limit {worker} --unit "
+             "ray) names the cause; check that the nodes reach "
              f"{topology.ray_address} and that their ray versions match")
+
+
+def _not_joined(transport: Transport, topology: Topology, venv_bin: str) -> list[str]:
+    """The nodes missing from the cluster, by host, asked of Ray once it has failed to form
+    (a driver takes seconds; an empty list when it cannot tell)."""
+    result = transport.run(
+        Command(f"{venv_bin}/python", "-c", ALIVE_ADDRESSES, topology.ray_address),
+        check=False, timeout=120,
+    )
+    alive = parse_alive_addresses(result.stdout)
+    if alive is None or topology.head.address not in alive:
+        return []  # no answer, or Ray knows the nodes by other addresses than the plan's
+    return not_joined(((n.host, n.address) for n in topology.nodes), alive)

@@ -191,3 +191,14 @@ def test_limit_cannot_pick_some_nodes_of_a_server(tmp_path: Path) -> None:
     assert result.returncode == 64, result.stdout + result.stderr
     assert "a multi-node server starts whole" in result.stderr
     assert not (tmp_path / "v").exists()  # refused before anything reached a host
+
+
+def test_the_nodes_not_joined_are_named_by_host_from_the_drivers_answer() -> None:
+    from orchestrator.cluster.ray_status import not_joined, parse_alive_addresses
+
+    said = 'some ray warning\n["10.0.0.1", "10.0.0.3"]\n'
+    alive = parse_alive_addresses(said)
+    assert alive == {"10.0.0.1", "10.0.0.3"}
+    declared = [("a", "10.0.0.1"), ("b", "10.0.0.2"), ("c", "10.0.0.3")]
+    assert not_joined(declared, alive) == ["b (10.0.0.2)"]
+    assert parse_alive_addresses("Traceback ...\nConnectionError: no GCS") is None

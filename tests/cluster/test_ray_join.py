@@ -1,0 +1,89 @@
+"""A Ray cluster that does not form names the hosts that never joined: a real Ray 2.60 head
+in a network namespace (its only address is the one the plan gives it: Ray will not take a
+loopback address as a node's), reached over its sshd as the head's server step reaches it,
+and a second node declared at an address where nothing runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures.netns import NetnsHost, NetnsHosts
+from fixtures.realpkgs import ray_venv
+
+from orchestrator.cluster.gate import ClusterError
+from orchestrator.cluster.member import wait_for_ray
+from orchestrator.cluster.ray_status import parse_ray_status
+from orchestrator.cluster.topology import Node, Topology
+from orchestrator.transport.base import Transport
+from orchestrator.transport.connect import connect
+
+pytestmark = pytest.mark.slow
+PORT = 6379
+
+
+@pytest.fixture(scope="module")
+def head(netns_hosts: NetnsHosts, tmp_path_factory: pytest.TempPathFactory,
+         ) -> Iterator[tuple[Path, NetnsHost, Transport]]:
+    """A real head with 8 GPUs declared on n1, stopped by its process group (never `ray
+    stop`, which would end every Ray on this machine, other tests' too)."""
+    venv, host = ray_venv(), netns_hosts.hosts[0]
+    temp = tmp_path_factory.mktemp("ray")
+    ray = [str(venv / "bin" / "ray")]
+    process = subprocess.Popen(
+        ["ip", "netns", "exec", host.netns, *ray, "start", "--head", "--block",
+         f"--port={PORT}", f"--node-ip-address={host.address}", "--num-gpus=8",
+         "--num-cpus=1", "--include-dashboard=false", "--object-store-memory=78643200",
+         f"--temp-dir={temp}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    transport = connect(host.name, netns_hosts.inventory())
+    try:
+        deadline = time.monotonic() + 90
+        status = None
+        while time.monotonic() < deadline and status is None:
+            result = subprocess.run(
+                ["ip", "netns", "exec", host.netns, *ray, "status",
+                 f"--address={host.address}:{PORT}"],
+                capture_output=True, text=True, check=False)
+            status = parse_ray_status(result.stdout)
+            time.sleep(1)
+        assert status is not None, "the Ray head did not come up"
+        yield venv, host, transport
+    finally:
+        transport.close()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+                process.wait(10)
+                break
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+
+
+def test_a_worker_that_never_joins_is_named_by_host(
+    head: tuple[Path, NetnsHost, Transport],
+) -> None:
+    venv, host, transport = head
+    nodes = (Node(host.name, 0, host.address), Node("gpu2", 1, "10.255.0.2"))
+    topology = Topology("ray", nodes, gpus_per_node=8, tensor=8, pipeline=2, ray_port=PORT,
+                        master_port=29500)
+    with pytest.raises(ClusterError) as raised:
+        wait_for_ray(transport, topology, str(venv / "bin"), timeout=1, gpus=16,
+                     sleep=lambda _: None)
+    message, hint = raised.value.message, raised.value.hint or ""
+    assert "1 of 2 nodes, 8 of 16 GPUs; not joined: gpu2 (10.255.0.2)" in message, message
+    assert "--limit gpu2 --unit ray" in hint
+
+
+def test_a_formed_cluster_is_not_waited_for(head: tuple[Path, NetnsHost, Transport]) -> None:
+    venv, host, transport = head
+    alone = Topology("ray", (Node(host.name, 0, host.address),), gpus_per_node=8, tensor=8,
+                     pipeline=1, ray_port=PORT, master_port=29500)
+    status = wait_for_ray(transport, alone, str(venv / "bin"), timeout=30, gpus=8)
+    assert status.active_nodes == 1 and status.gpus == 8
