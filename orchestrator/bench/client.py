@@ -3,9 +3,9 @@
 `StreamClient` keeps idle keep-alive connections (LIFO, so a closed-loop worker tends to
 get its own connection back) until the server shows that it closes them after each answer
 (llama.cpp's server does, without a `Connection: close`): from then on every request gets
-a new connection instead of a dead one and a resend. It never raises for a failed request: the failure is written
-into the record (`error_kind`), because connection errors are counted and must never end
-a sweep. Only cancellation (Ctrl-C) propagates.
+a new connection instead of a dead one and a resend. It never raises for a failed
+request: the failure is written into the record (`error_kind`), because connection errors
+are counted and must never end a sweep. Only cancellation (Ctrl-C) propagates.
 """
 
 from __future__ import annotations
