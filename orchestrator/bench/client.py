@@ -19,8 +19,9 @@ from orchestrator.bench.http_stream import StreamConnection, Target, open_connec
 from orchestrator.bench.record import RequestRecord
 
 _perf_ns = time.perf_counter_ns
-# Kept connections found dead on reuse before the client stops keeping them: one can be a
-# server's idle timeout firing at that very moment; two in one sweep is a habit.
+# Kept connections found dead on reuse, with no good reuse between them, before the client
+# stops keeping them: one can be a server's idle timeout firing at that very moment; two in
+# a row is a habit. (At concurrency C, up to C requests in flight can meet one at once.)
 DEAD_REUSES_BEFORE_NEW_CONNECTIONS = 2
 
 
@@ -58,6 +59,9 @@ class StreamClient:
         ]
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         self._head = ("\r\n".join(lines) + "\r\nx-request-id: ").encode("latin-1")
+        # once connections are not kept, the server is told so
+        self._head_close = ("\r\n".join([*lines, "Connection: close"])
+                            + "\r\nx-request-id: ").encode("latin-1")
 
     def _on_header(self, name: bytes, value: bytes) -> None:
         if name == b"x-orch-simulator":
@@ -76,6 +80,8 @@ class StreamClient:
                 and record.error_kind == "connection_closed"
                 and record.headers_ns == 0
             ):
+                if reused and record.headers_ns:
+                    self.dead_reuses = 0  # a kept connection that answered
                 break
             record.error_kind = record.error_message = None
             record.end_ns = 0
@@ -102,7 +108,7 @@ class StreamClient:
         reused = connection is not None
         request = b"".join(
             (
-                self._head,
+                self._head if self.keep_alive else self._head_close,
                 record.request_id.encode("ascii"),
                 b"\r\nContent-Length: ",
                 str(len(body)).encode("ascii"),
@@ -136,7 +142,10 @@ class StreamClient:
         if connection.reusable and not connection.closed and self.keep_alive:
             self._idle.append(connection)
         elif not connection.closed:
-            connection.abort()
+            if connection.reusable and connection.transport is not None:
+                connection.transport.close()  # an answered request: a polite close
+            else:
+                connection.abort()
         return reused
 
     async def _connect(self, record: RequestRecord) -> StreamConnection | None:

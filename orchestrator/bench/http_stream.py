@@ -345,12 +345,16 @@ class StreamConnection(asyncio.Protocol):
                     if payload[end : end + 1] != b'"' and (key != b"text" or completions):
                         content = True
                         if keep_text:
-                            _keep(record, payload, end)
+                            if record.text_raw is None:
+                                record.text_raw = []
+                            record.text_raw.append(json_string_body(payload, end))
                 elif key == b"reasoning" or key == b"reasoning_content":
                     if payload[end : end + 1] != b'"':
+                        if keep_text and not reasoning:  # a server may send both keys
+                            if record.reasoning_raw is None:
+                                record.reasoning_raw = []
+                            record.reasoning_raw.append(json_string_body(payload, end))
                         reasoning = True
-                        if keep_text:
-                            _keep(record, payload, end)
                 elif key == b"finish_reason":
                     record.finish_reason = payload[end : payload.find(b'"', end)].decode("utf-8", "replace")
                 else:  # usage object
@@ -375,8 +379,8 @@ class StreamConnection(asyncio.Protocol):
             future.set_result(None)
 
 
-def _keep(record: RequestRecord, payload: bytes, start: int) -> None:
-    """Keep the JSON string body that starts at `start` (up to its unescaped quote)."""
+def json_string_body(payload: bytes, start: int) -> bytes:
+    """The JSON string body that starts at `start`, up to its unescaped closing quote."""
     end = start
     while True:
         end = payload.find(b'"', end)
@@ -389,9 +393,7 @@ def _keep(record: RequestRecord, payload: bytes, start: int) -> None:
         if slashes % 2 == 0:
             break
         end += 1
-    if record.text_raw is None:
-        record.text_raw = []
-    record.text_raw.append(payload[start:end])
+    return payload[start:end]
 
 
 def _data_of(event: bytes) -> bytes | None:

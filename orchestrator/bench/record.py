@@ -56,7 +56,9 @@ class RequestRecord:
     usage_raw: bytes | None = None
     error_raw: bytes | None = None
     body_raw: bytes | None = None  # non-SSE body (error responses), capped
-    text_raw: list[bytes] | None = None  # with --tokenizer: each chunk's JSON-escaped text
+    # with --tokenizer: each chunk's text as it stood in the JSON (escaped), by kind
+    text_raw: list[bytes] | None = None
+    reasoning_raw: list[bytes] | None = None
     error_kind: str | None = None
     error_message: str | None = None
     # filled by finish()
@@ -64,7 +66,8 @@ class RequestRecord:
     completion_tokens: int | None = None
     usage_reasoning_tokens: int | None = None
     # filled by tokens.TokenCounter when the server sent no usage
-    tokenized_tokens: int | None = None
+    tokenized_tokens: int | None = None  # reasoning included, as completion_tokens
+    tokenized_reasoning_tokens: int | None = None
     tokenized_prompt_tokens: int | None = None
 
     @property
@@ -160,6 +163,8 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
         output, source = counted, "counted"
     if record.usage_reasoning_tokens is not None:
         reasoning = record.usage_reasoning_tokens
+    elif source == "tokenizer" and record.tokenized_reasoning_tokens is not None:
+        reasoning = record.tokenized_reasoning_tokens
     else:
         reasoning = min(record.reasoning_chunks, output)
     ttft = (tokens[0] - record.start_ns) * ns_ms if tokens else None

@@ -28,33 +28,45 @@ class TokenCounter:
         self._encoder = encoder
         self.source = source
 
-    def count(self, text: str) -> int:
-        return len(self._encoder.encode(text, add_special_tokens=False).ids)
+    def count(self, text: str) -> int | None:
+        """Tokens of `text`; None when the tokenizer cannot take it (the caller then keeps
+        to the chunks it counted)."""
+        # a lone surrogate (`\ud83d` in the JSON) is no str the library takes
+        clean = text.encode("utf-8", "replace").decode("utf-8")
+        try:
+            return len(self._encoder.encode(clean, add_special_tokens=False).ids)
+        except Exception:  # the library's own errors: never a lost level
+            return None
 
     def fill(self, records: Iterable[RequestRecord], prompts: Sequence[str]) -> None:
-        """Counts for the records whose server sent no usage; `prompts[i % len]` is the
-        text of request i's prompt (workload order)."""
-        prompt_counts: dict[int, int] = {}
+        """Counts for the successful records whose server sent no usage; `prompts[i % len]`
+        is the text of request i's prompt (workload order)."""
+        prompt_counts: dict[int, int | None] = {}
         for record in records:
-            if record.completion_tokens is None and record.text_raw is not None:
-                record.tokenized_tokens = self.count(decode_text(record.text_raw))
-            if record.prompt_tokens is None and prompts:
+            if record.ok and record.completion_tokens is None:
+                content = self.count(decode_text(record.text_raw or ()))
+                reasoning = self.count(decode_text(record.reasoning_raw or ()))
+                if content is not None and reasoning is not None:
+                    record.tokenized_tokens = content + reasoning
+                    record.tokenized_reasoning_tokens = reasoning
+            if record.ok and record.prompt_tokens is None and prompts:
                 slot = record.index % len(prompts)
                 if slot not in prompt_counts:
                     prompt_counts[slot] = self.count(prompts[slot])
                 record.tokenized_prompt_tokens = prompt_counts[slot]
-            record.text_raw = None  # counted: the text is not kept for the result files
+            record.text_raw = record.reasoning_raw = None  # counted: not kept any longer
 
 
-def decode_text(parts: Sequence[bytes]) -> str:
+def decode_text(parts: Iterable[bytes]) -> str:
     """The text of JSON-escaped string bodies (each as it stood between its quotes)."""
-    if not parts:
-        return ""
-    try:
-        value = json.loads(b'"' + b"".join(parts) + b'"')
-    except ValueError:
-        return b"".join(parts).decode("utf-8", "replace")
-    return value if isinstance(value, str) else ""
+    out = []
+    for part in parts:
+        try:
+            value = json.loads(b'"' + part + b'"')
+        except ValueError:  # not valid JSON after all: its bytes as they are
+            value = part.decode("utf-8", "replace")
+        out.append(value if isinstance(value, str) else "")
+    return "".join(out)
 
 
 def load_tokenizer(path: str | Path, *, base_dir: Path | None = None) -> TokenCounter:

@@ -85,3 +85,51 @@ def test_a_server_that_drops_every_kept_connection_gets_a_new_one_per_request() 
     assert [r.retried for r in records] == [False, True, True] + [False] * 5
     assert client.keep_alive is False
     assert connections == 8  # one per request: the two dead reuses were on earlier ones
+
+
+async def _two_races(count: int) -> tuple[list[RequestRecord], StreamClient, int]:
+    """A server whose idle timeout fires twice, each time just as the client reuses a
+    connection: the first connection is dropped at its 2nd request, the second at its 3rd
+    (after a reuse that worked); every other reuse works."""
+    connections: list[int] = []
+    drop_after = {1: 1, 2: 2}  # connection number -> requests it answers before the drop
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        number = len(connections)
+        served = 0
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))
+            await reader.readexactly(length)
+            if served == drop_after.get(number):
+                writer.close()
+                return
+            served += 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER))
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = StreamClient(parse_target(f"http://127.0.0.1:{port}"), "/v1/chat/completions")
+    records = [RequestRecord(str(i)) for i in range(count)]
+    try:
+        for record in records:
+            await client.send(b"{}", record)
+    finally:
+        client.close()
+        server.close()
+    return records, client, len(connections)
+
+
+def test_races_with_an_idle_timeout_between_good_reuses_keep_connections_kept() -> None:
+    records, client, connections = asyncio.run(_two_races(8))
+    assert all(r.ok for r in records)
+    assert [r.retried for r in records] == [False, True, False, True] + [False] * 4
+    assert client.keep_alive is True and client.dead_reuses == 0
+    assert connections == 3

@@ -11,7 +11,11 @@ from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-CHUNKS, PER_CHUNK = 3, 4  # each word `w<n> "q"` is 4 tokens: w<n>, ", q, "
+from orchestrator.bench.http_stream import json_string_body
+from orchestrator.bench.record import RequestRecord, derive
+from orchestrator.bench.tokens import decode_text, load_tokenizer
+
+CHUNKS, PER_CHUNK = 3, 4  # each word `w<n> "q"\` is 4 tokens: w<n>, ", q, "\ (unknown)
 
 
 def make_tokenizer(folder: Path) -> Path:
@@ -67,3 +71,32 @@ def test_a_tokenizer_path_that_holds_none_is_a_clear_error(tmp_path: Path) -> No
     assert code != 0
     assert "no tokenizer at" in said and "tokenizer.json" in said
     assert "Traceback" not in said
+
+
+def test_a_chunks_text_is_cut_at_its_unescaped_closing_quote() -> None:
+    # the hot path keeps a JSON string's body as it stands: a backslash before the closing
+    # quote is escaped itself, an escaped quote is inside
+    payload = b'{"delta":{"content":"a\\\\"},"x":1}'
+    start = payload.index(b'"a') + 1
+    assert json_string_body(payload, start) == b"a\\\\"
+    payload = b'{"delta":{"content":"say \\"hi\\" \\\\\\" now"}}'
+    start = payload.index(b'"say') + 1
+    assert decode_text([json_string_body(payload, start)]) == 'say "hi" \\" now'
+
+
+def test_reasoning_is_counted_apart_and_odd_text_never_loses_the_level(tmp_path: Path) -> None:
+    counter = load_tokenizer(make_tokenizer(tmp_path / "tok"))
+    answered = RequestRecord("a", status=200)
+    answered.text_raw = [b"w0 \\ud83d", b" w1"]  # a lone surrogate, as a server may send
+    answered.reasoning_raw = [b"w2"]
+    silent = RequestRecord("b", status=200)  # answered, with no text at all
+    failed = RequestRecord("c", status=500)
+    failed.fail("http_500", "HTTP 500")
+    counter.fill([answered, silent, failed], ["w3 w4"])
+    assert (answered.tokenized_tokens, answered.tokenized_reasoning_tokens) == (4, 1)
+    assert answered.tokenized_prompt_tokens == 2 and answered.text_raw is None
+    assert silent.tokenized_tokens == 0
+    assert failed.tokenized_tokens is None
+    metrics = derive(answered, answered.start_ns)
+    assert (metrics.token_source, metrics.output_tokens) == ("tokenizer", 4)
+    assert (metrics.reasoning_tokens, metrics.content_tokens) == (1, 3)
