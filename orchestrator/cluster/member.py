@@ -28,6 +28,7 @@ from orchestrator.cluster.ray_status import (
     parse_ray_status,
 )
 from orchestrator.cluster.topology import Node, Topology
+from orchestrator.errors import OrchError
 from orchestrator.probe import Facts
 from orchestrator.service.step import GroupDecision
 from orchestrator.transport.base import Transport
@@ -35,6 +36,7 @@ from orchestrator.transport.command import Command
 
 Kind = Literal["ray-node", "server"]
 _POLL_S = 2.0
+_ASK_RAY_S = 30.0  # the driver that names the nodes missing (seconds when Ray answers)
 
 
 @dataclass
@@ -137,10 +139,13 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
 def _not_joined(transport: Transport, topology: Topology, venv_bin: str) -> list[str]:
     """The nodes missing from the cluster, by host, asked of Ray once it has failed to form
     (a driver takes seconds; an empty list when it cannot tell)."""
-    result = transport.run(
-        Command(f"{venv_bin}/python", "-c", ALIVE_ADDRESSES, topology.ray_address),
-        check=False, timeout=120,
-    )
+    try:
+        result = transport.run(
+            Command(f"{venv_bin}/python", "-c", ALIVE_ADDRESSES, topology.ray_address),
+            check=False, timeout=_ASK_RAY_S,
+        )
+    except OrchError:  # a hung driver or a lost head: the counts still say what failed
+        return []
     alive = parse_alive_addresses(result.stdout)
     if alive is None or topology.head.address not in alive:
         return []  # no answer, or Ray knows the nodes by other addresses than the plan's

@@ -5,9 +5,12 @@ and a second node declared at an address where nothing runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +31,12 @@ PORT = 6379
 
 
 @pytest.fixture(scope="module")
-def head(netns_hosts: NetnsHosts, tmp_path_factory: pytest.TempPathFactory,
-         ) -> Iterator[tuple[Path, NetnsHost, Transport]]:
+def head(netns_hosts: NetnsHosts) -> Iterator[tuple[Path, NetnsHost, Transport]]:
     """A real head with 8 GPUs declared on n1, stopped by its process group (never `ray
     stop`, which would end every Ray on this machine, other tests' too)."""
     venv, host = ray_venv(), netns_hosts.hosts[0]
-    temp = tmp_path_factory.mktemp("ray")
+    # short: Ray's socket paths under it must stay within 107 bytes
+    temp = tempfile.mkdtemp(prefix="r", dir="/tmp")
     ray = [str(venv / "bin" / "ray")]
     process = subprocess.Popen(
         ["ip", "netns", "exec", host.netns, *ray, "start", "--head", "--block",
@@ -42,21 +45,23 @@ def head(netns_hosts: NetnsHosts, tmp_path_factory: pytest.TempPathFactory,
          f"--temp-dir={temp}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
-    transport = connect(host.name, netns_hosts.inventory())
+    transport: Transport | None = None
     try:
         deadline = time.monotonic() + 90
         status = None
-        while time.monotonic() < deadline and status is None:
+        while time.monotonic() < deadline and status is None and process.poll() is None:
             result = subprocess.run(
                 ["ip", "netns", "exec", host.netns, *ray, "status",
                  f"--address={host.address}:{PORT}"],
-                capture_output=True, text=True, check=False)
+                capture_output=True, text=True, check=False, timeout=60)
             status = parse_ray_status(result.stdout)
             time.sleep(1)
-        assert status is not None, "the Ray head did not come up"
+        assert status is not None, f"the Ray head did not come up (exit {process.poll()})"
+        transport = connect(host.name, netns_hosts.inventory())
         yield venv, host, transport
     finally:
-        transport.close()
+        if transport is not None:
+            transport.close()
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(process.pid, sig)
@@ -64,6 +69,9 @@ def head(netns_hosts: NetnsHosts, tmp_path_factory: pytest.TempPathFactory,
                 break
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 continue
+        with contextlib.suppress(ProcessLookupError):  # whatever of Ray outlived its parent
+            os.killpg(process.pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_worker_that_never_joins_is_named_by_host(

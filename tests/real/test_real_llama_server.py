@@ -39,6 +39,8 @@ from fixtures.realpkgs import full_venv
 
 TOKENS = 128
 PROMPTS = 16
+# The first use builds llama-server (about 7 minutes) when `scripts/setup --dev` has not.
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +94,11 @@ def test_orch_bench_agrees_with_llama_servers_own_timings(
         ttft = level["mean_ttft_ms"]
         assert own.mean_prompt_ms < ttft, name
         if name == "c1":  # nothing queues: the excess is per-request handling, a few ms
-            assert ttft - own.mean_prompt_ms < 15, (ttft, own.mean_prompt_ms)
+            # (4 on a quiet machine; the bound leaves room for the suite's other worker)
+            assert ttft - own.mean_prompt_ms < 30, (ttft, own.mean_prompt_ms)
     # llama-server closes a kept-alive connection after each streamed answer: after two
     # dead reuses orch opens one per request, and says so
-    assert levels["c1"]["retried"] <= 2 and levels["c4"]["retried"] == 0
+    assert levels["c1"]["retried"] == 2 and levels["c4"]["retried"] == 0
     assert levels["c4"]["keep_alive"] is False
 
 
