@@ -132,9 +132,10 @@ def run_sweep(
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`."""
     target = parse_target(base_url)
+    # local input first: a wrong path is said at once, whatever the server's state
+    tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
     server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
     workload = Workload(config, server.model, base_dir=base_dir)
-    tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console,
                        labels or {}, tokens)
     try:
