@@ -127,8 +127,8 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
             + (text.strip().splitlines() or ["(nothing)"])[-1])
     missing = _not_joined(transport, topology, venv_bin) if status is not None else []
     if missing:
-        seen += "; not joined: " + ", ".join(missing)
-    worker = missing[0].split(" ")[0] if missing else "WORKER"
+        seen += "; not joined: " + ", ".join(f"{host} ({address})" for host, address in missing)
+    worker = missing[0][0] if missing else "WORKER"
     raise ClusterError(
         f"the Ray cluster did not form within {timeout:.0f}s: {seen}",
         hint=f"a worker that never joined: its Ray log (orch logs PLAN --limit {worker} --unit "
@@ -136,7 +136,9 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
              f"{topology.ray_address} and that their ray versions match")
 
 
-def _not_joined(transport: Transport, topology: Topology, venv_bin: str) -> list[str]:
+def _not_joined(
+    transport: Transport, topology: Topology, venv_bin: str
+) -> list[tuple[str, str]]:
     """The nodes missing from the cluster, by host, asked of Ray once it has failed to form
     (a driver takes seconds; an empty list when it cannot tell)."""
     try:

@@ -77,6 +77,8 @@ def parse_alive_addresses(text: str) -> set[str] | None:
     return None
 
 
-def not_joined(addresses: Iterable[tuple[str, str]], alive: set[str]) -> list[str]:
-    """`host (address)` of each (host, address) whose address is not among the alive."""
-    return [f"{host} ({address})" for host, address in addresses if address not in alive]
+def not_joined(
+    addresses: Iterable[tuple[str, str]], alive: set[str]
+) -> list[tuple[str, str]]:
+    """The (host, address) pairs whose address is not among the alive."""
+    return [(host, address) for host, address in addresses if address not in alive]

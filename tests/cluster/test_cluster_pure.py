@@ -200,5 +200,5 @@ def test_the_nodes_not_joined_are_named_by_host_from_the_drivers_answer() -> Non
     alive = parse_alive_addresses(said)
     assert alive == {"10.0.0.1", "10.0.0.3"}
     declared = [("a", "10.0.0.1"), ("b", "10.0.0.2"), ("c", "10.0.0.3")]
-    assert not_joined(declared, alive) == ["b (10.0.0.2)"]
+    assert not_joined(declared, alive) == [("b", "10.0.0.2")]
     assert parse_alive_addresses("Traceback ...\nConnectionError: no GCS") is None
