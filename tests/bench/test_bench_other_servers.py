@@ -33,7 +33,10 @@ def levels(out: Path) -> dict[str, dict[str, Any]]:
 
 def test_a_one_slot_server_completes_and_is_flagged_as_serializing(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    with strict_server(slots=1) as (url, state):
+    # 180 ms per answer: at C=1 the one slot idles while the client turns round between
+    # requests, at C=4 it never does; that gap must stay far under no_scaling's 10%
+    # on a loaded machine (48 ms answers met it once in CI)
+    with strict_server(slots=1, token_s=0.015) as (url, state):
         code, said = bench(url, out)
     assert code == 0, said
     assert state.request_ids and all(UUID.match(i) for i in state.request_ids)  # it took them all
@@ -45,7 +48,8 @@ def test_a_one_slot_server_completes_and_is_flagged_as_serializing(tmp_path: Pat
     found = levels(out)
     assert found["c4"]["failed"] == 0 and found["c4"]["token_source"] == "counted"
     assert found["c4"]["server_metrics"]["source"] == "llamacpp"
-    assert "serialized" in found["c4"]["flags"] and "no_scaling" in found["c4"]["flags"]
+    assert "serialized" in found["c4"]["flags"] and "no_scaling" in found["c4"]["flags"], \
+        (found["c4"]["flags"], found["c1"]["output_throughput"], found["c4"]["output_throughput"])
     assert "one at a time" in said and "tokens counted from chunks" in said
 
 

@@ -10,7 +10,7 @@ import statistics
 import pytest
 from rich.console import Console
 
-from orchestrator.bench.anomalies import level_flags, throughput_drops
+from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_drops
 from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
 from orchestrator.bench.results import csv_columns, csv_row, normalized, render_csv
 from orchestrator.bench.table import render_table
@@ -78,10 +78,31 @@ def test_throughput_drops(levels: list[tuple[float, float]], drops: list[int]) -
           "server_metrics": {"server_output_throughput": 100.0, "delta_generation_tokens": 90}},
          ["server_disagrees"]),
         ({"partial": True}, ["partial"]),
+        ({"mode": "closed", "max_concurrency": 4, "completed": 8, "max_generating": 1}, ["serialized"]),
+        # the server's own gauge saw two at once: not serialized, whatever the spans say
+        ({"mode": "closed", "max_concurrency": 4, "completed": 8, "max_generating": 1,
+          "server_metrics": {"max_running": 2}}, []),
+        ({"mode": "closed", "max_concurrency": 1, "completed": 8, "max_generating": 1}, []),
+        ({"mode": "rate", "max_concurrency": 4, "completed": 8, "max_generating": 1}, []),
     ],
 )
 def test_level_flags(result: dict[str, object], flags: list[str]) -> None:
     assert level_flags(result) == flags
+
+
+@pytest.mark.parametrize(
+    ("levels", "flat"),
+    [
+        ([(1, 100.0), (4, 109.0), (8, 111.0)], [1]),  # within 10% of C=1 at 4x the load
+        ([(1, 100.0), (2, 150.0), (4, 300.0)], []),
+        ([(4, 100.0), (1, 100.0)], [0]),  # the lowest load is the base, wherever it ran
+        ([(1, 100.0), (1.5, 100.0)], []),  # under twice the load: not judged
+        ([(1, 100.0)], []),
+        ([(1, 0.0), (4, 0.0)], []),  # nothing measured at the base: no claim
+    ],
+)
+def test_no_scaling(levels: list[tuple[float, float]], flat: list[int]) -> None:
+    assert no_scaling(levels) == flat
 
 
 def test_normalized_figures_are_in_model_time() -> None:
