@@ -130,13 +130,19 @@ def test_auto_sweep_finds_the_knee_of_the_kimi_nvfp4_profile(tmp_path: Path) -> 
     assert c1["output_throughput"] == pytest.approx(c1["normalized"]["output_throughput"] / 0.2)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["knee"] == result.knee and summary["simulated"] is True
-    # the server's own view of the busiest level: its running batch and token counter
-    c256 = level(tmp_path, "c256")
-    server = c256["server_metrics"]
+    # the server's own view of the busiest level: its running batch and token counter (the
+    # search doubles to 256 unless a loaded machine makes 128 look like the plateau already)
+    busiest = max(levels)
+    assert busiest >= 128, levels
+    top = level(tmp_path, f"c{busiest}")
+    server = top["server_metrics"]
     assert server["scrapes"] >= 2
-    assert server["max_running"] == 128 and server["max_waiting"] > 0  # max_num_seqs of the profile
-    assert server["delta_generation_tokens"] == c256["total_output_tokens"]
-    assert server["server_output_throughput"] == pytest.approx(c256["output_throughput"], rel=0.15)
+    if busiest > 128:  # max_num_seqs of the profile: the rest wait
+        assert server["max_running"] == 128 and server["max_waiting"] > 0
+    else:  # a scrape may fall in a request's turn-round
+        assert 120 <= server["max_running"] <= 128
+    assert server["delta_generation_tokens"] == top["total_output_tokens"]
+    assert server["server_output_throughput"] == pytest.approx(top["output_throughput"], rel=0.15)
 
 
 def test_an_engine_crash_mid_sweep_keeps_the_finished_levels(tmp_path: Path) -> None:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -60,10 +62,15 @@ def test_a_sweep_measures_tokens_reasoning_and_timing(tmp_path: Path) -> None:
     assert (c4["total_reasoning_tokens"], c4["total_content_tokens"]) == (16, 48)
     assert c4["finish_reasons"] == {"length": 4} and c4["hit_max_tokens"] == 4
     assert c4["max_concurrent_requests"] == 4
-    assert c4["mean_itl_ms"] == pytest.approx(4.0, abs=1.5)
-    assert c4["mean_ttft_content_ms"] - c4["mean_ttft_ms"] == pytest.approx(16.0, abs=3.0)
     requests = rows(tmp_path, "c4")
     assert [r["warmup"] for r in requests] == [True, False, False, False, False]
+    # held against when the server wrote each token (4 ms apart as planned, later when the
+    # machine is loaded: that is the server's delay, not the client's error)
+    written = [timings[r["request_id"]]["write_ns"] for r in requests if not r["warmup"]]
+    gaps = [(b - a) / 1e6 for w in written for a, b in itertools.pairwise(w)]
+    assert c4["mean_itl_ms"] == pytest.approx(statistics.fmean(gaps), abs=1.0)
+    reasoning_span = statistics.fmean((w[4] - w[0]) / 1e6 for w in written)  # 4 reasoning tokens
+    assert c4["mean_ttft_content_ms"] - c4["mean_ttft_ms"] == pytest.approx(reasoning_span, abs=2.0)
     for row in requests:
         truth = timings[row["request_id"]]
         true_ttft = (truth["write_ns"][0] - truth["recv_ns"]) / 1e6
