@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import InventoryError
+from orchestrator.names import check_name
 from orchestrator.plan.models import FieldError
 
 DEFAULT_INVENTORY = Path("inventory/local.yaml")
@@ -61,6 +62,15 @@ class Inventory(_Strict):
         default_factory=dict, description="Variables of every host of a group (a host's own win).")
     ssh: SshSettings = Field(default_factory=SshSettings)
     source: str = Field("", exclude=True, description="File this inventory was read from.")
+
+    @model_validator(mode="after")
+    def _host_names_are_names(self) -> Inventory:
+        for name in self.hosts:
+            try:
+                check_name(name, "a host name (it names the host's folder in a run folder)")
+            except ValueError as error:
+                raise FieldError(str(error), at=("hosts", name)) from None
+        return self
 
     @model_validator(mode="after")
     def _groups_name_hosts(self) -> Inventory:

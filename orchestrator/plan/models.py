@@ -13,7 +13,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from orchestrator.names import check_name
 
 
 class FieldError(ValueError):
@@ -70,7 +80,6 @@ def canonical_name(name: str) -> str:
 # orch's state folders take the service name, and no value may climb out with `..`.
 _PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
 _COMMAND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # not "..", not an option
-SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 
 _HOST_REF = re.compile(r"\$\{host\.[A-Za-z_][A-Za-z0-9_-]*\}")
@@ -347,11 +356,8 @@ class ServiceSpec(StrictModel):
     @field_validator("name")
     @classmethod
     def _unit_safe(cls, value: str) -> str:
-        if not SERVICE_NAME.fullmatch(value):
-            raise ValueError(
-                f"expected a service name of letters, digits, '_', '.', '@' or '-' starting "
-                f"with a letter or digit (it names a systemd unit and a folder), got {value!r}")
-        return value
+        return check_name(value, "a service name (it names a systemd unit and a folder)",
+                          max_length=64)
 
     @field_validator("args")
     @classmethod
@@ -434,6 +440,11 @@ class SmokeCheck(StrictModel):
     expect: SmokeExpect = Field(
         default_factory=SmokeExpect, description="What the answer must satisfy."
     )
+
+    @field_validator("name")
+    @classmethod
+    def _file_safe(cls, value: str) -> str:
+        return check_name(value, "a check name (it names smoke/<name>.json)", max_length=64)
 
 
 class Slo(StrictModel):
@@ -631,10 +642,7 @@ class CommandSpec(StrictModel):
     @field_validator("name")
     @classmethod
     def _short_name(cls, value: str) -> str:
-        if not SERVICE_NAME.fullmatch(value):
-            raise ValueError("expected a short name of letters, digits and . _ @ - (it names a "
-                             f"log file), got {value!r}")
-        return value
+        return check_name(value, "a short name (it names a log file)", max_length=64)
 
     @field_validator("creates")
     @classmethod
@@ -710,12 +718,23 @@ class Plan(StrictModel):
             seen.add(command.name)
         return value
 
+    @field_validator("smoke", "collect")
+    @classmethod
+    def _unique_files(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
+        """Each check and collected path has a file of its own in the run folder."""
+        key = "name" if info.field_name == "smoke" else "path"
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            if getattr(item, key) in seen:
+                raise FieldError(f"{getattr(item, key)!r} is given twice; each has a file of its "
+                                 "own in the run folder", at=(index, key))
+            seen.add(getattr(item, key))
+        return value
+
     @field_validator("name")
     @classmethod
     def _slug(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
-            raise ValueError(f"expected letters, digits, '.', '_' or '-', got {value!r}")
-        return value
+        return check_name(value, "a plan name (it names the run folder)")
 
     @field_validator("env")
     @classmethod

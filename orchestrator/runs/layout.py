@@ -27,6 +27,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.errors import RunFolderError
+from orchestrator.names import NAME_CHARS, is_name
+
 
 def safe_name(name: str) -> str:
     """A file name for an arbitrary label (a check name, a remote path)."""
@@ -96,7 +99,13 @@ class HostLayout:
         return self.root / "commands" / f"{safe_name(name)}.log"
 
     def collected(self, remote_path: str) -> Path:
-        return self.root / "collect" / safe_name(remote_path)
+        """`collect/` + the remote path as it is, so two paths never share a file (the plan
+        loader holds it to a host path: absolute, no `..`)."""
+        parts = [part for part in remote_path.split("/") if part not in ("", ".")]
+        if not parts or ".." in parts:
+            raise RunFolderError(f"cannot keep {remote_path!r} in a run folder: expected an "
+                                 "absolute path without '..'")
+        return self.root.joinpath("collect", *parts)
 
     @property
     def bench(self) -> BenchLayout:
@@ -124,6 +133,11 @@ class RunLayout:
         return self.root / "hosts"
 
     def host(self, name: str) -> HostLayout:
+        # The inventory loader holds host names to this rule already; a name that slipped
+        # past it must still not climb out of the run folder.
+        if not is_name(name):
+            raise RunFolderError(f"host name {name!r} cannot name a folder: expected "
+                                 f"{NAME_CHARS}")
         return HostLayout(self.hosts_dir / name)
 
 

@@ -39,5 +39,5 @@ def test_apply_collects_what_the_plan_names_and_fails_on_a_missing_required_file
     said = " ".join(failed.stdout.split())
     assert f"cannot collect {tmp_path / 'nope'}: " in said and "maybe" not in said
     # what could be collected is kept
-    collected = list((last_run(tmp_path) / "hosts" / "localhost" / "collect").glob("*nvidia-smi.txt"))
+    collected = list((last_run(tmp_path) / "hosts" / "localhost" / "collect").rglob("nvidia-smi.txt"))
     assert [p.read_text() for p in collected] == ["GPU 0: RTX PRO 6000\n"]
