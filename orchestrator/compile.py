@@ -29,7 +29,7 @@ from orchestrator.plan.secrets import secret_names, substitute
 from orchestrator.plan.variables import render_vars
 from orchestrator.steps.base import Step
 from orchestrator.steps.commands import CommandsStep
-from orchestrator.steps.files import DesiredFile, FilesStep, render_files
+from orchestrator.steps.files import DesiredFile, FilesStep, read_template, render_files
 from orchestrator.steps.python_env import PythonEnvStep
 
 
@@ -185,6 +185,6 @@ def resolved_plan_yaml(loaded: LoadedPlan) -> str:
     data.pop("extends", None)
     for spec in data.get("files", []):
         if "template" in spec:
-            template = (loaded.base_dir / spec.pop("template")).expanduser()
-            spec["content"] = render_vars(template.read_text(), loaded.plan.vars)
+            template = read_template(loaded.base_dir / spec.pop("template"))
+            spec["content"] = render_vars(template, loaded.plan.vars)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

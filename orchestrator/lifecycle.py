@@ -195,36 +195,61 @@ class Lifecycle:
         units = self.units or ([self.service_step] if self.service_step is not None else [])
         paths = [unit.paths.log for unit in units] + [item.path for item in self.plan.collect]
         found = read_files(transport, paths)  # every log and collected file: one round trip
-        got = 0
+        got, notes = 0, []
         for unit in units:
             text, _ = found[unit.paths.log]
             if text:
                 self.folder.write_service_log(outcome.host, text, unit.unit)
                 got += 1
         for item in self.plan.collect:
-            text, error = found[item.path]
+            text, why = found[item.path]
             if text is None:
                 if not item.optional:
-                    raise StepError(f"{outcome.host}: cannot collect {item.path}: {error}")
+                    raise StepError(f"{outcome.host}: cannot collect {item.path}: {why}")
+                if why.startswith("not a regular file"):  # a missing optional file is normal
+                    notes.append(f"skipped {item.path}: {why}")
                 continue
             self.folder.write_collected(outcome.host, item.path, text)
             got += 1
-        return f"{got} files"
+            if why:
+                notes.append(f"kept {why} of {item.path}")
+        return "; ".join([f"{got} files", *notes])
+
+
+MAX_COLLECT_BYTES = 64 * 1024 * 1024  # a longer file keeps its end (a log's last part)
+
+# `fetch PATH`: `ok|cut BASE64` for a regular file (`cut`: its last MAX_COLLECT_BYTES), `err
+# BASE64` for anything else. A FIFO is never opened (it would block), nor a device read (it
+# would never end): only what `test -f` calls a regular file is.
+_FETCH = (
+    "fetch() { "
+    "if [ -f \"$1\" ]; then "
+    f"if [ \"$(stat -L -c %s \"$1\")\" -gt {MAX_COLLECT_BYTES} ]; then s=cut; else s=ok; fi; "
+    f"if out=$(tail -c {MAX_COLLECT_BYTES} < \"$1\" 2>/dev/null | base64 -w0) "
+    "&& [ -r \"$1\" ]; then echo \"$s $out\"; "
+    "else echo \"err $(cat \"$1\" 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi; "
+    "elif [ -e \"$1\" ]; then "
+    "echo \"err $(echo \"not a regular file: $(stat -L -c %F \"$1\")\" | base64 -w0)\"; "
+    "else echo \"err $(cat \"$1\" 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi; }"
+)
 
 
 def read_files(transport: Transport, paths: list[str]) -> dict[str, tuple[str | None, str]]:
-    """path -> (its text, or None and why not), all in one command: a line per path, `ok
-    BASE64` or `err BASE64` (what cat said), so any content survives the trip."""
+    """path -> (its text, or None and why not), all in one command, so any content survives
+    the trip. A file longer than MAX_COLLECT_BYTES comes back as its end, said in the second
+    item; anything but a regular file (a FIFO, a device, a folder) comes back as None."""
     if not paths:
         return {}
-    script = "; ".join(
-        f"if out=$(base64 -w0 < {quoted(path)} 2>/dev/null); then echo \"ok $out\"; "
-        f"else echo \"err $(cat {quoted(path)} 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi"
-        for path in paths)
+    script = "; ".join([_FETCH, *(f"fetch {quoted(path)}" for path in paths)])
     lines = transport.run(Command.script(script), check=False).stdout.splitlines()
     out: dict[str, tuple[str | None, str]] = {}
     for path, line in zip(paths, lines + [""] * (len(paths) - len(lines)), strict=True):
         status, _, data = line.partition(" ")
         text = base64.b64decode(data).decode("utf-8", "replace")
-        out[path] = (text, "") if status == "ok" else (None, text.strip() or "no answer")
+        if status == "ok":
+            out[path] = (text, "")
+        elif status == "cut":
+            out[path] = (text, f"its last {MAX_COLLECT_BYTES // 2**20} MiB")
+        else:
+            out[path] = (None, text.strip() or "no answer")
     return out

@@ -118,6 +118,7 @@ class FileFacts:
     mode: str | None = None
     content: str | None = None  # only when it differs from the desired digest and is small text
     error: str | None = None
+    kind: str | None = None  # what it is when it exists but is not a regular file ("FIFO")
 
 
 def _int(value: Any) -> int | None:
@@ -326,6 +327,7 @@ def parse_answer(text: str) -> Facts:
             mode=entry.get("mode"),
             content=entry.get("content"),
             error=entry.get("error"),
+            kind=entry.get("kind"),
         )
     if isinstance(data.get("service"), dict):
         facts.service = ServiceFacts.from_json(data["service"])

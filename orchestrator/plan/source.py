@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator import local_files
 from orchestrator.errors import PlanError
 
 FieldPath = tuple[str | int, ...]
@@ -114,7 +115,7 @@ def read_text(path: Path, *, what: str = "file", expected: str = "a YAML file") 
         raise PlanError(f"{what} is too large ({info.st_size:,} bytes, at most "
                         f"{MAX_FILE_BYTES:,}): {name}", file=name)
     try:
-        return path.read_text(encoding="utf-8")
+        return local_files.read_text(path, max_bytes=MAX_FILE_BYTES)
     except FileNotFoundError:
         raise PlanError(f"{what} not found: {name}", file=name) from None
     except IsADirectoryError:

@@ -31,6 +31,7 @@ import platform
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -439,14 +440,32 @@ def vllm_facts(venv: str) -> Optional[Dict[str, Any]]:
     return out
 
 
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return "special file"
+
+
 def file_facts(files: List[Dict[str, str]]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for spec in files:
         path = spec["path"]
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-            mode = "0" + oct(os.stat(path).st_mode & 0o7777)[2:].rjust(3, "0")
+            # O_NONBLOCK: a FIFO must not block the probe; only a regular file is read.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    out[path] = {"exists": True, "kind": _kind(info.st_mode)}
+                    continue
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    data = handle.read()
+            finally:
+                os.close(fd)
+            mode = "0" + oct(info.st_mode & 0o7777)[2:].rjust(3, "0")
         except FileNotFoundError:
             out[path] = {"exists": False}
             continue

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from orchestrator import local_files
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import BenchLayout, RunLayout
@@ -105,7 +106,7 @@ class RunData:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(local_files.read_text(path, errors="replace"))
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
     except json.JSONDecodeError as error:
@@ -157,7 +158,7 @@ def read_requests(directory: Path, label: str) -> list[RequestRow]:
     if not path.exists():
         return []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = local_files.read_text(path, errors="replace").splitlines()
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
     rows = []
@@ -176,7 +177,7 @@ def read_requests(directory: Path, label: str) -> list[RequestRow]:
 def load_plan_yaml(path: Path) -> Plan:
     """A resolved plan as `orch apply` wrote it (plan.yaml of a run folder)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(local_files.read_text(path, errors="replace"))
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
     except yaml.YAMLError as error:
@@ -239,7 +240,11 @@ def frozen_sets(path: Path) -> dict[str, list[str]]:
     for host in read_meta(path).hosts:
         freeze = layout.host(host).freeze
         if freeze.exists():
-            out[host] = [line for line in freeze.read_text().splitlines() if line.strip()]
+            try:
+                text = local_files.read_text(freeze, errors="replace")
+            except OSError as error:
+                raise RunFolderError(f"cannot read {freeze}: {error.strerror or error}") from None
+            out[host] = [line for line in text.splitlines() if line.strip()]
     return out
 
 

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import masking
+from orchestrator import local_files, masking
 from orchestrator.errors import PlanError
 from orchestrator.plan.models import FileSpec
+from orchestrator.plan.source import MAX_FILE_BYTES
 from orchestrator.probe import Facts, ProbeRequest
-from orchestrator.steps.base import Change, Step, StepPlan, Upload
+from orchestrator.steps.base import Change, Finding, Step, StepPlan, Upload
 from orchestrator.transport.command import Command
 
 
@@ -46,17 +47,23 @@ def render_files(
             text = spec.content
         else:
             assert spec.template is not None
-            template = (base_dir / spec.template).expanduser()
-            try:
-                text = render_template(template.read_text())
-            except OSError as error:
-                raise PlanError(
-                    f"cannot read template {template}: {error.strerror}", field="files.template"
-                ) from None
+            text = render_template(read_template(base_dir / spec.template))
         private = int(spec.mode, 8) & 0o077 == 0
         out.append(DesiredFile(spec.path, fill_secrets(text).encode(), spec.mode,
                                sensitive=private or "${env:" in text))
     return out
+
+
+def read_template(path: Path) -> str:
+    """A template's text: a regular file of UTF-8 text, as small as a plan file must be."""
+    try:
+        return local_files.read_text(path, max_bytes=MAX_FILE_BYTES)
+    except OSError as error:
+        raise PlanError(f"cannot read template {path}: {error.strerror or error}",
+                        field="files.template") from None
+    except UnicodeDecodeError as error:
+        raise PlanError(f"template {path} is not UTF-8 text ({error.reason})",
+                        field="files.template") from None
 
 
 def unified_diff(path: str, old: str | None, new: str) -> str:
@@ -83,6 +90,13 @@ class FilesStep(Step):
         result = StepPlan(step=self.name)
         for desired in self.files:
             have = facts.files.get(desired.path)
+            if have is not None and have.kind is not None:
+                # Writing would replace a device or a FIFO (or fail on a folder): never silently.
+                result.findings.append(Finding(
+                    "error", f"{desired.path} is a {have.kind} on the host, not a regular file",
+                    fix="remove it, or choose another path for this file"))
+                result.blocked = f"{desired.path} is a {have.kind}, not a regular file"
+                continue
             mode = int(desired.mode, 8)
             if have is None or not have.exists or have.sha256 != desired.sha256:
                 text = desired.data.decode("utf-8", errors="replace")

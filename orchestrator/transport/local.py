@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator import masking
+from orchestrator import local_files, masking
 from orchestrator.errors import CommandFailed
 from orchestrator.transport.base import Held, Result, Transport, no_forward, timed_out
 from orchestrator.transport.command import Command
@@ -106,7 +106,7 @@ class LocalTransport(Transport):
     def get(self, remote_path: str) -> bytes:
         self.round_trips += 1
         try:
-            return Path(remote_path).read_bytes()
+            return local_files.read_bytes(Path(remote_path))
         except OSError as error:
             raise CommandFailed(
                 f"get {remote_path}", 1, f"{remote_path}: {error.strerror}", host=self.host
