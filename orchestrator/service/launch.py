@@ -26,32 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from orchestrator import masking
+from orchestrator.engines import engine
+from orchestrator.engines.vllm import ENGINE as VLLM
 from orchestrator.errors import PlanError, SecretError
 from orchestrator.plan.models import ArgValue, Plan, ServiceSpec
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.transport.command import quote_env_value
 
-API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_ENV = VLLM.api_key_env
 # Names whose values are secret even when the plan writes them literally.
 _ALWAYS_SECRET = frozenset({API_KEY_ENV, "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
-# Flags that have a dedicated field in `service:`; setting them in `args` would render twice.
-_RESERVED_FLAGS = {
-    "host": "service.host",
-    "port": "service.port",
-    "served-model-name": "service.served_model_name",
-    "model": "service.model",
-    "api-key": "service.api_key (a secret reference such as ${env:VLLM_API_KEY})",
-}
-_SIM_RESERVED_FLAGS = {
-    "profile": "service.sim.profile",
-    "time-scale": "service.sim.time_scale",
-    "startup-time-scale": "service.sim.startup_time_scale",
-    "vllm-version": "service.sim.vllm_version",
-    "fail-at-startup": "service.sim.fail_at_startup",
-    "crash-after-requests": "service.sim.crash_after_requests",
-    "hang-after-requests": "service.sim.hang_after_requests",
-    "slow-start": "service.sim.slow_start",
-}
 _HASH_FORMAT = "orch-launch/1"
 
 
@@ -90,10 +74,11 @@ def render_launch(plan: Plan, *, venv_bin: str, workdir: str | None = None) -> L
     if service is None:
         raise PlanError("the plan has no `service:` section to launch", field="service")
     venv_bin = venv_bin.rstrip("/") or "/"
-    argv = _engine_argv(service, venv_bin)
+    chosen = engine(service.engine)
+    argv = chosen.launch_argv(service.model, venv_bin, plan.install.pins())
     argv += _service_flags(service)
-    argv += _args_flags(service.args, _reserved(service))
-    if service.engine == "sim":
+    argv += _args_flags(service.args, chosen.reserved_flags)
+    if chosen.simulated:
         argv += _sim_flags(service)
     argv += list(service.extra_args)
     _reject_secrets_in_argv(service)
@@ -111,12 +96,6 @@ def render_launch(plan: Plan, *, venv_bin: str, workdir: str | None = None) -> L
     )
 
 
-def _engine_argv(service: ServiceSpec, venv_bin: str) -> list[str]:
-    if service.engine == "sim":
-        return [f"{venv_bin}/orch", "sim", "serve", service.model]
-    return [f"{venv_bin}/vllm", "serve", service.model]
-
-
 def _service_flags(service: ServiceSpec) -> list[str]:
     out = ["--host", service.host, "--port", str(service.port)]
     if service.served_model_name is not None:
@@ -129,12 +108,6 @@ def _service_flags(service: ServiceSpec) -> list[str]:
             )
         out += ["--served-model-name", *names]
     return out
-
-
-def _reserved(service: ServiceSpec) -> dict[str, str]:
-    if service.engine == "sim":
-        return {**_RESERVED_FLAGS, **_SIM_RESERVED_FLAGS}
-    return dict(_RESERVED_FLAGS)
 
 
 def _args_flags(args: Mapping[str, ArgValue], reserved: Mapping[str, str]) -> list[str]:

@@ -5,9 +5,11 @@ where that time goes and show progress while waiting. The markers are vLLM's own
 both the 0.17.1 and 0.33 wordings; the simulator prints the same:
 
     process      launch .. first phase marker
-    weights      "Starting to load model" .. "Model loading took X GiB memory and Y seconds"
+    weights      "Starting to load model" .. "Loading weights took Y seconds" / "Model
+                 loading took X GiB memory and Y seconds"
     compile      "Using cache directory ... torch.compile" / "Starting torch.compile" ..
-                 "torch.compile takes|took X s in total"
+                 "torch.compile takes|took X s in total"; on the CPU (0.32) "Warming up
+                 model for the compilation..." .. "Warming up done."
     kv_cache     (memory profiling) .. "<pool> KV cache size: N tokens"
     cuda_graphs  "Capturing CUDA graphs" .. "Graph capturing finished in N secs"
     api_server   "Starting vLLM API server 0 on URL" / "Starting vLLM server on URL" ..
@@ -98,10 +100,14 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         "_shards",
     ),
     (re.compile(rf"Model loading took {_NUM} GiB(?: memory)? and {_NUM} seconds"), "_weights_end"),
+    # Every model runner (GPU and CPU) prints this one; the CPU runner prints no other.
+    (re.compile(rf"Loading weights took {_NUM} seconds"), "_weights_loaded"),
     (
         re.compile(
             r"Using cache directory: .* for vLLM's torch\.compile|Starting torch\.compile"
             r"|Dynamo bytecode transform time"
+            # The CPU model runner compiles while it warms up (0.32).
+            r"|Warming up model for the compilation|Compiling model again due to"
         ),
         "_compile_start",
     ),
@@ -112,7 +118,10 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         ),
         "_compile_end",
     ),
+    (re.compile(r"Warming up done\."), "_warmup_done"),
     (re.compile(rf"Available KV cache memory: {_NUM} GiB"), "_kv_available"),
+    # The CPU worker's KV cache: VLLM_CPU_KVCACHE_SPACE, or a share of the node's memory.
+    (re.compile(rf"Explicitly set \({_NUM}/{_NUM}\) GiB for KV cache"), "_kv_available"),
     (re.compile(r"(\w+) KV cache size: ([\d,]+) tokens"), "_kv_size"),
     (
         re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: {_NUM}x"),
@@ -125,7 +134,9 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         "_graphs_end",
     ),
     (
-        re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} seconds"),
+        # 0.17.1: "took X seconds"; 0.32: "took X s"; 0.33: "took X s (compilation: Y s ...".
+        re.compile(rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s"
+                   rf"(?:econds)?(?: \(compilation: {_NUM} s)?"),
         "_engine_init",
     ),
     (re.compile(r"Starting vLLM (?:API server \d+ |server )on (\S+)"), "_api_start"),
@@ -248,8 +259,15 @@ class PhaseTracker:
         record = self._end("weights", now, _number(match.group(2)))
         record.details["memory_gib"] = _number(match.group(1))
 
+    def _weights_loaded(self, match: re.Match[str], now: float) -> None:
+        self._end("weights", now, _number(match.group(1)))
+
     def _compile_start(self, match: re.Match[str], now: float) -> None:
         self._begin("compile", now)
+
+    def _warmup_done(self, match: re.Match[str], now: float) -> None:
+        if "compile" in self.phases:
+            self._end("compile", now)
 
     def _compile_end(self, match: re.Match[str], now: float) -> None:
         seconds = match.group(1) or match.group(2)
@@ -285,6 +303,8 @@ class PhaseTracker:
 
     def _engine_init(self, match: re.Match[str], now: float) -> None:
         self.facts["engine_init_seconds"] = _number(match.group(1))
+        if match.group(2):
+            self.facts["compilation_seconds"] = _number(match.group(2))
 
     def _api_start(self, match: re.Match[str], now: float) -> None:
         record = self._begin("api_server", now)

