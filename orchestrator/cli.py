@@ -202,7 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OrchError as error:
         if debug:
             raise
-        print(f"error: {error}", file=sys.stderr)
+        from orchestrator.console import shown
+        from orchestrator.masking import mask
+
+        print(f"error: {shown(mask(str(error)))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt as stopped:
         if debug:

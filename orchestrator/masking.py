@@ -33,6 +33,17 @@ def mask(text: str) -> str:
     return text
 
 
+def register_url(url: str) -> None:
+    """Mask the credentials a URL carries (`http://user:secret@host/`): the userinfo as a
+    whole, so even a short password never shows."""
+    _scheme, found, rest = url.partition("://")
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    if found and at and userinfo:
+        with _lock:
+            _secrets.add(userinfo)  # whatever its length: it is delimited by :// and @
+        register(userinfo.partition(":")[2])
+
+
 def clear() -> None:
     """Forget all secrets (tests)."""
     with _lock:

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.console import shown
 from orchestrator.masking import mask
 
 Align = Literal["left", "right"]
@@ -100,10 +101,10 @@ def _widths(data: TableData) -> list[int]:
     widest word, for prose); headers are labels, so they may wrap between words."""
     out = []
     for index, column in enumerate(data.columns):
-        cells = [mask(row[index]) for row in data.rows]
+        cells = [_plain(row[index]) for row in data.rows]
         if column.prose:
             cells = [word for cell in cells for word in cell.split()]
-        words = [word for text in (column.header, column.group or "") for word in mask(text).split()]
+        words = [word for text in (column.header, column.group or "") for word in _plain(text).split()]
         out.append(max([len(c) for c in cells] + [len(w) for w in words] + [1]))
     return out
 
@@ -119,39 +120,44 @@ def text_width(data: TableData) -> int:
 
 def _records(data: TableData) -> RenderableType:
     """One block per row: `header: value` lines, for a terminal too narrow for the table."""
-    lines = [Text(mask(data.title), style="bold")]
+    lines = [Text(_plain(data.title), style="bold")]
     for row in data.rows:
         lines.append(Text(""))
         for column, cell in zip(data.columns, row, strict=True):
             header = f"{column.group} {column.header}" if column.group else column.header
-            lines.append(Text(f"{mask(header)}: ", style="dim") + Text(mask(cell)))
+            lines.append(Text(f"{_plain(header)}: ", style="dim") + Text(_plain(cell)))
     if data.caption:
-        lines += [Text(""), Text(mask(data.caption), style="dim")]
+        lines += [Text(""), Text(_plain(data.caption), style="dim")]
     return Group(*lines)
 
 
 def _rich_table(data: TableData) -> Table:
-    table = Table(title=mask(data.title), title_justify="left", caption_justify="left")
+    table = Table(title=escape(_plain(data.title)), title_justify="left", caption_justify="left")
     if data.compact:
         table.box = box.SIMPLE_HEAD
         table.padding = (0, 1)
     for column, width in zip(data.columns, _widths(data), strict=True):
-        header = "\n".join(textwrap.wrap(mask(column.header), width) or [""])
+        header = "\n".join(textwrap.wrap(_plain(column.header), width) or [""])
         if column.group:
-            header = "\n".join(textwrap.wrap(mask(column.group), width)) + "\n" + header
+            header = "\n".join(textwrap.wrap(_plain(column.group), width)) + "\n" + header
         # names and figures never break or crop: a column is as wide as its widest cell
-        table.add_column(header, justify=column.align, min_width=None if column.prose else width,
+        table.add_column(escape(header), justify=column.align, min_width=None if column.prose else width,
                          overflow="fold" if column.prose else "ellipsis",
                          no_wrap=not column.prose)
     for r, row in enumerate(data.rows):
         cells = [
-            f"[bold]{escape(mask(cell))}[/bold]" if (r, c) in data.strong else escape(mask(cell))
+            f"[bold]{escape(_plain(cell))}[/bold]" if (r, c) in data.strong else escape(_plain(cell))
             for c, cell in enumerate(row)
         ]
         table.add_row(*cells)
     if data.caption:
-        table.caption = escape(mask(data.caption))
+        table.caption = escape(_plain(data.caption))
     return table
+
+
+def _plain(value: str) -> str:
+    """Masked, with terminal controls made visible (before widths are measured)."""
+    return shown(mask(value))
 
 
 def text(value: str) -> str:

@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestrator import masking
     from orchestrator.bench.sweep import run_sweep
-    from orchestrator.console import make_console
+    from orchestrator.console import make_console, shown
     from orchestrator.errors import UsageError
     from orchestrator.plan.models import Bench
 
@@ -275,13 +275,15 @@ def run(args: argparse.Namespace) -> int:
             f"{flag_of(tuple(str(p) for p in e['loc']))}: {e['msg']}" for e in error.errors()
         )
         raise UsageError(f"invalid benchmark options: {problems}") from None
+    masking.register_url(args.url)
     api_key = os.environ.get(args.api_key_env) or None
     if api_key:
         masking.register(api_key)
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     console = make_console()
     labels = {"label": args.label} if args.label else {}
-    console.print(f"benchmarking {masking.mask(args.url)}, results in {out}")
+    console.print(f"benchmarking {shown(masking.mask(args.url), markup=True)}, results in "
+                  f"{shown(str(out), markup=True)}")
     result = run_sweep(
         config,
         base_url=args.url,
@@ -303,6 +305,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     failures = result.failures(config.max_failed_fraction)
     if failures:
-        console.print("[red]error:[/red] " + "; ".join(failures), soft_wrap=True)
+        console.print("[red]error:[/red] " + shown("; ".join(failures), markup=True), soft_wrap=True)
         return 1
     return 0

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             sets=list(args.sets), limit=limit, skip={"smoke", "bench"}, restart=True,
             runs_dir=args.runs_dir,
         ))
-    from orchestrator.console import make_console
+    from orchestrator.console import make_console, shown
     from orchestrator.errors import PlanError, SecretError
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(to_rich(status_table(rows), console.width))
         for row in rows:
             if row.apply:
-                console.print(f"{row.host}: an apply is in progress: {row.apply}", soft_wrap=True)
+                console.print(f"{row.host}: an apply is in progress: {shown(row.apply, markup=True)}",
+                              soft_wrap=True)
         from orchestrator.exit_codes import ExitCode
 
         return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY

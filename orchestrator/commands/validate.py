@@ -33,6 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from orchestrator.compile import check
+    from orchestrator.console import shown
     from orchestrator.errors import PlanError
     from orchestrator.masking import mask
     from orchestrator.plan.loader import load_plan
@@ -47,12 +48,12 @@ def run(args: argparse.Namespace) -> int:
             if args.debug:
                 raise
             failed += 1
-            print(mask(f"FAIL {path}\n{error}"), file=sys.stderr, flush=True)
+            print(shown(mask(f"FAIL {path}\n{error}")), file=sys.stderr, flush=True)
             continue
         plan = loaded.plan
         details = [plan.name, f"{len(loaded.layers)} layer{'s' if len(loaded.layers) != 1 else ''}"]
         secrets = secret_names(plan)
         if secrets:
             details.append(f"secrets: {', '.join(secrets)}")
-        print(mask(f"ok   {path} ({'; '.join(details)})"), flush=True)
+        print(shown(mask(f"ok   {path} ({'; '.join(details)})")), flush=True)
     return 1 if failed else 0
