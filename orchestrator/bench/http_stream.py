@@ -189,7 +189,12 @@ class StreamConnection(asyncio.Protocol):
             if name == b"transfer-encoding" and b"chunked" in value.lower():
                 framing = _CHUNKED
             elif name == b"content-length" and framing != _CHUNKED:
-                framing, length = _LENGTH, int(value or b"0")
+                if not value.isdigit():  # int() would take "-5" or " 1_0"; a loop must not die
+                    record.fail("bad_response", f"Content-Length {value[:40]!r} is not a length")
+                    self.reusable = False
+                    self._complete(now)
+                    return
+                framing, length = _LENGTH, int(value)
             elif name == b"content-type":
                 event_stream = value.lower().startswith(b"text/event-stream")
             elif name == b"connection" and value.lower() == b"close":
@@ -202,6 +207,7 @@ class StreamConnection(asyncio.Protocol):
         self._left = length if framing == _LENGTH else 0
         self._crlf = 0
         self._sse = event_stream and record.status == 200
+        record.event_stream = event_stream
         if framing == _UNTIL_CLOSE:
             self.reusable = False
         self._state = _BODY
@@ -331,6 +337,9 @@ class StreamConnection(asyncio.Protocol):
             if payload[:1] == b"[":
                 if payload.startswith(b"[DONE]"):
                     continue
+            elif payload[:1] != b"{":  # not a JSON object: not an answer (one byte to check)
+                record.fail("bad_response", f"an event that is not JSON: {payload[:60]!r}")
+                continue
             elif payload[:8] == b'{"error"' or (
                 payload[:9] == b'{"object"' and b'"error"' in payload[:24]
             ):

@@ -33,6 +33,9 @@ METRIC_DEFINITIONS: dict[str, str] = {
 }
 
 
+MAX_TOKENS = 100_000_000  # more tokens than any context holds: not a count
+
+
 @dataclass(slots=True, eq=False)
 class RequestRecord:
     """Raw facts of one request. Times are perf_counter nanoseconds (0 = never)."""
@@ -61,6 +64,7 @@ class RequestRecord:
     reasoning_raw: list[bytes] | None = None
     error_kind: str | None = None
     error_message: str | None = None
+    event_stream: bool = False  # the answer said Content-Type: text/event-stream
     # filled by finish()
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -80,16 +84,37 @@ class RequestRecord:
             self.error_kind = kind
             self.error_message = message
 
+    def _usage(self, usage: dict[str, Any]) -> None:
+        """The server's counts, when they are counts: a negative or absurd one fails the
+        request rather than turning the level's throughput negative."""
+        details = usage.get("completion_tokens_details")
+        found = {"prompt_tokens": usage.get("prompt_tokens"),
+                 "completion_tokens": usage.get("completion_tokens"),
+                 "reasoning_tokens": details.get("reasoning_tokens")
+                 if isinstance(details, dict) else None}
+        for name, value in found.items():
+            count = _int_or_none(value)
+            if value is not None and (count is None or not 0 <= count <= MAX_TOKENS):
+                self.fail("bad_response", f"usage.{name} is {value!r}: not a token count")
+                return
+        self.prompt_tokens = _int_or_none(found["prompt_tokens"])
+        self.completion_tokens = _int_or_none(found["completion_tokens"])
+        self.usage_reasoning_tokens = _int_or_none(found["reasoning_tokens"])
+
     def finish(self) -> None:
         """Parse what the hot path kept as raw bytes (usage, error event, error body)."""
         if self.usage_raw is not None:
             usage = _json_object(self.usage_raw).get("usage")
             if isinstance(usage, dict):
-                self.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-                self.completion_tokens = _int_or_none(usage.get("completion_tokens"))
-                details = usage.get("completion_tokens_details")
-                if isinstance(details, dict):
-                    self.usage_reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
+                self._usage(usage)
+        if self.status == 200 and not self.event_stream:
+            begins = (self.body_raw or b"")[:60]
+            self.fail("bad_response", "the answer is not an event stream (text/event-stream); "
+                                      f"it begins {begins!r}")
+        elif (self.status == 200 and not self.token_ns and self.usage_raw is None
+              and self.finish_reason is None and self.error_raw is None):
+            self.fail("bad_response", "the stream held no completion (no token, no usage, no "
+                                      "finish_reason)")
         if self.error_raw is not None:
             payload = _json_object(self.error_raw)
             error = payload.get("error", payload)

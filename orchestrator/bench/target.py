@@ -6,6 +6,7 @@ Off the hot path, so the server client (`server_client.py`) does the talking.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -24,6 +25,16 @@ class ServerInfo:
     time_scale: float | None = None
 
 
+def usable_scale(raw: object) -> float | None:
+    """A time scale divides every figure: only a finite number above 0 is one (a server
+    saying `nan` or `-1` would turn every figure into nan or a negative)."""
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def parse_simulator_header(value: str) -> tuple[str | None, float | None]:
     """'profile=kimi; time-scale=0.05' -> ('kimi', 0.05); unknown parts are ignored."""
     profile: str | None = None
@@ -36,10 +47,7 @@ def parse_simulator_header(value: str) -> tuple[str | None, float | None]:
         if key == "profile":
             profile = raw
         elif key == "time-scale":
-            try:
-                scale = float(raw)
-            except ValueError:
-                scale = None
+            scale = usable_scale(raw)
     return profile, scale
 
 
@@ -74,7 +82,7 @@ def probe_server(root: str, *, model: str | None, api_key: str | None, timeout: 
     if isinstance(sim, dict):
         profile = str(sim.get("profile") or profile or "") or None
         raw_scale = sim.get("time_scale")
-        if isinstance(raw_scale, int | float) and raw_scale > 0:
+        if isinstance(raw_scale, int | float) and usable_scale(raw_scale) is not None:
             scale = float(raw_scale)
     simulated = bool(models.simulator) or isinstance(sim, dict)
     version = version_info.get("version")

@@ -269,13 +269,15 @@ class SimSpec(StrictModel):
     time_scale: float = Field(
         1.0,
         gt=0,
+        allow_inf_nan=False,
         description=(
             "Multiplier on every model duration: start-up, prefill and decode (0.01 makes a "
             "13-minute start take 8 s). Benchmarks report figures in model time."
         ),
     )
     startup_time_scale: float | None = Field(
-        None, gt=0, description="Multiplier on the start-up phases only (default: time_scale)."
+        None, gt=0, allow_inf_nan=False,
+        description="Multiplier on the start-up phases only (default: time_scale)."
     )
     vllm_version: str | None = Field(None, description="vLLM version whose wire format to speak.")
     fail_at_startup: str | None = Field(None, description="Inject a start-up failure (testing).")

@@ -10,6 +10,7 @@ file and says what was expected.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,7 +53,8 @@ class BenchData:
         sources: list[LevelResult | SweepSummary] = [*self.levels]
         if self.summary is not None:
             sources.append(self.summary)
-        return next((s.time_scale for s in sources if s.time_scale and s.time_scale > 0), None)
+        return next((s.time_scale for s in sources
+                     if s.time_scale and math.isfinite(s.time_scale) and s.time_scale > 0), None)
 
 
 @dataclass(frozen=True)
