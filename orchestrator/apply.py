@@ -12,6 +12,7 @@ from rich.console import Console
 from orchestrator.cluster.gate import Gate
 from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.console import make_console
+from orchestrator.engines import engine
 from orchestrator.errors import RunFolderError, UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
@@ -128,7 +129,7 @@ def execute(options: ApplyOptions) -> int:
             command=_command_name(options),
             plan_file=str(plan_path), layers=loaded.layers,
             engine=plan.service.engine if plan.service else None,
-            simulated=bool(plan.service and plan.service.engine == "sim"),
+            simulated=bool(plan.service and engine(plan.service.engine).simulated),
             locked_from=str(locked.folder) if locked else None,
         )
     try:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from orchestrator.cluster.gate import Gate
 from orchestrator.cluster.topology import build as build_topology
+from orchestrator.engines import engine
 from orchestrator.errors import PlanError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
@@ -124,7 +125,7 @@ def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> G
         backend=nodes.backend, hosts=hosts, head=nodes.head, addresses=addresses,
         args=first.service.args, gpus_per_node=nodes.gpus, ray_port=nodes.ray_port,
         master_port=nodes.master_port, ray_args=nodes.ray_args, know_hosts=know_hosts)
-    return Gate(topology, check_gpus=first.service.engine == "vllm")
+    return Gate(topology, check_gpus=engine(first.service.engine).uses_gpus)
 
 
 def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host: str,
@@ -142,7 +143,13 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
         install = plan.install
         freeze = options.freeze.get(host) if options.freeze is not None else None
         if freeze is not None:
-            install = Install.model_validate({**plan.install.model_dump(), "packages": list(freeze)})
+            try:
+                install = Install.model_validate({**plan.install.model_dump(),
+                                                  "packages": list(freeze)})
+            except ValidationError as error:  # a freeze.txt edited by hand
+                first = error.errors()[0]
+                raise PlanError(f"--locked: the run's freeze.txt of {host} is not a package "
+                                f"set: {first['msg']}", expected="name==version lines") from None
         steps.append(PythonEnvStep(plan.python, install, exact=freeze is not None,
                                    verify_all=options.verify_all))
     files: list[DesiredFile] = []
@@ -164,7 +171,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
         if plan.python is None:
             raise PlanError("service: needs a `python:` section (the venv that runs the server)",
                             field="python")
-        if plan.service.engine == "sim":
+        if engine(plan.service.engine).simulated:  # `orch sim serve` runs from the venv
             steps.append(OrchWheelStep(plan.python))
         spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
         digests = {f.path: f.sha256 for f in files}

@@ -71,7 +71,7 @@ class Lifecycle:
                     phases: list[tuple[str, Callable[[], str]]] = [
                         ("ready", lambda: self._ready(transport, base_url, outcome, emit))]
                     if self.plan.smoke:
-                        phases.append(("smoke", lambda: self._smoke(transport.host, base_url, outcome)))
+                        phases.append(("smoke", lambda: self._smoke(transport, base_url, outcome)))
                     if self.plan.bench:
                         phases.append(("bench", lambda: self._bench(transport, base_url, outcome)))
                     for name, body in phases:
@@ -131,10 +131,11 @@ class Lifecycle:
                          if p.get("duration_s") and p["phase"] not in ("ready",))
         return f"{base_url} serves {done.model}" + (f"; {took}" if took else "")
 
-    def _smoke(self, host: str, base_url: str, outcome: HostOutcome) -> str:
+    def _smoke(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
         from orchestrator.checks import run_smoke
 
         assert self.service_step is not None
+        host = transport.host
         model = self.service_step.spec.served_names[0]
         failed: list[str] = []
         with ServerClient(base_url, api_key=self.api_key) as client:
@@ -144,6 +145,8 @@ class Lifecycle:
                     self.folder.write_smoke(host, check.name, result.to_json())
                 if not result.passed:
                     failed.append(f"{check.name}: " + "; ".join(result.failures))
+            if failed and not _healthy(client):  # the engine died under the checks: say why
+                failed.append("the server is gone or unhealthy" + self._diagnose_death(transport, host))
         if failed:
             raise SmokeFailed(f"{host}: {len(failed)} smoke check(s) failed:\n  " + "\n  ".join(failed))
         return f"{len(self.plan.smoke)} passed"
@@ -232,6 +235,13 @@ _FETCH = (
     "echo \"err $(echo \"not a regular file: $(stat -L -c %F \"$1\")\" | base64 -w0)\"; "
     "else echo \"err $(cat \"$1\" 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi; }"
 )
+
+
+def _healthy(client: ServerClient) -> bool:
+    try:
+        return client.health() == 200
+    except OrchError:
+        return False
 
 
 def read_files(transport: Transport, paths: list[str]) -> dict[str, tuple[str | None, str]]:

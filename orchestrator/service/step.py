@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from orchestrator.engines import engine
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
 from orchestrator.probe import Facts, HostFacts, ProbeRequest, ServiceFacts
@@ -240,7 +241,7 @@ class ServiceStep(Step):
         if self.unit is not None:
             return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)})
         return ProbeRequest(service=service_request(self.paths, self.service),
-                            vllm=self.service.engine == "vllm")
+                            vllm=engine(self.service.engine).reads_vllm)
 
     def found(self, facts: Facts) -> ServiceFacts | None:
         return facts.units.get(self.unit) if self.unit is not None else facts.service
@@ -254,7 +255,7 @@ class ServiceStep(Step):
             "packages": _sha(freeze),
             "config_files": _sha(json.dumps(sorted(self.file_digests.items()))),
         }
-        if self.service.engine == "sim":
+        if engine(self.service.engine).simulated:  # it runs from the orch wheel
             parts["orch_build"] = self_wheel_digest()
         return parts
 

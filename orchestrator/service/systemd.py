@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from orchestrator import engines
 from orchestrator.errors import PlanError
 from orchestrator.service.launch import LaunchSpec
 
@@ -36,7 +37,9 @@ def stop_policy(engine: str) -> tuple[Literal["SIGINT", "SIGTERM"], int]:
     `ray stop` sends it (on SIGINT it lingers); a head often ignores even that while its
     GCS shuts down (seen for 20 s and more with Ray 2.60), so it gets a few seconds, then
     SIGKILL: a Ray node keeps no state that a clean exit would save."""
-    return ("SIGTERM", RAY_GRACE_S) if engine == "ray" else ("SIGINT", STOP_TIMEOUT_S)
+    if engine == "ray":  # a process beside the server, not an engine
+        return "SIGTERM", RAY_GRACE_S
+    return engines.engine(engine).stop_signal, STOP_TIMEOUT_S
 
 
 def render_unit(

