@@ -121,9 +121,11 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 class _PipeSafe(io.TextIOWrapper):
     """stdout that a closed pipe (`orch runs | head -1`) silences instead of failing: the
     command goes on (an apply must not stop half-way because its reader left) and keeps
-    its exit code."""
+    its exit code. Any other write failure (a full disk, `> /dev/full`) silences it too and
+    is kept in `failed`, for main() to report as an error."""
 
     closed_pipe = False
+    failed: OSError | None = None
 
     def write(self, text: str) -> int:
         if not self.closed_pipe:
@@ -131,6 +133,8 @@ class _PipeSafe(io.TextIOWrapper):
                 return super().write(text)
             except BrokenPipeError:
                 self._silence()
+            except OSError as error:
+                self._fail(error)
         return len(text)
 
     def flush(self) -> None:
@@ -139,6 +143,12 @@ class _PipeSafe(io.TextIOWrapper):
                 super().flush()
             except BrokenPipeError:
                 self._silence()
+            except OSError as error:
+                self._fail(error)
+
+    def _fail(self, error: OSError) -> None:
+        self.failed = self.failed or error
+        self._silence()
 
     def _silence(self) -> None:
         self.closed_pipe = True
@@ -179,6 +189,18 @@ def _quiet_libraries(debug: bool) -> None:
         logger.propagate = False
 
 
+def _output_written(code: int) -> int:
+    """`code`, or 1 when stdout could not take the output (a full disk)."""
+    out = sys.stdout
+    if isinstance(out, _PipeSafe):
+        out.flush()
+        if out.failed is not None:
+            print(f"error: cannot write the output: {out.failed.strerror or out.failed}",
+                  file=sys.stderr)
+            return code or 1
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _pipe_safe_stdout()
@@ -198,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, terminated)  # as Ctrl-C: the same clean ending
     try:
-        return _load(args.command).run(args)
+        code = _load(args.command).run(args)
+        return _output_written(code)
     except OrchError as error:
         if debug:
             raise

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _interactive(args: argparse.Namespace) -> bool:
-    return not args.yes and sys.stdin.isatty()
+    # a closed stdin (`<&-`) leaves sys.stdin None: nothing to ask
+    return not args.yes and sys.stdin is not None and sys.stdin.isatty()
 
 
 # --- gathering the values ---------------------------------------------------------------------

@@ -93,7 +93,29 @@ def parse_set(text: str) -> tuple[list[str], Any]:
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise _set_error(name, f"the value is not valid YAML: {problem}", 6 + index + 1) from None
+    except RecursionError:  # `[[[[...]]]]` 60,000 deep: PyYAML's parser recurses
+        value = None
+        deep = True
+    else:
+        deep = _deeper_than(value, MAX_SET_DEPTH)
+    if deep:
+        raise _set_error(name, f"the value nests deeper than {MAX_SET_DEPTH} levels",
+                         6 + index + 1)
     return path, value
+
+
+MAX_SET_DEPTH = 64  # as a plan file's own nesting
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and maps nest deeper than `limit` (iteratively: no recursion to blow)."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [item for node in level if isinstance(node, list | dict)
+                 for item in (node.values() if isinstance(node, dict) else node)]
+        if not level:
+            return False
+    return True
 
 
 def apply_set(

@@ -298,12 +298,35 @@ def _anchor_local_paths(
     """Make relative template/dataset paths absolute, relative to the file that wrote them."""
     for field_path in _local_path_fields(data):
         _, value = get_path(data, field_path)
-        if not isinstance(value, str) or not value or value.startswith(("/", "~")):
+        if not isinstance(value, str) or not value:
             continue
         origin = positions.locate(field_path)
         directory = directories.get(origin.layer, Path.cwd()) if origin else Path.cwd()
+        if field_path[-1] == "template":
+            _template_inside(value, directory, field_path, positions)
+        elif value.startswith(("/", "~")):
+            continue
         _, parent = get_path(data, field_path[:-1])
         parent[field_path[-1]] = str(directory / value)
+
+
+def _template_inside(value: str, directory: Path, field_path: FieldPath,
+                     positions: Positions) -> None:
+    """A template comes from the folder of the file that names it (the plan's repository):
+    `orch plan` prints its text in a diff, so it must not read whatever the controller holds."""
+    relative = Path(value)
+    inside = not relative.is_absolute() and not value.startswith("~") and ".." not in relative.parts
+    if inside:
+        try:
+            (directory / relative).resolve().relative_to(directory.resolve())
+        except (ValueError, OSError, RuntimeError):  # a symlink out of the folder, or a loop
+            inside = False
+    if not inside:
+        raise problem_error(Problem(
+            field_path, f"template {value!r} is outside the folder of the file that names it",
+            positions.locate(field_path),
+            expected="a path relative to that file, within its folder (no '..', no absolute "
+                     "path, no ~)"), positions)
 
 
 def _check_local_files(plan: Plan, positions: Positions) -> None:

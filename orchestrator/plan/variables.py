@@ -28,6 +28,8 @@ _VAR_INNER = re.compile(rf"vars\.({_VAR_NAME})")
 _ENV_INNER = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
 _WHOLE = re.compile(rf"\$\{{vars\.({_VAR_NAME})\}}")
 _MAX_DEPTH = 32
+_MAX_CHAIN = 100  # variables naming variables: deeper is a mistake (or a hostile file)
+_MAX_TEXT = 8 * 1024 * 1024  # a value filled in is at most as large as a plan file may be
 
 
 class ReferenceProblem(PlanError):
@@ -91,6 +93,10 @@ class _Resolver:
             raise ReferenceProblem(
                 f"variables refer to each other in a cycle: {chain}", ("vars", stack[-1])
             )
+        if len(stack) >= _MAX_CHAIN:
+            raise ReferenceProblem(
+                f"variables refer to variables more than {_MAX_CHAIN} deep (${{vars.{name}}} "
+                f"from ${{vars.{stack[0]}}})", ("vars", stack[-1]))
         value = self.walk(self._raw[name], ("vars", name), (*stack, name))
         self._done[name] = value
         return value
@@ -113,7 +119,7 @@ class _Resolver:
         if whole:
             return copy.deepcopy(self.lookup(whole.group(1), path, stack))
         parts: list[str] = []
-        last = 0
+        last = size = 0
         for token in _TOKEN.finditer(value):
             parts.append(value[last : token.start()])
             last = token.end()
@@ -124,7 +130,13 @@ class _Resolver:
             inner, closed = token.group(1), token.group(2)
             var = _VAR_INNER.fullmatch(inner.strip())
             if var and closed and inner == inner.strip():
-                parts.append(_as_text(self.lookup(var.group(1), path, stack), var.group(1), path))
+                filled = _as_text(self.lookup(var.group(1), path, stack), var.group(1), path)
+                size += len(filled)
+                if size > _MAX_TEXT:  # 40 variables each doubling the last: a MemoryError
+                    raise ReferenceProblem(
+                        f"filling in variables makes this value larger than {_MAX_TEXT:,} "
+                        "characters (variables that repeat each other?)", path)
+                parts.append(filled)
             elif _ENV_INNER.fullmatch(inner) and closed:
                 parts.append(token.group(0))
             else:

@@ -55,6 +55,54 @@ def _unwritable_runs(tmp: Path) -> None:
     (tmp / "runs").write_text("a file, not a folder")
 
 
+def _doubling_vars(tmp: Path) -> None:
+    lines = ["name: x", "vars:", "  v0: aaaaaaaaaaaaaaaa"]
+    lines += [f'  v{i}: "${{vars.v{i - 1}}}${{vars.v{i - 1}}}"' for i in range(1, 40)]
+    (tmp / "p.yaml").write_text("\n".join([*lines, 'description: "${vars.v39}"', ""]))
+
+
+def _chained_vars(tmp: Path) -> None:
+    lines = ["name: x", "vars:"]
+    lines += [f'  v{i}: "${{vars.v{i - 1}}}"' for i in range(1999, 0, -1)]
+    (tmp / "p.yaml").write_text("\n".join([*lines, "  v0: a", 'description: "${vars.v1999}"',
+                                           ""]))
+
+
+def _locked_run(freeze: str) -> Callable[[Path], None]:
+    def prepare(tmp: Path) -> None:
+        run = tmp / "runs" / "x" / "20260101T000000Z-00000000"
+        (run / "hosts" / "localhost").mkdir(parents=True)
+        (run / "meta.json").write_text(
+            '{"plan": "x", "hosts": ["localhost"], "status": "ok", "command": "apply"}')
+        (run / "plan.yaml").write_text(f"name: x\nhosts: localhost\npython: {{venv: {tmp}/v}}\n")
+        (run / "hosts" / "localhost" / "freeze.txt").write_text(freeze)
+    return prepare
+
+
+def _fifo_meta(tmp: Path) -> None:
+    run = tmp / "runs" / "x" / "20260101T000000Z-00000000"
+    run.mkdir(parents=True)
+    os.mkfifo(run / "meta.json")
+
+
+def _fifo_template(tmp: Path) -> None:
+    os.mkfifo(tmp / "t.j2")
+
+
+def _escape_template(tmp: Path) -> None:
+    (tmp / "sub").mkdir()
+    (tmp / "sub" / "p.yaml").write_text(
+        "name: x\nfiles: [{path: /tmp/orch-corpus-t, template: ../secret.txt}]\n")
+    (tmp / "secret.txt").write_text("not for the diff\n")
+
+
+def _symlink_template(tmp: Path) -> None:
+    (tmp / "t.j2").symlink_to("/etc/hostname")
+
+
+DEEP_SET = "vars.x=" + "[" * 60000 + "]" * 60000
+
+
 CASES = [
     # -- plan files that are not plan files -------------------------------------------
     Case("plan is a symlink loop", ["validate", "{tmp}/loop.yaml"], prepare=_symlink_loop,
@@ -188,6 +236,58 @@ CASES = [
          says=("cannot reach",)),
     Case("bench with bad levels", ["bench", "--url", "http://x", "--concurrency", "1,a"], code=64,
          says=("expected levels",)),
+    # -- round 2: names that become paths ------------------------------------------------
+    Case("inventory host climbing out (YAML)", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: all\n",
+                "i.yaml": "hosts:\n  ../../../../tmp/x: {connection: local}\n"
+                          "groups: {all: [../../../../tmp/x]}\n"},
+         says=("i.yaml:2:", "expected a host name")),
+    Case("inventory host climbing out (INI)", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.ini"],
+         files={"p.yaml": "name: ok\nhosts: all\n",
+                "i.ini": "[all]\n../../../../tmp/x ansible_connection=local\n"},
+         says=("i.ini:2:1", "expected a host name")),
+    Case("inventory host with a slash", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
+         files={"p.yaml": "name: ok\nhosts: a/b\n", "i.yaml": "hosts: {a/b: {connection: local}}\n"},
+         says=("expected a host name",)),
+    Case("plan name climbing out", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: ../../x\n"}, says=("expected a plan name",)),
+    Case("check name climbing out", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nsmoke: [{name: ../../x, prompt: hi}]\n"},
+         says=("expected a check name",)),
+    Case("two checks, one file", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nsmoke: [{name: a, prompt: x}, {name: a, prompt: y}]\n"},
+         says=("'a' is given twice",)),
+    # -- round 2: files that are not files ---------------------------------------------------
+    Case("a run's meta.json is a FIFO", ["runs"], prepare=_fifo_meta, code=0,
+         says=("not a regular file (a FIFO)",)),
+    Case("a template is a FIFO", ["plan", "{tmp}/p.yaml"], prepare=_fifo_template,
+         files={"p.yaml": "name: x\nhosts: localhost\nfiles: [{path: /tmp/orch-corpus-t, template: t.j2}]\n"},
+         says=("template",)),
+    Case("a plan file target that is a device", ["plan", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nhosts: localhost\nfiles: [{path: /dev/null, content: x}]\n"},
+         says=("/dev/null is a character device on the host",)),
+    # -- round 2: tracebacks -------------------------------------------------------------------
+    Case("40 variables each doubling the last", ["validate", "{tmp}/p.yaml"], prepare=_doubling_vars,
+         says=("larger than 8,388,608 characters",)),
+    Case("a chain of 2,000 variables", ["validate", "{tmp}/p.yaml"], prepare=_chained_vars,
+         says=("more than 100 deep",)),
+    Case("--set a list 60,000 deep", ["validate", "{tmp}/p.yaml", "--set", DEEP_SET],
+         files={"p.yaml": GOOD}, says=("nests deeper than 64 levels",)),
+    Case("--set a list 70 deep", ["validate", "{tmp}/p.yaml", "--set", "vars.x=" + "[" * 70 + "]" * 70],
+         files={"p.yaml": GOOD}, says=("nests deeper than 64 levels",)),
+    Case("a freeze.txt line that is not a pin, --locked", ["plan", "--locked",
+                                                          "{tmp}/runs/x/20260101T000000Z-00000000"],
+         prepare=_locked_run("vllm==0.17.1\n$(touch /tmp/PWNED)\n"),
+         says=("freeze.txt of localhost is not a package set", "not an exact pin")),
+    # -- round 2: templates come from the plan's folder ---------------------------------------
+    Case("a template climbing out", ["plan", "{tmp}/sub/p.yaml"], prepare=_escape_template,
+         says=("outside the folder of the file that names it",)),
+    Case("an absolute template", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nfiles: [{path: /tmp/orch-corpus-t, template: /etc/passwd}]\n"},
+         says=("outside the folder of the file that names it",)),
+    Case("a template symlinked out", ["validate", "{tmp}/p.yaml"], prepare=_symlink_template,
+         files={"p.yaml": "name: x\nfiles: [{path: /tmp/orch-corpus-t, template: t.j2}]\n"},
+         says=("outside the folder of the file that names it",)),
     Case("bench with a negative duration", ["bench", "--url", "http://127.0.0.1:1", "--duration=-5s"],
          code=64, says=("invalid benchmark options",)),
 ]
@@ -243,6 +343,24 @@ def test_every_bad_plan_fails_clearly_through_the_cli(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stderr.count("FAIL ") == len(plans)
+
+
+def test_output_to_a_full_disk_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(GOOD)
+    for args in (["validate", "p.yaml"], ["runs"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path,
+                                    stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert "error: cannot write the output: No space left on device" in result.stderr
+
+
+def test_init_with_stdin_closed_asks_nothing(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "init", "x", "--sim"],
+                            cwd=tmp_path, stdin=None, capture_output=True, text=True, timeout=60,
+                            preexec_fn=lambda: os.close(0))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (tmp_path / "plans" / "x.yaml").is_file()
 
 
 def _needs_layers(path: Path) -> bool:
