@@ -218,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise Interrupted(signum)
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, terminated)  # as Ctrl-C: the same clean ending
+        # as Ctrl-C: the same clean ending (a closed terminal or ssh session sends SIGHUP)
+        signal.signal(signal.SIGTERM, terminated)
+        signal.signal(signal.SIGHUP, terminated)
     try:
         code = _load(args.command).run(args)
         return _output_written(code)

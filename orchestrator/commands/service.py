@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             runs_dir=args.runs_dir,
         ))
     from orchestrator.console import make_console, shown
-    from orchestrator.errors import PlanError, SecretError
+    from orchestrator.errors import Interrupted, PlanError, SecretError
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
     from orchestrator.plan.secrets import resolve_secrets, substitute
@@ -86,8 +86,10 @@ def run(args: argparse.Namespace) -> int:
                         for chunk in control.follow_log(handle):
                             sys.stdout.buffer.write(chunk)
                             sys.stdout.flush()
-                    except KeyboardInterrupt:
-                        return 0
+                    except KeyboardInterrupt as stopped:
+                        if isinstance(stopped, Interrupted):  # SIGTERM, SIGHUP: say so
+                            raise
+                        return 0  # Ctrl-C is how a user ends --follow
             elif action == "stop":
                 name = handle.paths.name
                 was = control.stop(handle)

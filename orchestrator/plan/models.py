@@ -48,6 +48,8 @@ def parse_duration(value: Any) -> float:
         return float(value)
     if isinstance(value, str):
         text = value.strip().replace(" ", "")
+        if re.fullmatch(r"\d+(?:\.\d+)?", text):  # seconds, as a number is (`--timeout 5`)
+            return float(text)
         if text and _DURATION_PART.sub("", text) == "":
             scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
             return sum(float(n) * scale[u] for n, u in _DURATION_PART.findall(text))
