@@ -58,6 +58,9 @@ class ChatAnswer:
     ttft_s: float | None = None  # first chunk with choices
 
 
+CHAT_ANSWERED = "a one-token chat completion answered "  # what ready() says of a refused chat
+
+
 def chat_url(base_url: str) -> str:
     base = base_url.rstrip("/")
     if not base.endswith("/v1"):
@@ -147,7 +150,7 @@ class ServerClient:
                                f"({models.status}: {models.names})")
             chat = self.one_token_chat(model)
             if chat.status_code != 200:
-                return False, f"a one-token chat completion answered {chat.status_code}: {chat.text[:200]}"
+                return False, f"{CHAT_ANSWERED}{chat.status_code}: {error_message(chat.text)[:300]}"
             return True, "ready"
         except ServerUnreachable as error:
             return False, error.reason

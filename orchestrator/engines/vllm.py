@@ -63,9 +63,15 @@ def server_module(version: str) -> str:
     return SERVER_MODULE if numbers >= (0, 32) else LEGACY_SERVER_MODULE
 
 
+def uses_console_script(pins: Mapping[str, str]) -> bool:
+    """Whether the launch runs the `vllm` script: unless the pins name another build."""
+    build = build_of(pins)
+    return build is None or build[0] == DISTRIBUTION
+
+
 def launch_argv(model: str, venv_bin: str, pins: Mapping[str, str]) -> list[str]:
     build = build_of(pins)
-    if build is not None and build[0] != DISTRIBUTION:
+    if not uses_console_script(pins) and build is not None:
         return [f"{venv_bin}/python", "-m", server_module(build[1]), "--model", model]
     return [f"{venv_bin}/vllm", "serve", model]
 

@@ -207,7 +207,8 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
 def stop(handle: ServiceHandle) -> bool:
     """Stop the service; whether it was running."""
     was_running = handle.process is not None or handle.backend == "systemd"
-    engine = "ray" if handle.unit == "ray" else "vllm"
+    assert handle.plan.service is not None
+    engine = "ray" if handle.unit == "ray" else handle.plan.service.engine
     handle.transport.run(stop_command(handle.backend, handle.paths, engine=engine), timeout=120)
     return was_running
 

@@ -544,6 +544,17 @@ SIGNATURES: list[Signature] = [
         _bad_config,
     ),
     Signature(
+        "no-chat-template",
+        re.compile(r"default chat template is no longer allowed, so you must provide a chat "
+                   r"template if the tokenizer does not define one"),
+        _fixed(
+            "the model's tokenizer defines no chat template, or the model folder holds no "
+            "tokenizer (vLLM starts, then refuses every chat request)",
+            "put the tokenizer files (tokenizer.json, tokenizer_config.json with a "
+            "chat_template) in the model folder, or set service.args.chat-template",
+        ),
+    ),
+    Signature(
         "invalid-model",
         re.compile(r"Invalid repository ID or local directory specified: '([^']+)'"),
         _invalid_repo,

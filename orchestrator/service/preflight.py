@@ -51,6 +51,7 @@ def preflight(plan: Plan, facts: Facts) -> list[Finding]:
     found += _env_findings(plan, facts)
     found += _parser_findings(plan, facts)
     found += _flag_findings(plan, facts)
+    found += _build_findings(plan, facts)
     return sorted(found, key=lambda f: f.level != "error")
 
 
@@ -213,6 +214,20 @@ def _running_vllm(plan: Plan, facts: Facts) -> VllmFacts | None:
     if installed is None or (planned is not None and not same_version(installed.version, planned)):
         return None
     return installed
+
+
+def _build_findings(plan: Plan, facts: Facts) -> list[Finding]:
+    """A vLLM build whose `vllm` script cannot start, about to be launched through it."""
+    assert plan.service is not None
+    installed = facts.vllm
+    if installed is None or installed.distribution == vllm_engine.DISTRIBUTION or \
+            not vllm_engine.uses_console_script(plan.install.pins()):
+        return []
+    return [Finding(
+        "error", f"the venv's vLLM is the {installed.distribution} build, whose `vllm` command "
+        "dies at import (it asks for a distribution named vllm)",
+        f"pin {installed.distribution}=={installed.version} in install.packages: orch then "
+        "launches vLLM's server module")]
 
 
 def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:

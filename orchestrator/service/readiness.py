@@ -21,7 +21,7 @@ from typing import Any
 from orchestrator.errors import CrashLoop, ServiceError, ServiceHung, StartupFailed, StartupTimeout
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.plan.models import Health
-from orchestrator.server_client import ServerClient
+from orchestrator.server_client import CHAT_ANSWERED, ServerClient
 from orchestrator.service.backends import Backend, ServicePaths, watch_command
 from orchestrator.service.diagnosis import Diagnosis, diagnose, tail
 from orchestrator.service.phases import PhaseTracker
@@ -32,6 +32,8 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines within one phase
 HEARTBEAT_EVERY = 30.0  # seconds between lines while nothing moves
 FROZEN_POLLS = 2  # polls in a row in state T before it is called hung
 SILENT_POLLS = 3  # timed-out checks in a row, after the API came up, before it is called hung
+REFUSED_POLLS = 3  # chats refused (4xx) in a row, after the API came up, before it is a failure
+CHAT_REFUSED = CHAT_ANSWERED + "4"
 _TIMEOUTS = {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutException"}
 
 
@@ -97,7 +99,7 @@ def wait_ready(
     deadline = started + health.startup_timeout
     tracker = PhaseTracker(origin=time.time())
     offset, log, restarts, last_label, last_emit = 0, "", 0, "", 0.0
-    frozen = silent = 0  # polls in a row that found it stopped, or silent since its API came up
+    frozen = silent = refused = 0  # polls in a row that found it stopped, or silent since its API came up
     decoder = _decoder()
     with ServerClient(base_url, api_key=api_key, timeout=health.request_timeout) as client:
         while True:
@@ -159,6 +161,14 @@ def wait_ready(
             ready, missing = client.ready(model)
             api_up = status is not None and status.name in ("api_server", "ready")
             silent = silent + 1 if api_up and missing in _TIMEOUTS else 0
+            # Up, listing the model, and refusing a chat (4xx) poll after poll: waiting longer
+            # changes nothing (e.g. a model folder without a tokenizer or chat template).
+            refused = refused + 1 if api_up and missing.startswith(CHAT_REFUSED) else 0
+            if refused >= REFUSED_POLLS:
+                raise failure(StartupFailed,
+                              f"{transport.host}: the server is up but refuses a one-token chat "
+                              f"completion ({refused} checks in a row): {missing}",
+                              diagnose(log + "\n" + missing), log)
             if silent >= SILENT_POLLS:
                 raise failure(ServiceHung,
                               f"{transport.host}: the server's API came up, then stopped answering "

@@ -278,6 +278,11 @@ REAL_CPU_CASES = [
      "/nonexistent/model does not exist", "set service.model to a directory"),
     ("real-0.32.0-broken-config.log", "model-config-invalid",
      "config.json is not valid JSON", "repair or replace"),
+    # The server starts; readiness adds its refusal of the one-token chat to the log.
+    ("real-0.32.0-missing-tokenizer.log", "no-chat-template",
+     "defines no chat template", "tokenizer.json"),
+    ("real-0.32.0-port-taken.log", "address-in-use",
+     "port 8132 is already in use", "choose another service.port"),
 ]
 # Logs of the real vLLM 0.17.1 wheel, captured on a machine without GPU (tests/real
 # regenerates them): (file, key, cause substring, fix substring, an earlier line quoted).

