@@ -87,6 +87,13 @@ _COMMAND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # not "..", not an o
 _HOST_REF = re.compile(r"\$\{host\.[A-Za-z_][A-Za-z0-9_-]*\}")
 
 
+SYSTEM_DIRS = frozenset({
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib",
+    "/usr/local", "/usr/local/bin", "/usr/local/lib", "/usr/sbin", "/usr/share", "/var",
+    "/var/lib", "/var/log"})
+
+
 def host_path(value: str, *, host_refs: bool = False) -> str:
     """An absolute path on the host: letters, digits and `. _ + @ / -`, no `..`. With
     `host_refs`, `${host.X}` may stand in a part (checked again once filled in per host)."""
@@ -126,7 +133,11 @@ class PythonEnv(StrictModel):
     @field_validator("venv")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        return host_path(value.rstrip("/") or "/")
+        path = host_path(value.rstrip("/") or "/")
+        if path in SYSTEM_DIRS:  # a venv created or cleaned here would wreck the host
+            raise ValueError(f"{path!r} is a system folder; give the venv a folder of its own, "
+                             "e.g. /opt/vllm-venv")
+        return path
 
     @field_validator("interpreter")
     @classmethod
