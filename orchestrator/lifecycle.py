@@ -184,11 +184,14 @@ class Lifecycle:
         """Why the server went away mid-sweep, from its log, there and then."""
         assert self.service_step is not None
         log = transport.run(tail_command(self.service_step.paths, 400), check=False).stdout
-        diagnoses = [d for d in diagnose(log) if d.level == "error"]
-        if self.folder is not None and diagnoses:
-            self.folder.write_diagnosis(host, [d.to_json() for d in diagnoses])
+        found = diagnose(log)
+        diagnoses = [d for d in found if d.level == "error"]
+        if self.folder is not None and found:
+            self.folder.write_diagnosis(host, [d.to_json() for d in found])
         if not diagnoses:
-            return ": no known cause in the service log (orch logs PLAN shows it)"
+            hints = "".join(f"\n  seen:  {d.cause}\n  log:   {d.evidence_line}" for d in found
+                            if d.key != "unknown-vllm-env")
+            return ": no known cause in the service log (orch logs PLAN shows it)" + hints
         return "".join(f"\n  cause: {d.cause}\n  fix:   {d.fix}\n  log:   {d.evidence_line}"
                        for d in diagnoses)
 

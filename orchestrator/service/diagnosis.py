@@ -387,6 +387,20 @@ def _bad_config(m: re.Match[str], _: str) -> tuple[str, str, Details]:
             "(copy it again from the model's repository)", {"path": path})
 
 
+def _cpu_kv_space(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    node, _free, _total, left, reserved = m.groups()
+    return (
+        f"no room for the KV cache on NUMA node {node}: gpu-memory-utilization reserves "
+        f"{reserved} GiB for the worker and the model already uses more ({left} GiB left)",
+        "set env: VLLM_CPU_KVCACHE_SPACE to the GiB of KV cache wanted (e.g. 2), or raise "
+        "service.args.gpu-memory-utilization (on the CPU, a share of the node's memory)",
+        {"node": int(node), "left_gib": float(left), "reserved_gib": float(reserved)},
+    )
+
+
+# Exceptions that only wrap the cause printed above them.
+_WRAPPER = re.compile(r"root cause above|check the stack trace above")
+
 SIGNATURES: list[Signature] = [
     # argparse's own words (it prints usage, then "PROG: error: ..." and exits 2).
     Signature(
@@ -417,6 +431,30 @@ SIGNATURES: list[Signature] = [
         "torch-extension-mismatch",
         re.compile(r"operator (torchvision|torchaudio|torchcodec)::\w+ does not exist"),
         _torch_extension,
+        covers=("python-exception",),
+    ),
+    # A signal, not a Python error: the API server's own EngineDeadError traceback follows it.
+    # A warning: a death orch cannot explain further is relaunched within the restart budget.
+    Signature(
+        "engine-core-exited",
+        re.compile(r"engine core exited unexpectedly|Engine core proc (\S+) died unexpectedly"),
+        _fixed(
+            "vLLM's engine process died without a Python error of its own (a signal: kill -9, "
+            "the kernel's OOM killer, a crash in native code), and the API server shut down "
+            "with it",
+            "see `dmesg` on the host for the OOM killer; such a death is relaunched within "
+            "service.restart.max_restarts",
+        ),
+        covers=("python-exception",),
+        level="warning",
+    ),
+    Signature(
+        "cpu-kv-cache-too-small",
+        re.compile(
+            r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation "
+            r"is less than requested memory for kv \((-?[\d.]+)/([\d.]+) GiB\)"
+        ),
+        _cpu_kv_space,
         covers=("python-exception",),
     ),
     Signature(
@@ -692,7 +730,8 @@ def diagnose(text: str) -> list[Diagnosis]:
         if signature.level == "warning":
             found += [_diagnosis(signature, m, text) for m in _unique_by_group(matches)]
         else:
-            found.append(_diagnosis(signature, matches[-1], text))
+            causes = [m for m in matches if not _WRAPPER.search(m.group(0))] or matches
+            found.append(_diagnosis(signature, causes[-1], text))
         covered.update(signature.covers)
     fallbacks = {s.key for s in SIGNATURES if s.fallback}
     if any(d.level == "error" and d.key not in fallbacks for d in found):

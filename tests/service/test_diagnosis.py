@@ -281,6 +281,8 @@ REAL_CPU_CASES = [
     # The server starts; readiness adds its refusal of the one-token chat to the log.
     ("real-0.32.0-missing-tokenizer.log", "no-chat-template",
      "defines no chat template", "tokenizer.json"),
+    ("real-0.32.0-kv-too-small.log", "cpu-kv-cache-too-small",
+     "no room for the KV cache on NUMA node 0", "VLLM_CPU_KVCACHE_SPACE"),
     ("real-0.32.0-port-taken.log", "address-in-use",
      "port 8132 is already in use", "choose another service.port"),
 ]
@@ -323,7 +325,7 @@ def test_signature(log: str, key: str, details: dict[str, object], fix: str) -> 
 
 def test_every_signature_has_a_case() -> None:
     tested = {c[1] for c in CASES} | {c[1] for c in REAL_CASES} | {
-        "unknown-vllm-env", "bad-argument", "python-exception"}  # test_diagnosis_real_cpu.py
+        "unknown-vllm-env", "bad-argument", "python-exception", "engine-core-exited"}
     assert tested == {s.key for s in SIGNATURES}
 
 
