@@ -398,8 +398,19 @@ def _cpu_kv_space(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     )
 
 
+def _cpu_attention(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    head_dim = int(m.group(1))
+    return (
+        f"vLLM's CPU attention has no kernel for heads of {head_dim} dims (the model's "
+        "head_dim): the engine dies at the first request, after the server reported ready",
+        "serve this model on a GPU host, or use a model whose head_dim the CPU backend supports "
+        "(vLLM 0.32: 32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)",
+        {"head_dim": head_dim},
+    )
+
+
 # Exceptions that only wrap the cause printed above them.
-_WRAPPER = re.compile(r"root cause above|check the stack trace above")
+_WRAPPER = re.compile(r"root cause above|check the stack trace above|stack trace \(above\)")
 
 SIGNATURES: list[Signature] = [
     # argparse's own words (it prints usage, then "PROG: error: ..." and exits 2).
@@ -447,6 +458,12 @@ SIGNATURES: list[Signature] = [
         ),
         covers=("python-exception",),
         level="warning",
+    ),
+    Signature(
+        "cpu-attention-unsupported",
+        re.compile(r"Unsupported CPU attention configuration: head_dim=(\d+)"),
+        _cpu_attention,
+        covers=("python-exception",),
     ),
     Signature(
         "cpu-kv-cache-too-small",

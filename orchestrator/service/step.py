@@ -268,6 +268,7 @@ class ServiceStep(Step):
         self.backend = choose_backend(self.service.backend, facts.host)
         found = self.found(facts)
         alive = found is not None and found.process is not None
+        errors: list[Finding] = []
         if self.unit is None:
             findings = preflight(self.plan_, facts)
             result.findings.extend(findings)
@@ -330,6 +331,10 @@ class ServiceStep(Step):
                 uploads=uploads, before=stop_then_wait, after=member.started()))
             return result
         if reason is None:
+            return result
+        if errors:  # a restart would launch what preflight says fails: keep the running one
+            result.blocked = (f"preflight: the restart would fail ({len(errors)} problem(s) "
+                              "below); the running server is left as it is")
             return result
         verb = "start" if not alive else "restart"
         diff = ""

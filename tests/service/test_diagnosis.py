@@ -281,6 +281,10 @@ REAL_CPU_CASES = [
     # The server starts; readiness adds its refusal of the one-token chat to the log.
     ("real-0.32.0-missing-tokenizer.log", "no-chat-template",
      "defines no chat template", "tokenizer.json"),
+    # Ready, then the first request kills the engine (the API server's 500 and its
+    # EngineDeadError only wrap this).
+    ("real-0.32.0-head-dim-16.log", "cpu-attention-unsupported",
+     "no kernel for heads of 16 dims", "32, 64, 80"),
     ("real-0.32.0-kv-too-small.log", "cpu-kv-cache-too-small",
      "no room for the KV cache on NUMA node 0", "VLLM_CPU_KVCACHE_SPACE"),
     ("real-0.32.0-port-taken.log", "address-in-use",

