@@ -22,7 +22,7 @@ from orchestrator.output import Reporter, print_diffs, print_origins, recap_tabl
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runner import HostJob, HostOutcome, LockRequest, Phase, run_hosts
-from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.layout import RunLayout, refuse_inside_run
 from orchestrator.runs.reader import frozen_sets
 from orchestrator.runs.records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
@@ -90,6 +90,7 @@ def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list
 
 
 def execute(options: ApplyOptions) -> int:
+    refuse_inside_run(options.runs_dir, "--runs-dir")  # a new run folder never lands in one
     console = make_console(stderr=options.json_lines)  # --json: stdout is events only
     locked: Locked | None = None
     plan_path = options.plan

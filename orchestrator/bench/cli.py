@@ -267,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.console import make_console, shown
     from orchestrator.errors import UsageError
     from orchestrator.plan.models import Bench
+    from orchestrator.runs.layout import refuse_inside_run
 
     try:
         config = Bench.model_validate(bench_config(args))
@@ -280,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
     if api_key:
         masking.register(api_key)
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    refuse_inside_run(out, "--result-dir")  # a run's own bench/ is its apply's record
     console = make_console()
     labels = {"label": args.label} if args.label else {}
     console.print(f"benchmarking {shown(masking.mask(args.url), markup=True)}, results in "

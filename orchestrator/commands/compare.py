@@ -32,8 +32,11 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestrator.masking import mask
     from orchestrator.report.comparison import compare_runs
+    from orchestrator.runs.layout import refuse_inside_run
     from orchestrator.runs.reader import resolve_run
 
+    if args.plots is not None:
+        refuse_inside_run(args.plots, "--plots")
     paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
     comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)
     written: list[Path] = []

@@ -95,10 +95,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from orchestrator import init_plan as ip
     from orchestrator.console import make_console
+    from orchestrator.runs.layout import refuse_inside_run
 
     parser: argparse.ArgumentParser = args.parser
     console = make_console()
     origins = dict(ip.FLAGS)  # InitSpec attribute -> the flag a bad value is blamed on
+    refuse_inside_run(args.dir, "--dir")  # before a question is asked
     try:
         spec = _spec(args, _Asker(console) if _interactive(args) else None, origins)
         written = _write(spec, args.dir, force=args.force)

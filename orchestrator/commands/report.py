@@ -24,8 +24,13 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.masking import mask
     from orchestrator.report.comparison import compare_runs
     from orchestrator.report.html_report import default_report_path, write_report
+    from orchestrator.runs.layout import refuse_inside_run
     from orchestrator.runs.reader import resolve_run
 
+    if args.output is not None:  # before any work; the default goes under <runs-dir>/reports
+        refuse_inside_run(args.output, "-o")
+    else:
+        refuse_inside_run(args.runs_dir, "--runs-dir")
     paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
     comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)
     out = args.output or default_report_path(args.runs_dir, comparison)

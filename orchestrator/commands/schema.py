@@ -22,7 +22,9 @@ def run(args: argparse.Namespace) -> int:
         print(text, end="")
         return 0
     from orchestrator.errors import PlanError
+    from orchestrator.runs.layout import refuse_inside_run
 
+    refuse_inside_run(args.output, "-o")
     try:
         args.output.write_text(text, encoding="utf-8")
     except OSError as error:

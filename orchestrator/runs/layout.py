@@ -18,16 +18,18 @@ folder is spelt anywhere else.
         collect/<path>               files the plan's `collect:` fetched
         bench/                       BenchLayout: the benchmark's files
 
-`orch bench --result-dir DIR` writes the same benchmark files into any folder.
+`orch bench --result-dir DIR` writes the same benchmark files into any folder but a run folder
+(`refuse_inside_run`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import RunFolderError
+from orchestrator.errors import RunFolderError, UsageError
 from orchestrator.names import NAME_CHARS, is_name
 
 
@@ -145,3 +147,26 @@ def run_folder_name(stamp: str, plan_digest: str, attempt: int = 1) -> str:
     """`<UTC time>-<hash8>`, with `-N` for a second run within the same second."""
     name = f"{stamp}-{plan_digest[:8]}"
     return name if attempt == 1 else f"{name}-{attempt}"
+
+
+def enclosing_run(path: Path) -> Path | None:
+    """The run folder `path` is in, or is: the nearest folder holding a meta.json, after
+    symlinks (a link that leads into a run folder is inside it). The same test the reader
+    uses to call a folder a run folder."""
+    real = Path(os.path.realpath(path.expanduser()))  # never raises, even on a loop
+    for folder in (real, *real.parents):
+        if os.path.lexists(RunLayout(folder).meta):
+            return folder
+    return None
+
+
+def refuse_inside_run(path: Path, option: str) -> None:
+    """A file or folder the user named for orch to write (`report -o`, `compare --plots`,
+    `init --dir`, ...) must lie outside every run folder: a run's records are written once,
+    by its apply, and a report written over `meta.json` would lose that run."""
+    run = enclosing_run(path)
+    if run is not None:
+        raise UsageError(
+            f"{option} {path}: that is inside the run folder {run}, and orch never writes "
+            "over a run's records",
+            hint="choose a place outside every run folder (a folder holding meta.json)")
