@@ -10,6 +10,12 @@ Two behaviours:
   when each token was written (perf_counter_ns, the same monotonic clock as the client's on
   Linux), served at `GET /timings`, so a client's TTFT and ITL error can be computed exactly.
 
+vLLM's chunk habits, on request: `--empty-every K` sends every K-th token as a chunk with
+empty text (a partial UTF-8 character its detokenizer holds back), `--merge-every K` makes
+every K-th chunk carry two tokens (steps merged while the API server was behind), and a
+request asking `stream_options.continuous_usage_stats` gets usage with the output tokens so
+far in every chunk (`--no-continuous-usage`: ignored, as servers other than vLLM do).
+
 Run: `python benchmarks/stream_server.py --port 0 [...]`; it prints `PORT <n>` when ready.
 `running_stream_server(...)` starts it as a subprocess for tests and benchmarks.
 """
@@ -43,6 +49,18 @@ class Options:
     model: str = "stream-test"
     error_after: int | None = None  # send an error event after this many tokens
     exit_after_requests: int | None = None  # the process dies (os._exit) after N requests
+    empty_every: int = 0  # every K-th token streams with empty text
+    merge_every: int = 0  # every K-th chunk carries two tokens
+    continuous_usage: bool = True  # honour stream_options.continuous_usage_stats
+
+
+def chunk_sizes(n: int, merge_every: int) -> list[int]:
+    """Tokens per chunk for n tokens: 2 in every merge_every-th chunk, else 1."""
+    sizes: list[int] = []
+    while sum(sizes) < n:
+        two = merge_every and (len(sizes) + 1) % merge_every == 0 and n - sum(sizes) >= 2
+        sizes.append(2 if two else 1)
+    return sizes
 
 
 def _frame(event: bytes) -> bytes:
@@ -58,37 +76,46 @@ class Renderer:
         self.o = options
         self._cache: dict[tuple[str, int], tuple[list[bytes], bytes]] = {}
 
-    def events(self, endpoint: str, n: int, prompt_tokens: int) -> tuple[list[bytes], bytes]:
-        """One framed event per token (the first also carries the role chunk), and the
+    def events(self, endpoint: str, n: int, prompt_tokens: int,
+               continuous: bool = False) -> tuple[list[bytes], bytes]:
+        """One framed event per chunk (the first also carries the role chunk), and the
         tail: the usage chunk, [DONE] and the last chunk of the chunked body."""
-        key = (endpoint, n)
+        key = (endpoint, n, continuous)
         if key in self._cache:
             return self._cache[key]
         o = self.o
         head = (
             f'{{"id":"chatcmpl-0","object":"chat.completion.chunk","created":1,"model":"{o.model}","choices":['
         )
+
+        def usage(count: int) -> str:
+            return (f',"usage":{{"prompt_tokens":{prompt_tokens},"total_tokens":'
+                    f'{prompt_tokens + count},"completion_tokens":{count}}}' if continuous else "")
+
         tokens: list[bytes] = []
-        for i in range(n):
-            finish = '"length"' if i == n - 1 else "null"
-            word = f" w{i}"
+        first = 0
+        for size in chunk_sizes(n, o.merge_every):
+            last = first + size - 1
+            finish = '"length"' if last == n - 1 else "null"
+            word = "".join(self.word(i) for i in range(first, last + 1))
             if endpoint == "chat":
-                field = o.reasoning_field if i < o.reasoning else "content"
+                field = o.reasoning_field if first < o.reasoning else "content"
                 body = (
                     head + f'{{"index":0,"delta":{{"{field}":"{word}"}},"logprobs":null,'
-                    f'"finish_reason":{finish},"token_ids":null}}]}}'
+                    f'"finish_reason":{finish},"token_ids":null}}]{usage(last + 1)}}}'
                 )
             else:
                 body = (
                     f'{{"id":"cmpl-0","object":"text_completion","created":1,"model":"{o.model}",'
                     f'"choices":[{{"index":0,"text":"{word}","logprobs":null,"finish_reason":{finish},'
-                    '"stop_reason":null}]}'
+                    f'"stop_reason":null}}]{usage(last + 1)}}}'
                 )
             tokens.append(_event(body))
+            first = last + 1
         if endpoint == "chat" and tokens:
             role = head + (
                 '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-                '"finish_reason":null}],"prompt_token_ids":null}'
+                f'"finish_reason":null}}]{usage(0)},"prompt_token_ids":null}}'
             )
             tokens[0] = _event(role) + tokens[0]
         tail = b""
@@ -101,6 +128,10 @@ class Renderer:
         tail += _event("[DONE]") + b"0\r\n\r\n"
         self._cache[key] = (tokens, tail)
         return tokens, tail
+
+    def word(self, i: int) -> str:
+        empty = self.o.empty_every and (i + 1) % self.o.empty_every == 0
+        return "" if empty else f" w{i}"
 
 
 class Handler(asyncio.Protocol):
@@ -155,15 +186,19 @@ class Handler(asyncio.Protocol):
             request = json.loads(body or b"{}")
             endpoint = "chat" if path.endswith("chat/completions") else "completions"
             n = self.o.tokens or int(request.get("max_completion_tokens") or request.get("max_tokens") or 16)
-            self.stream(endpoint, n, headers.get("x-request-id", ""), recv)
+            asked = (request.get("stream_options") or {}).get("continuous_usage_stats", False)
+            self.stream(endpoint, n, headers.get("x-request-id", ""), recv,
+                        bool(asked) and self.o.continuous_usage and self.o.usage)
         else:
             self.respond("404 Not Found", b'{"error":{"message":"not found","type":"NotFoundError","param":null,"code":404}}')
 
-    def stream(self, endpoint: str, n: int, request_id: str, recv: int) -> None:
+    def stream(self, endpoint: str, n: int, request_id: str, recv: int,
+               continuous: bool = False) -> None:
         assert self.t is not None
         Handler.served += 1
         o = self.o
-        tokens, tail = self.renderer.events(endpoint, n, 12)
+        tokens, tail = self.renderer.events(endpoint, n, 12, continuous)
+        sizes = chunk_sizes(n, o.merge_every)
         head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
         if o.error_after is not None:
             error = _event(json.dumps({"error": {"message": "injected failure", "type": "InternalServerError", "param": None, "code": 500}}))
@@ -176,7 +211,7 @@ class Handler(asyncio.Protocol):
         self.t.write(head)
         writes: list[int] = []
         if o.record_timings:
-            Handler.timings[request_id] = {"recv_ns": recv, "write_ns": writes}
+            Handler.timings[request_id] = {"recv_ns": recv, "write_ns": writes, "tokens": sizes}
         loop = asyncio.get_running_loop()
         origin = loop.time()
         transport = self.t
@@ -193,8 +228,10 @@ class Handler(asyncio.Protocol):
         if not tokens:
             transport.write(tail)
             self.after_request()
-        for i in range(len(tokens)):
-            loop.call_at(origin + (o.ttft_ms + i * o.itl_ms) / 1000.0, send, i)
+        due = -1  # a chunk goes out when its last token is due
+        for i, size in enumerate(sizes[: len(tokens)]):
+            due += size
+            loop.call_at(origin + (o.ttft_ms + due * o.itl_ms) / 1000.0, send, i)
 
     def after_request(self) -> None:
         if self.o.exit_after_requests and Handler.served >= self.o.exit_after_requests:
@@ -223,6 +260,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record-timings", action="store_true")
     parser.add_argument("--error-after", type=int)
     parser.add_argument("--exit-after-requests", type=int)
+    parser.add_argument("--empty-every", type=int, default=0)
+    parser.add_argument("--merge-every", type=int, default=0)
+    parser.add_argument("--no-continuous-usage", action="store_true")
     args = parser.parse_args(argv)
     options = Options(
         tokens=args.tokens,
@@ -234,6 +274,9 @@ def main(argv: list[str] | None = None) -> None:
         record_timings=args.record_timings,
         error_after=args.error_after,
         exit_after_requests=args.exit_after_requests,
+        empty_every=args.empty_every,
+        merge_every=args.merge_every,
+        continuous_usage=not args.no_continuous_usage,
     )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(options, args.port))

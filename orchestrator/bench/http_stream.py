@@ -31,9 +31,13 @@ _BODY_CAP = 64 * 1024  # bytes of a non-SSE body kept for the error message
 # The keys whose values matter, with the first byte of a string value or the "{" of the
 # usage object; `"finish_reason":null` and `"content":null` do not match. Inside a JSON
 # string a quote is escaped, so a key can never be matched inside a value.
+# The same pass finds a usage object's running output token count (`completion_tokens`,
+# its digits in group 2; the key `completion_tokens_details` does not match).
 _KEYS = re.compile(
-    rb'"(content|reasoning|reasoning_content|text|arguments|finish_reason|usage)"[ \t]*:[ \t]*["{]'
+    rb'"(content|reasoning|reasoning_content|text|arguments|finish_reason|usage|completion_tokens)"'
+    rb'[ \t]*:[ \t]*(["{]|\d+)'
 )
+_COMPLETION_TOKENS = b"completion_tokens"
 _TEXT_KEYS = frozenset((b"content", b"text", b"arguments"))
 
 # body framing
@@ -345,7 +349,7 @@ class StreamConnection(asyncio.Protocol):
             ):
                 record.error_raw = payload
                 continue
-            content = reasoning = False
+            content = reasoning = metered = False
             for match in _KEYS.finditer(payload):
                 key = match[1]
                 end = match.end()
@@ -366,8 +370,13 @@ class StreamConnection(asyncio.Protocol):
                         reasoning = True
                 elif key == b"finish_reason":
                     record.finish_reason = payload[end : payload.find(b'"', end)].decode("utf-8", "replace")
+                elif key == _COMPLETION_TOKENS:  # a usage object's output tokens so far
+                    metered = True
+                    _meter(record, int(match[2]), now)
                 else:  # usage object
                     record.usage_raw = payload
+            if (content or reasoning) and not metered:
+                record.unmetered_chunks += 1  # no per-chunk usage: ITL falls back to chunks
             if content:
                 record.token_ns.append(now)
                 record.content_chunks += 1
@@ -386,6 +395,17 @@ class StreamConnection(asyncio.Protocol):
             record.end_ns = now
         if future is not None and not future.done():
             future.set_result(None)
+
+
+def _meter(record: RequestRecord, count: int, now: int) -> None:
+    """A usage object's output tokens so far: with vLLM's `continuous_usage_stats` every
+    chunk carries one, so a chunk whose count grew brought that many tokens, whatever its
+    text (empty for a partial UTF-8 character held back, several tokens when the server
+    merged steps). The last usage-only chunk adds none."""
+    if count > record.metered_tokens:
+        record.metered_tokens = count
+        record.metered_ns.append(now)
+        record.metered_counts.append(count)
 
 
 def json_string_body(payload: bytes, start: int) -> bytes:

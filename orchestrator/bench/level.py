@@ -16,7 +16,13 @@ from orchestrator.bench.client import StreamClient
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.load import Phase, Shape, Stop, run_phase
 from orchestrator.bench.progress import live_progress
-from orchestrator.bench.record import METRIC_DEFINITIONS, RequestMetrics, derive, jsonl_row
+from orchestrator.bench.record import (
+    METRIC_DEFINITIONS,
+    RequestMetrics,
+    derive,
+    jsonl_row,
+    token_times_ns,
+)
 from orchestrator.bench.results import normalized
 from orchestrator.bench.server_metrics import Scraper, Snapshot, summarize_snapshots
 from orchestrator.bench.stats import relative_spread, summarize
@@ -147,7 +153,8 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
     for phase, snapshots in phases:
         metrics = [derive(r, phase.origin_ns) for r in phase.records]
         rows.extend(jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True))
-        token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok for t in r.token_ns]
+        token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok
+                       for t in token_times_ns(r)]
         one = summary(metrics, phase.duration_s, token_times_s=token_times)
         server = summarize_snapshots(snapshots)
         servers.append(server)
@@ -197,6 +204,9 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
             "level": label,
             "mode": spec.mode,
             "prompt_prefix": config.prompt_prefix,
+            # asked (synthetic prompts, their unique prefix included); mean_input_tokens is
+            # what the server counted, the chat template's tokens included
+            "input_len": config.input_len,
             "partial": partial,
             "stopped": stopped,
             "warmup_requests": len(warmup_records),

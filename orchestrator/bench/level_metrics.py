@@ -130,6 +130,9 @@ def summarize_level(
             "reasoning_throughput": reasoning / duration,
             "content_throughput": (output_tokens - reasoning) / duration,
             "mean_output_tokens": output_tokens / len(ok) if ok else 0.0,
+            # the server's prompt_tokens: on chat, the prompt plus its chat template
+            "mean_input_tokens": input_tokens / len(ok) if ok else 0.0,
+            "itl_source": _token_source(Counter(m.itl_source for m in ok)),
             "token_source": _token_source(sources),
             "requests_meeting_slo": good if slo_is_set(slo) else None,
             "slo_attainment": (good / len(ok) if ok else 0.0) if slo_is_set(slo) else None,

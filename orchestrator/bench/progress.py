@@ -21,7 +21,8 @@ def progress_line(label: str, phase: Phase, total: int | None, now_ns: int) -> T
     records = phase.records
     done = sum(1 for r in records if r.end_ns)
     failed = sum(1 for r in records if r.end_ns and r.error_kind is not None)
-    tokens = sum(len(r.token_ns) for r in records)
+    # per-chunk usage counts the tokens of chunks with no text or several tokens
+    tokens = sum(max(len(r.token_ns), r.metered_tokens) for r in records)
     elapsed = max(1e-9, (now_ns - phase.origin_ns) / 1e9) if phase.origin_ns else 0.0
     rate = tokens / elapsed if elapsed else 0.0
     of = f"/{total}" if total is not None else ""

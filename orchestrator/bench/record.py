@@ -6,10 +6,17 @@ such as parsing the usage chunk or an error event, happens in `finish()` after t
 response is over, and the metrics (`RequestMetrics`) are derived later by pure code.
 
 Definitions (written into every result file as well):
-- TTFT: request start to the first token-bearing chunk, reasoning or content.
+- TTFT: request start to the first chunk that brought a token. A server that streams usage
+  in every chunk (vLLM with `stream_options.continuous_usage_stats`, which orch asks for)
+  says how many tokens each chunk brought, whatever its text; otherwise the first chunk
+  with reasoning or content text.
 - TTFT (content): request start to the first content chunk (what `vllm bench serve` calls
   TTFT on a reasoning model, since it ignores reasoning deltas).
-- ITL: every gap between consecutive token-bearing chunks, pooled across requests.
+- ITL: per output token, as vLLM's `vllm:inter_token_latency_seconds` histogram counts it
+  (one gap per token after the first): with per-chunk usage, a chunk that brought n tokens
+  adds n gaps of its gap / n (a chunk with empty text, a partial UTF-8 character the
+  detokenizer holds back, is a token and a gap; a chunk carrying several tokens spreads its
+  gap over them); without it, every gap between consecutive token-bearing chunks.
 - TPOT: (E2EL - TTFT) / (output tokens - 1), output tokens including reasoning.
 - E2EL: request start to the end of the response body.
 """
@@ -18,17 +25,24 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 METRIC_DEFINITIONS: dict[str, str] = {
-    "ttft": "request start to the first token-bearing chunk (reasoning or content)",
+    "ttft": "request start to the first chunk that brought a token (by the per-chunk usage "
+            "count when the server streams one, else the first reasoning or content text)",
     "ttft_content": "request start to the first content chunk",
-    "itl": "every gap between consecutive token-bearing chunks, pooled across requests",
+    "itl": "per output token after the first chunk, pooled across requests: a chunk that "
+           "brought n tokens (per-chunk usage) adds n gaps of its gap / n; without per-chunk "
+           "usage, every gap between consecutive token-bearing chunks (itl_source says which)",
     "tpot": "(e2el - ttft) / (output_tokens - 1); output tokens include reasoning",
     "e2el": "request start to the end of the response body",
     "output_tokens": "usage.completion_tokens when the server sent usage, else the output "
                      "text re-encoded by --tokenizer when given, else token-bearing chunks counted",
+    "input_len": "the asked prompt length of synthetic prompts, their unique prefix included "
+                 "(exact with --tokenizer, else about one token per word); mean_input_tokens is "
+                 "the server's usage.prompt_tokens, which on chat adds the chat template's tokens",
     "timestamps": "time.perf_counter_ns() when the bytes arrive, before any JSON parsing",
 }
 
@@ -51,7 +65,13 @@ class RequestRecord:
     headers_ns: int = 0
     end_ns: int = 0
     status: int = 0
-    token_ns: list[int] = field(default_factory=list)
+    token_ns: list[int] = field(default_factory=list)  # chunks with reasoning or content text
+    # per-chunk usage (vLLM's continuous_usage_stats): each chunk whose running output token
+    # count grew, its stamp and the count then; and the text chunks that came without one
+    metered_ns: list[int] = field(default_factory=list)
+    metered_counts: list[int] = field(default_factory=list)
+    metered_tokens: int = 0
+    unmetered_chunks: int = 0
     reasoning_chunks: int = 0
     content_chunks: int = 0
     first_content_ns: int = 0
@@ -165,6 +185,7 @@ class RequestMetrics:
     itls_ms: tuple[float, ...]
     output_tokens: int
     token_source: str  # "usage", "tokenizer" or "counted"
+    itl_source: str  # "usage": per token, from per-chunk usage; "chunks": per token-bearing chunk
     reasoning_tokens: int
     content_tokens: int
     input_tokens: int | None
@@ -173,6 +194,38 @@ class RequestMetrics:
     scheduled_s: float | None = None
     error: str | None = None  # the failure's message (status, reason, body excerpt)
     retried: bool = False
+
+
+def metered(record: RequestRecord) -> bool:
+    """Whether every token-bearing chunk said how many tokens it brought (per-chunk usage):
+    a server that sends usage only at the end has text chunks without one."""
+    return bool(record.metered_ns) and record.unmetered_chunks == 0
+
+
+def token_gaps_ms(stamps_ns: Sequence[int], counts: Sequence[int]) -> list[float]:
+    """Per-token gaps from chunks with running token counts: chunk k brought
+    counts[k] - counts[k-1] tokens and adds that many gaps of its gap / that number. The
+    tokens of the first chunk beyond one add none: they came before the client could see
+    a gap (vLLM's histogram has them; they are inside the client's TTFT)."""
+    gaps: list[float] = []
+    for k in range(1, len(stamps_ns)):
+        n = counts[k] - counts[k - 1]
+        if n > 0:
+            gaps.extend([(stamps_ns[k] - stamps_ns[k - 1]) * 1e-6 / n] * n)
+    return gaps
+
+
+def token_times_ns(record: RequestRecord) -> list[int]:
+    """When each output token arrived (a chunk of n tokens counts n times at its stamp):
+    the busiest second's count."""
+    if not metered(record):
+        return record.token_ns
+    out: list[int] = []
+    previous = 0
+    for stamp, count in zip(record.metered_ns, record.metered_counts, strict=True):
+        out.extend([stamp] * (count - previous))
+        previous = count
+    return out
 
 
 def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
@@ -192,7 +245,9 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
         reasoning = record.tokenized_reasoning_tokens
     else:
         reasoning = min(record.reasoning_chunks, output)
-    ttft = (tokens[0] - record.start_ns) * ns_ms if tokens else None
+    per_token = metered(record)
+    first_ns = record.metered_ns[0] if per_token else (tokens[0] if tokens else 0)
+    ttft = (first_ns - record.start_ns) * ns_ms if first_ns else None
     ttft_content = (
         (record.first_content_ns - record.start_ns) * ns_ms if record.first_content_ns else None
     )
@@ -200,7 +255,10 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
     tpot = None
     if ttft is not None and e2el is not None and output > 1:
         tpot = (e2el - ttft) / (output - 1)
-    itls = tuple((b - a) * ns_ms for a, b in itertools.pairwise(tokens))
+    if per_token:
+        itls = tuple(token_gaps_ms(record.metered_ns, record.metered_counts))
+    else:
+        itls = tuple((b - a) * ns_ms for a, b in itertools.pairwise(tokens))
     return RequestMetrics(
         ok=record.ok,
         start_s=(record.start_ns - origin_ns) / 1e9,
@@ -212,6 +270,7 @@ def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
         itls_ms=itls,
         output_tokens=output,
         token_source=source,
+        itl_source="usage" if per_token else "chunks",
         reasoning_tokens=reasoning,
         content_tokens=max(0, output - reasoning),
         input_tokens=record.prompt_tokens if record.prompt_tokens is not None
@@ -248,6 +307,8 @@ def jsonl_row(record: RequestRecord, metrics: RequestMetrics, level: str) -> dic
         "output_tokens": metrics.output_tokens,
         "token_source": metrics.token_source,
         "counted_chunks": len(record.token_ns),
+        "metered_chunks": len(record.metered_ns),
+        "itl_source": metrics.itl_source,
         "reasoning_tokens": metrics.reasoning_tokens,
         "content_tokens": metrics.content_tokens,
         "finish_reason": metrics.finish_reason,

@@ -135,7 +135,7 @@ def run_sweep(
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
     server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
-    workload = Workload(config, server.model, base_dir=base_dir)
+    workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console,
                        labels or {}, tokens)
     try:

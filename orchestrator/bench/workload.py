@@ -9,7 +9,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.errors import BenchError
 from orchestrator.plan.models import Bench
@@ -35,6 +35,9 @@ _WORDS = [
     "find",
 ]
 _SYNTHETIC_VARIANTS = 64  # distinct synthetic prompts, so prefix caching cannot skip them
+# A synthetic prompt's unique prefix is words of the same vocabulary, so it counts within the
+# asked length: 4 words tell apart about 97**4 (88 million) requests.
+PREFIX_WORDS = 4
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,69 @@ class Prompt:
     max_tokens: int | None = None
 
 
-def synthetic_prompt(input_len: int, rng: random.Random) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(input_len))
+def synthetic_prompt(input_len: int, rng: random.Random, words: list[str] = _WORDS) -> str:
+    return " ".join(rng.choice(words) for _ in range(input_len))
+
+
+class Counter(Protocol):
+    """What counts tokens (tokens.TokenCounter): None when it cannot."""
+
+    def count(self, text: str) -> int | None: ...
+
+
+def synthetic_words(tokens: Counter | None) -> list[str]:
+    """The words synthetic prompts are made of: with a tokenizer, those that are one token
+    alone and after a space, so N words are N tokens; else all (about one token each for
+    the usual tokenizers)."""
+    if tokens is None:
+        return _WORDS
+    single = [w for w in _WORDS if tokens.count(w) == 1 and tokens.count(" " + w) == 1]
+    return single if len(single) >= 2 else _WORDS
+
+
+def prefix_words(config: Bench) -> int:
+    """Words of a synthetic prompt's unique prefix (none when prompts are shared)."""
+    if config.prompt_prefix != "unique" or not config.input_len:
+        return 0
+    return min(PREFIX_WORDS, config.input_len)
+
+
+def synthetic_prompts(config: Bench, tokens: Counter | None = None) -> list[Prompt]:
+    """`input_len` tokens each, the unique prefix's words included (they are drawn from the
+    same words; `sample_prefix` stands in for them when the tokenizer checks the length)."""
+    assert config.input_len
+    rng = random.Random(config.seed)
+    words = synthetic_words(tokens)
+    lead = prefix_words(config)
+    prompts = []
+    for _ in range(_SYNTHETIC_VARIANTS):
+        body = synthetic_prompt(config.input_len - lead, rng, words)
+        if tokens is not None:
+            body = _fit(body, config.input_len, lead, words, rng, tokens)
+        prompts.append(Prompt(text=body))
+    return prompts
+
+
+def _fit(body: str, target: int, lead: int, words: list[str], rng: random.Random,
+         tokens: Counter) -> str:
+    """Add or drop body words until the tokenizer counts `target` tokens with the prefix
+    (a tokenizer that merges across spaces); a few tries, then as it is."""
+    for _ in range(4):
+        counted = tokens.count(_joined(sample_prefix(lead, words), body))
+        if counted is None or counted == target:
+            break
+        have = body.split()
+        want = max(0, len(have) + target - counted)
+        body = " ".join(have[:want] + [rng.choice(words) for _ in range(want - len(have))])
+    return body
+
+
+def sample_prefix(lead: int, words: list[str]) -> str:
+    return " ".join(words[:1] * lead)
+
+
+def _joined(prefix: str, body: str) -> str:
+    return " ".join(part for part in (prefix, body) if part)
 
 
 def load_dataset(path: Path) -> list[Prompt]:
@@ -83,7 +147,8 @@ def load_dataset(path: Path) -> list[Prompt]:
     return prompts
 
 
-def prompts_for(config: Bench, *, seed: int = 0, base_dir: Path | None = None) -> list[Prompt]:
+def prompts_for(config: Bench, *, base_dir: Path | None = None,
+                tokens: Counter | None = None) -> list[Prompt]:
     """The prompts of a benchmark, in the order requests cycle through them."""
     if config.dataset:
         path = Path(config.dataset)
@@ -91,8 +156,7 @@ def prompts_for(config: Bench, *, seed: int = 0, base_dir: Path | None = None) -
             path = base_dir / path
         return load_dataset(path)
     if config.input_len:
-        rng = random.Random(seed)
-        return [Prompt(text=synthetic_prompt(config.input_len, rng)) for _ in range(_SYNTHETIC_VARIANTS)]
+        return synthetic_prompts(config, tokens)
     return [Prompt(text=config.prompt or DEFAULT_PROMPT)]
 
 
@@ -122,7 +186,10 @@ def request_body(prompt: Prompt, config: Bench, model: str | None) -> dict[str, 
         body["prompt"] = prompt.text
         body["max_tokens"] = limit
     body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
+    # continuous_usage_stats: vLLM then puts the output tokens so far in every chunk, so
+    # each chunk says how many tokens it brought (TTFT and ITL per token, record.py);
+    # servers without it ignore the key
+    body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if config.ignore_eos:
         body["ignore_eos"] = True
     if config.temperature is not None:
@@ -151,11 +218,19 @@ class Workload:
     """Pre-encoded request bodies; request i uses body i modulo their number. With unique
     prefixes (the default), every request's prompt starts with `[r<salt>-<n>] `, n counting
     every request of the sweep, so no prompt is a prefix-cache hit of an earlier one; the
-    body is still two ready byte strings around the prefix, joined on the hot path."""
+    body is still two ready byte strings around the prefix, joined on the hot path. A
+    synthetic prompt (`input_len`) starts with PREFIX_WORDS words instead, which count
+    within its length: the asked length is the length sent."""
 
-    def __init__(self, config: Bench, model: str | None, *, base_dir: Path | None = None) -> None:
-        self.prompts = prompts_for(config, seed=config.seed, base_dir=base_dir)
+    def __init__(self, config: Bench, model: str | None, *, base_dir: Path | None = None,
+                 tokens: Counter | None = None) -> None:
+        self.prompts = prompts_for(config, base_dir=base_dir, tokens=tokens)
         self.unique = config.prompt_prefix == "unique"
+        self.input_len = config.input_len
+        self._lead = prefix_words(config)
+        words = synthetic_words(tokens) if self._lead else []
+        self._digits = [w.encode() for w in words]
+        self._salt_words = int.from_bytes(os.urandom(4)) % max(1, len(words) ** self._lead)
 
         def encode(prompts: list[Prompt]) -> list[bytes]:
             return [json.dumps(request_body(p, config, model), separators=(",", ":")).encode()
@@ -163,8 +238,10 @@ class Workload:
 
         self.bodies = encode(self.prompts)  # as written, without a prefix
         # what a tokenizer counts as a request's input: the prompt's own text, no template
+        # (a synthetic prompt's with its prefix words: they are part of the asked length)
         self.prompt_texts = [
-            p.text if p.text is not None else "\n".join(
+            _joined(sample_prefix(self._lead, words), p.text) if self._lead and p.text is not None
+            else p.text if p.text is not None else "\n".join(
                 str(m.get("content")) for m in p.messages or () if isinstance(m.get("content"), str))
             for p in self.prompts
         ]
@@ -182,5 +259,17 @@ class Workload:
         if len(parts) == 1:  # messages without a user text to put a prefix before
             return parts[0]
         head, tail = parts
+        if self._lead:
+            return b"".join((head, self._word_prefix(next(self._sent), tail), tail))
         return b"".join((head, b"[r", self._salt.encode(), b"-", str(next(self._sent)).encode(),
                          b"] ", tail))
+
+    def _word_prefix(self, n: int, tail: bytes) -> bytes:
+        """Request n's prefix words: n (plus the run's salt) in base len(words)."""
+        value, base = self._salt_words + n, len(self._digits)
+        picked = []
+        for _ in range(self._lead):
+            value, digit = divmod(value, base)
+            picked.append(self._digits[digit])
+        # a space before the body's words; none when the prefix is the whole prompt
+        return b" ".join(picked) + (b"" if tail[:1] == b'"' else b" ")

@@ -27,7 +27,8 @@ def test_default_chat_body_streams_with_usage_and_the_guide_prompt() -> None:
         "max_tokens": 1024,
         "max_completion_tokens": 1024,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        # continuous usage: each chunk says how many tokens it brought (test_bench_itl.py)
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
     assert "step-by-step guide" in DEFAULT_PROMPT
 
@@ -49,10 +50,10 @@ def test_completions_body() -> None:
 
 
 def test_synthetic_prompts_have_the_target_length_and_differ() -> None:
-    found = bodies(input_len=200)
-    texts = {b["messages"][0]["content"] for b in found}  # type: ignore[index]
-    assert len(texts) == len(found) > 1
-    assert all(len(t.split()) == 200 for t in texts)
+    workload = Workload(Bench.model_validate({"input_len": 200}), "kimi")
+    texts = {json.loads(workload.body(i))["messages"][0]["content"] for i in range(70)}
+    assert len(texts) == 70  # 64 prompts, and a unique prefix on each request
+    assert all(len(t.split()) == 200 for t in texts)  # the prefix's words included
 
 
 def test_dataset_lines(tmp_path: Path) -> None:
