@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from orchestrator.errors import InventoryError
 from orchestrator.names import check_name
 from orchestrator.plan.models import FieldError
+from orchestrator.plan.variables import ENV_REF
 
 DEFAULT_INVENTORY = Path("inventory/local.yaml")
 
@@ -125,6 +126,24 @@ class Inventory(_Strict):
                 f"jump {jump!r} is not a host of this inventory (known: "
                 f"{', '.join(sorted(self.hosts))}); write user@host[:port] for a host outside it",
                 at=("hosts", name, "jump"))
+        return self
+
+    @model_validator(mode="after")
+    def _no_secret_references(self) -> Inventory:
+        # A secret is named in the plan, where the loader checks it lands only in a private
+        # place; through `${host.X}` it could land anywhere (a script, a command line), and
+        # be checked only per host, after the plan. One home for secrets: the plan.
+        places: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+            (("hosts", name, "vars"), spec.vars) for name, spec in self.hosts.items()]
+        places += [(("group_vars", group), values) for group, values in self.group_vars.items()]
+        for at, values in places:
+            for variable, value in values.items():
+                found = ENV_REF.search(str(value))  # a list or map: in any item
+                if found:
+                    raise FieldError(
+                        f"{found.group(0)} in an inventory variable: secrets are named in the "
+                        f"plan, not the inventory (write {found.group(0)} in the plan's env: "
+                        "or files[].content)", at=(*at, variable))
         return self
 
     def host_values(self, name: str) -> dict[str, Any]:

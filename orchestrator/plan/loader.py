@@ -118,6 +118,7 @@ def load_plan(
     data = _substitute(data, positions)
     _anchor_local_paths(data, positions, directories)
     plan = validate(Plan, data, positions)
+    _check_secret_places(plan, positions)
     _check_local_files(plan, positions)
 
     resolved = resolve_path(main, what="plan")
@@ -327,6 +328,28 @@ def _template_inside(value: str, directory: Path, field_path: FieldPath,
             positions.locate(field_path),
             expected="a path relative to that file, within its folder (no '..', no absolute "
                      "path, no ~)"), positions)
+
+
+def _check_secret_places(plan: Plan, positions: Positions) -> None:
+    """A `${env:NAME}` where the host would not get its value privately (a script, a prompt,
+    a command line) is refused here, so `orch validate` says it at its line, not `orch plan`."""
+    from orchestrator.plan.secrets import SECRET_FIELDS, SECRETS_HINT, misplaced_secrets
+
+    misplaced = misplaced_secrets(plan)
+    if not misplaced:
+        return
+    name, field_path = misplaced[0]
+    raise problem_error(
+        Problem(
+            field_path,
+            f"${{env:{name}}} cannot stand here: a secret is filled in only where a host "
+            "receives it privately, never in a script, a prompt or a command line",
+            positions.locate(field_path),
+            expected=f"a secret reference only in {', '.join(SECRET_FIELDS)}",
+            hint=SECRETS_HINT,
+        ),
+        positions,
+    )
 
 
 def _check_local_files(plan: Plan, positions: Positions) -> None:

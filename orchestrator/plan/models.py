@@ -248,7 +248,14 @@ class FileSpec(StrictModel):
             "`${vars.NAME}` is filled in."
         ),
     )
-    mode: str = Field("0644", description="Octal permission bits, e.g. `0644` or `0600`.")
+    mode: str = Field(
+        "0644", description="Octal permission bits, e.g. `0644` or `0600`; setuid, setgid and "
+                            "sticky bits (`4755`) only with `special_bits: true`.")
+    special_bits: bool = Field(
+        False, description="Allow setuid, setgid or sticky bits in `mode` (e.g. `4755`). Off by "
+                           "default: a setuid file runs as its owner (root, for files orch writes "
+                           "as root) for whoever starts it, so a plan must ask for it in so many "
+                           "words.")
 
     @field_validator("path")
     @classmethod
@@ -270,6 +277,14 @@ class FileSpec(StrictModel):
     def _one_source(self) -> FileSpec:
         if (self.content is None) == (self.template is None):
             raise ValueError("give exactly one of `content` or `template`")
+        return self
+
+    @model_validator(mode="after")
+    def _special_bits_asked_for(self) -> FileSpec:
+        if int(self.mode, 8) & 0o7000 and not self.special_bits:
+            raise FieldError(
+                f"mode {self.mode.lstrip('0')} sets the setuid, setgid or sticky bit: refused unless the "
+                "file says `special_bits: true`", at=("mode",))
         return self
 
 

@@ -9,25 +9,53 @@ what goes to a host through a private channel (the service's mode-0600 environme
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from orchestrator import masking
 from orchestrator.errors import SecretError
 from orchestrator.plan.models import Plan
+from orchestrator.plan.source import FieldPath
 from orchestrator.plan.variables import ENV_REF
 
 # Where `${env:NAME}` may stand: places whose text reaches a host only privately.
 SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key", "commands[].env.NAME")
-_SECRET_FIELD = re.compile(
-    r"^(env\.[^.]+|files\.\d+\.content|service\.api_key|commands\.\d+\.env\.[^.]+)$")
+SECRETS_HINT = ("give a command its secret through commands[].env (env: {TOKEN: '${env:TOKEN}'}, "
+                "then $TOKEN in the script); keep credentials for package indexes in the host's "
+                "pip.conf, uv.toml or .netrc (a files: entry with mode 0600 can write it)")
+
+
+def is_private(path: FieldPath) -> bool:
+    """Whether a secret may stand at `path` (one of SECRET_FIELDS)."""
+    match path:
+        case ("env", str()) | ("files", int(), "content") | ("service", "api_key"):
+            return True
+        case ("commands", int(), "env", str()):
+            return True
+    return False
+
+
+def secret_places(plan: Plan) -> list[tuple[str, FieldPath]]:
+    """Every `${env:NAME}` of the plan and where it stands, in plan order."""
+    found: list[tuple[str, FieldPath]] = []
+    _walk(plan.model_dump(mode="python"), (), found)
+    return found
+
+
+def misplaced_secrets(plan: Plan) -> list[tuple[str, FieldPath]]:
+    """The references standing where a host would not receive the value privately (a
+    command line, a script, a prompt): the loader refuses them at their line."""
+    return [(name, path) for name, path in secret_places(plan) if not is_private(path)]
 
 
 def secret_uses(plan: Plan) -> dict[str, list[str]]:
     """Every secret name -> the dotted fields that reference it, in plan order."""
     uses: dict[str, list[str]] = {}
-    _walk(plan.model_dump(mode="python"), "", uses)
+    for name, path in secret_places(plan):
+        fields = uses.setdefault(name, [])
+        where = ".".join(str(part) for part in path)
+        if where not in fields:
+            fields.append(where)
     return uses
 
 
@@ -42,15 +70,11 @@ def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None) -> dic
     it is used. Each value is registered for masking."""
     env = os.environ if environ is None else environ
     uses = secret_uses(plan)
-    misplaced = [f"{name} in {where}" for name, places in uses.items() for where in places
-                 if not _SECRET_FIELD.match(where)]
-    if misplaced:
+    misplaced = [f"{name} in {'.'.join(map(str, path))}" for name, path in misplaced_secrets(plan)]
+    if misplaced:  # the loader refuses these at their line; a plan built in code meets this
         raise SecretError(
             "secret references are only filled in where a host receives them privately "
-            f"({', '.join(SECRET_FIELDS)}); found " + "; ".join(misplaced),
-            hint="keep credentials for package indexes in the host's pip.conf, uv.toml or "
-            ".netrc (a files: entry with mode 0600 can write it)",
-        )
+            f"({', '.join(SECRET_FIELDS)}); found " + "; ".join(misplaced), hint=SECRETS_HINT)
     missing = [name for name in uses if not env.get(name)]
     if missing:
         lines = [f"{name} (used by {', '.join(uses[name])})" for name in missing]
@@ -90,15 +114,12 @@ def substitute(text: str, secrets: Mapping[str, str]) -> str:
     return ENV_REF.sub(value, text)
 
 
-def _walk(value: Any, path: str, uses: dict[str, list[str]]) -> None:
+def _walk(value: Any, path: FieldPath, found: list[tuple[str, FieldPath]]) -> None:
     if isinstance(value, str):
-        for match in ENV_REF.finditer(value):
-            fields = uses.setdefault(match.group(1), [])
-            if path not in fields:
-                fields.append(path)
+        found.extend((match.group(1), path) for match in ENV_REF.finditer(value))
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(item, f"{path}.{key}" if path else str(key), uses)
+            _walk(item, (*path, str(key)), found)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            _walk(item, f"{path}.{index}" if path else str(index), uses)
+            _walk(item, (*path, index), found)

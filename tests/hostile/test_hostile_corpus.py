@@ -103,6 +103,11 @@ def _symlink_template(tmp: Path) -> None:
 DEEP_SET = "vars.x=" + "[" * 60000 + "]" * 60000
 
 
+_RUN = "{tmp}/runs/x/20260101T000000Z-00000000"  # made by _locked_run
+# A plan that hands an inventory variable to a command's environment.
+_HOST_VAR_PLAN = ("name: x\nhosts: localhost\ncommands:\n  - name: c\n    run: [sh, -c, 'echo $T']\n"
+                  "    env: {T: '${host.tok}'}\n")
+
 CASES = [
     # -- plan files that are not plan files -------------------------------------------
     Case("plan is a symlink loop", ["validate", "{tmp}/loop.yaml"], prepare=_symlink_loop,
@@ -276,7 +281,7 @@ CASES = [
     Case("--set a list 70 deep", ["validate", "{tmp}/p.yaml", "--set", "vars.x=" + "[" * 70 + "]" * 70],
          files={"p.yaml": GOOD}, says=("nests deeper than 64 levels",)),
     Case("a freeze.txt line that is not a pin, --locked", ["plan", "--locked",
-                                                          "{tmp}/runs/x/20260101T000000Z-00000000"],
+                                                          _RUN],
          prepare=_locked_run("vllm==0.17.1\n$(touch /tmp/PWNED)\n"),
          says=("freeze.txt of localhost is not a package set", "not an exact pin")),
     # -- round 2: templates come from the plan's folder ---------------------------------------
@@ -290,6 +295,47 @@ CASES = [
          says=("outside the folder of the file that names it",)),
     Case("bench with a negative duration", ["bench", "--url", "http://127.0.0.1:1", "--duration=-5s"],
          code=64, says=("invalid benchmark options",)),
+    # class 6: no writer of orch's writes inside a run folder (usage error, nothing written)
+    Case("report -o over a run's meta.json", ["report", _RUN, "-o", f"{_RUN}/meta.json"],
+         code=64, prepare=_locked_run("a==1\n"),
+         says=("inside the run folder", "never writes over a run's records")),
+    Case("compare --plots into a run folder", ["compare", _RUN, "--plots", f"{_RUN}/hosts"],
+         code=64, prepare=_locked_run("a==1\n"), says=("--plots", "inside the run folder")),
+    Case("schema -o over a run's plan.yaml", ["schema", "-o", f"{_RUN}/plan.yaml"],
+         code=64, prepare=_locked_run("a==1\n"), says=("-o", "inside the run folder")),
+    Case("init --dir a run folder", ["init", "x", "--sim", "--dir", _RUN],
+         code=64, prepare=_locked_run("a==1\n"), says=("--dir", "inside the run folder")),
+    Case("bench --result-dir a run's bench", ["bench", "--url", "http://127.0.0.1:1",
+                                              "--result-dir", f"{_RUN}/hosts/localhost/bench"],
+         code=64, prepare=_locked_run("a==1\n"), says=("--result-dir", "inside the run folder")),
+    Case("apply --runs-dir inside a run", ["apply", "p.yaml", "--runs-dir", f"{_RUN}/hosts"],
+         files={"p.yaml": GOOD}, code=64, prepare=_locked_run("a==1\n"),
+         says=("--runs-dir", "inside the run folder")),
+    # class 7: values accepted that should not be
+    Case("a setuid file mode", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nfiles:\n  - {path: /usr/local/bin/x, content: a, mode: '4755'}\n"},
+         says=("p.yaml:3:", "mode 4755 sets the setuid", "special_bits: true")),
+    Case("a sticky file mode", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nfiles:\n  - {path: /srv/x, content: a, mode: '1777'}\n"},
+         says=("mode 1777 sets the setuid, setgid or sticky bit",)),
+    Case("a secret in a command's script", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\npython: {venv: /opt/v}\ncommands:\n  - name: c\n"
+                          "    shell: echo ${env:HF_TOKEN}\n"},
+         says=("p.yaml:5:12", "${env:HF_TOKEN} cannot stand here", "field: commands.0.shell")),
+    Case("a secret in the bench prompt", ["validate", "{tmp}/p.yaml"],
+         files={"p.yaml": "name: x\nbench: {prompt: 'say ${env:API_KEY}'}\n"},
+         says=("p.yaml:2:", "${env:API_KEY} cannot stand here", "field: bench.prompt")),
+    Case("a secret in an inventory host variable", ["plan", "p.yaml", "-i", "inv.yaml"],
+         files={"p.yaml": _HOST_VAR_PLAN,
+                "inv.yaml": "hosts:\n  localhost:\n    connection: local\n"
+                            "    vars: {tok: '${env:HOME}'}\n"},
+         says=("inv.yaml:4:", "field: hosts.localhost.vars.tok",
+               "secrets are named in the plan, not the inventory")),
+    Case("a secret in an Ansible INI group variable", ["plan", "p.yaml", "-i", "inv.ini"],
+         files={"p.yaml": _HOST_VAR_PLAN,
+                "inv.ini": "[g]\nlocalhost ansible_connection=local\n\n[g:vars]\n"
+                           "tok=${env:HOME}\n"},
+         says=("inv.ini:5:5", "secrets are named in the plan, not the inventory")),
 ]
 
 
