@@ -15,18 +15,18 @@ World size = tensor x pipeline parallel = nodes x GPUs per node.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from orchestrator.engines.layout import Layout
+from orchestrator.engines.layout import layout as read_layout
 from orchestrator.errors import PlanError
 
 Role = Literal["head", "worker"]
 # An address a node is reached at: an IPv4/IPv6 literal or a DNS name, nothing a shell or
 # Ray's address parser would read differently.
 _ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]*")
-_LAYOUT_FLAGS = {"tensor": "tensor-parallel-size", "pipeline": "pipeline-parallel-size",
-                 "data": "data-parallel-size"}
 
 
 @dataclass(frozen=True)
@@ -122,23 +122,20 @@ def _bracket(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def layout(args: Mapping[str, object]) -> dict[str, int]:
-    """tensor, pipeline and data parallel sizes from `service.args` (1 when unset)."""
-    out: dict[str, int] = {}
-    for key, flag in _LAYOUT_FLAGS.items():
-        value = args.get(flag, args.get(flag.replace("-", "_"), 1))
-        if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() \
-                or int(value) < 1:
-            raise PlanError(f"{flag} must be a positive whole number, got {value!r}",
-                            field=f"service.args.{flag}")
-        out[key] = int(value)
-    return out
+def layout(args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
+    """The layout (engines/layout.py); a size that is no positive whole number is a plan error."""
+    found = read_layout(args, extra_args)
+    for flag, value in found.invalid.items():
+        raise PlanError(f"{flag} must be a positive whole number, got {value!r}",
+                        field=f"service.args.{flag}")
+    return found
 
 
 def build(
     *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
     addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
     ray_port: int, master_port: int, ray_args: list[str], know_hosts: bool = True,
+    extra_args: Sequence[str] = (),
 ) -> Topology:
     """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
     what cannot work: an unknown head, a bad address, a layout the GPUs cannot hold."""
@@ -154,15 +151,15 @@ def build(
                             field="service.nodes.address",
                             expected="an IP address or a DNS name (a host variable such as "
                                      "${host.cluster_ip})")
-    sizes = layout(args)
-    if sizes["data"] > 1:
+    sizes = layout(args, extra_args)
+    if sizes.data > 1:
         raise PlanError("data parallelism across nodes is not supported by service.nodes yet",
                         field="service.args.data-parallel-size",
                         expected="tensor and pipeline parallel sizes only")
     topology = Topology(
         backend=backend,
         nodes=tuple(Node(h, rank, addresses[h]) for rank, h in enumerate(ordered)),
-        gpus_per_node=gpus_per_node, tensor=sizes["tensor"], pipeline=sizes["pipeline"],
+        gpus_per_node=gpus_per_node, tensor=sizes.tensor, pipeline=sizes.pipeline,
         ray_port=ray_port, master_port=master_port, ray_args=tuple(ray_args),
     )
     if gpus_per_node is not None and know_hosts:  # `orch validate` does not know the hosts

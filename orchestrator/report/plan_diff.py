@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.engines.layout import FLAGS as PARALLEL_FLAGS
 from orchestrator.plan.models import Plan, canonical_name, parse_pin
-from orchestrator.report.gpus import PARALLEL_FLAGS, gpu_count
+from orchestrator.report.gpus import gpu_count
 from orchestrator.tables import Column, TableData
 
 CATEGORIES = ("model", "quantization", "parallelism", "engine", "pins", "env", "flags", "bench", "other")
@@ -24,7 +25,6 @@ PARALLELISM_FLAGS = {
     *PARALLEL_FLAGS,
     "enable-expert-parallel",
     "decode-context-parallel-size",
-    "data-parallel-size-local",
     "all2all-backend",
 }
 PARALLELISM_ENV = {"CUDA_VISIBLE_DEVICES"}

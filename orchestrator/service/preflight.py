@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from orchestrator import masking
 from orchestrator.engines import engine
 from orchestrator.engines import vllm as vllm_engine
+from orchestrator.engines.layout import layout
 from orchestrator.errors import PreflightError
 from orchestrator.packages import family_mismatches, same_version
 from orchestrator.plan.models import ArgValue, Plan
@@ -117,26 +118,10 @@ def _display_cmdline(words: Sequence[str]) -> str:
     return masking.mask(text if len(text) <= 200 else text[:197] + "...")
 
 
-def _int_arg(args: Mapping[str, ArgValue], *names: str) -> int | None:
-    for name in names:
-        for key in (name, name.replace("-", "_")):
-            value = args.get(key)
-            if isinstance(value, bool) or value is None:
-                continue
-            try:
-                return int(str(value))
-            except ValueError:
-                return None
-    return None
-
-
-def required_gpus(args: Mapping[str, ArgValue]) -> int:
-    """GPUs one host needs: tensor x pipeline x local data parallel size (split over nodes)."""
-    tp = _int_arg(args, "tensor-parallel-size") or 1
-    pp = _int_arg(args, "pipeline-parallel-size") or 1
-    dp = _int_arg(args, "data-parallel-size-local", "data-parallel-size") or 1
-    nnodes = _int_arg(args, "nnodes") or 1
-    return max(1, -(-tp * pp // nnodes)) * dp
+def required_gpus(args: Mapping[str, ArgValue], extra_args: Sequence[str] = ()) -> int:
+    """GPUs one host needs (engines/layout.py: tensor x pipeline split over the nodes, times
+    the local data parallel replicas)."""
+    return layout(args, extra_args).gpus_per_host
 
 
 def visible_gpus(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> int:
@@ -165,7 +150,7 @@ def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
     if cvd is not None and SECRET_REF.search(cvd):
         cvd = None
     visible = visible_gpus(gpus, cvd)
-    needed = required_gpus(plan.service.args)
+    needed = required_gpus(plan.service.args, plan.service.extra_args)
     if visible >= needed:
         return []
     where = f"CUDA_VISIBLE_DEVICES={cvd!r} leaves {visible}" if cvd is not None else f"{visible}"

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.engines.layout import layout
 from orchestrator.plan.models import Plan
 from orchestrator.report.figures import (
     Point,
@@ -19,7 +20,7 @@ from orchestrator.report.figures import (
     rising_part,
     single_stream,
 )
-from orchestrator.report.gpus import gpu_count, parallel_sizes, visible_devices
+from orchestrator.report.gpus import gpu_count, visible_devices
 from orchestrator.runs.records import LevelResult
 
 
@@ -161,6 +162,8 @@ def test_gpu_count(case: str, the_plan: Plan, facts: list[Any] | None, count: in
 
 
 def test_parallel_sizes_ignore_nonsense() -> None:
-    assert parallel_sizes({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8}) == {}
+    found = layout({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8})
+    assert found.sizes == {}
+    assert found.invalid == {"tensor-parallel-size": "eight", "pipeline-parallel-size": 0}
     assert visible_devices({"CUDA_VISIBLE_DEVICES": ""}) is None
     assert visible_devices({"CUDA_VISIBLE_DEVICES": "3"}) == 1

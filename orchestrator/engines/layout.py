@@ -1,0 +1,106 @@
+"""The GPU layout of a server, read once from its flags: vLLM's parallelism flags (which the
+simulator speaks too), in `service.args` (long or underscore spelling) or `service.extra_args`
+(`--tensor-parallel-size 8`, `--tensor-parallel-size=8`, `-tp 8`). Preflight counts the GPUs a
+host needs from it, the multi-node topology splits it over the nodes, the report divides
+throughput by it: one reading, so they cannot disagree.
+
+Expert parallelism and decode context parallelism reuse the same GPUs, so they add none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+# Long flag -> the label the report shows.
+FLAGS = {
+    "tensor-parallel-size": "TP",
+    "pipeline-parallel-size": "PP",
+    "data-parallel-size": "DP",
+    "data-parallel-size-local": "DP local",
+    "nnodes": "nodes",
+}
+SHORT = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size",
+         "-dp": "data-parallel-size", "-dpl": "data-parallel-size-local"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    sizes: dict[str, int]  # the flags that are set: long name -> size
+    invalid: dict[str, object] = field(default_factory=dict)  # flag -> a value that is no size
+
+    def size(self, flag: str) -> int:
+        return self.sizes.get(flag, 1)
+
+    @property
+    def tensor(self) -> int:
+        return self.size("tensor-parallel-size")
+
+    @property
+    def pipeline(self) -> int:
+        return self.size("pipeline-parallel-size")
+
+    @property
+    def data(self) -> int:
+        return self.size("data-parallel-size")
+
+    @property
+    def world_size(self) -> int:
+        """GPUs of one model replica: tensor x pipeline."""
+        return self.tensor * self.pipeline
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of the whole server: tensor x pipeline x data parallel."""
+        return self.world_size * self.data
+
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs one host needs: a replica split over `--nnodes`, times the local replicas."""
+        nodes = self.size("nnodes")
+        local = self.sizes.get("data-parallel-size-local", self.data)
+        return max(1, -(-self.world_size // nodes)) * local
+
+    def describe(self) -> str:
+        """"TP 8 x DP 2", from the flags that multiply (empty when none is set)."""
+        shown = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
+        return " x ".join(f"{FLAGS[f]} {self.sizes[f]}" for f in shown if f in self.sizes)
+
+
+def _size(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 1 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+        return number if number >= 1 else None
+    return None
+
+
+def layout(args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
+    """The layout `service.args` and `service.extra_args` ask for (extra_args win, as the
+    later flag wins in vLLM's parser)."""
+    sizes: dict[str, int] = {}
+    invalid: dict[str, object] = {}
+
+    def take(flag: str, raw: object) -> None:
+        number = _size(raw)
+        if number is None:
+            invalid[flag] = raw
+        else:
+            sizes[flag] = number
+            invalid.pop(flag, None)
+
+    for key, value in args.items():
+        flag = key.replace("_", "-")
+        if flag in FLAGS:
+            take(flag, value)
+    for index, token in enumerate(extra_args):
+        name, eq, inline = token.partition("=")
+        flag = SHORT.get(name) or (name[2:] if name.startswith("--") else "")
+        if flag not in FLAGS:
+            continue
+        take(flag, inline if eq else (extra_args[index + 1] if index + 1 < len(extra_args)
+                                      else None))
+    return Layout(sizes, invalid)

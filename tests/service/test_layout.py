@@ -1,0 +1,47 @@
+"""The GPU layout, read once (engines/layout.py) by preflight, the multi-node topology and the
+report: the same flags give the same GPUs to all three."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from plan_fixtures import make_plan
+
+from orchestrator.cluster.topology import build
+from orchestrator.engines.layout import layout
+from orchestrator.errors import PlanError
+from orchestrator.report.gpus import gpu_count
+from orchestrator.service.preflight import required_gpus
+
+CASES: list[tuple[dict[str, Any], list[str], int, int, str]] = [
+    # args, extra_args, GPUs per host, GPUs in all, the report's words
+    ({}, [], 1, 1, ""),
+    ({"tensor-parallel-size": 8}, [], 8, 8, "TP 8"),
+    ({}, ["-tp", "8"], 8, 8, "TP 8"),  # the report said 8 and preflight 1 before
+    ({}, ["--tensor-parallel-size=4", "--pipeline-parallel-size", "2"], 8, 8, "TP 4 x PP 2"),
+    ({"tensor_parallel_size": "2", "data-parallel-size": 2}, [], 4, 4, "TP 2 x DP 2"),
+    ({"tensor-parallel-size": 8, "nnodes": 2}, [], 4, 8, "TP 8"),
+    ({"tensor-parallel-size": 2}, ["-tp", "4"], 4, 4, "TP 4"),  # the later flag wins
+    ({"data-parallel-size": 4, "data-parallel-size-local": 2}, [], 2, 4, "DP 4"),
+]
+
+
+@pytest.mark.parametrize(("args", "extra", "per_host", "total", "words"), CASES)
+def test_one_reading_of_the_layout(args: dict[str, Any], extra: list[str], per_host: int,
+                                   total: int, words: str) -> None:
+    found = layout(args, extra)
+    assert (found.gpus_per_host, found.total_gpus, found.describe()) == (per_host, total, words)
+    assert required_gpus(args, extra) == per_host
+    plan = make_plan({"args": args, "extra_args": extra})
+    assert gpu_count(plan, None).count == total
+
+
+def test_the_topology_reads_extra_args_too_and_refuses_nonsense() -> None:
+    common: dict[str, Any] = dict(backend="ray", hosts=["a", "b"], head=None,
+                                  addresses={"a": "10.0.0.1", "b": "10.0.0.2"}, gpus_per_node=4,
+                                  ray_port=6379, master_port=29501, ray_args=[])
+    topology = build(args={}, extra_args=["-tp", "8"], **common)
+    assert (topology.tensor, topology.pipeline, topology.gpus_needed_per_node()) == (8, 1, 4)
+    with pytest.raises(PlanError, match="tensor-parallel-size must be a positive whole number"):
+        build(args={"tensor-parallel-size": "eight"}, **common)
