@@ -16,20 +16,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-# Where the time goes (a real sshd with real venvs, real packages, simulated start-ups and
-# sweeps): `scripts/test --fast` leaves these out for the edit loop.
-SLOW = ("e2e/", "real/", "report/", "bench/test_bench_sim.py", "bench/test_bench_stream.py",
-        "sim/test_sim_throughput.py", "sim/test_sim_failures.py", "probe/test_probe_record.py",
-        "hostile/test_hostile_corpus.py", "hostile/test_full_disk.py", "core/test_live_view.py",
-        "core/test_init.py")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     heavy = config.getoption("--real-heavy")
     skip = pytest.mark.skip(reason="needs the whole real vLLM venv: run `scripts/test --real`")
-    for item in items:
-        where = item.path.as_posix().split("/tests/", 1)[-1]
-        if where.startswith(SLOW):
-            item.add_marker(pytest.mark.slow)
+    for item in items:  # a slow module says so itself: `pytestmark = pytest.mark.slow`
         if "real_heavy" in item.keywords and not heavy:
             item.add_marker(skip)

@@ -22,6 +22,8 @@ from orchestrator.sim.scheduler import Scheduler, Sequence
 from orchestrator.sim.testing import running_simulator
 from orchestrator.sim.textgen import chat_prompt_tokens
 
+pytestmark = pytest.mark.slow
+
 KIMI = "kimi-k2.5-nvfp4-8x-rtx-pro-6000"
 FAST_START = {"startup_time_scale": 0.001}
 

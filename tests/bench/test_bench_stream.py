@@ -22,6 +22,8 @@ from orchestrator.bench.sweep import run_sweep
 from orchestrator.cli import main
 from orchestrator.plan.models import Bench
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -20,6 +20,8 @@ from orchestrator.plan.loader import load_plan
 from tests.fixtures.orchcli import orch
 from tests.fixtures.terminal import PseudoTerminal
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

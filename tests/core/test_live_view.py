@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -13,6 +14,8 @@ from orchestrator.live_view import HostBoard
 from tests.fixtures.orchcli import orch
 from tests.fixtures.sshd import free_port
 from tests.fixtures.terminal import PseudoTerminal
+
+pytestmark = pytest.mark.slow
 
 
 class Clock:

@@ -19,6 +19,8 @@ from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.lock import Holder, HostLock, lock_path
 from orchestrator.transport import connect
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def setup(tmp_path: Path, sshd: SshServer) -> tuple[Path, Path, Path]:

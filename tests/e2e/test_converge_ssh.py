@@ -21,6 +21,8 @@ from fixtures.orchcli import SECRET, last_run, orch, write_inventory
 from fixtures.sshd import SshServer
 from fixtures.wheels import make_wheel
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:

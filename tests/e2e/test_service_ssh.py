@@ -21,6 +21,8 @@ import yaml
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
 
+pytestmark = pytest.mark.slow
+
 SMOKE = [
     {"name": "reasoning", "prompt": "Why is the sky blue?",
      "expect": {"reasoning": "present", "content_regex": "(?i)scatter"}},

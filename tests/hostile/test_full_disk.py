@@ -13,6 +13,8 @@ import pytest
 import yaml
 from fixtures.orchcli import orch
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:

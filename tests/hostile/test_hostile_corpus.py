@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from fixtures.orchcli import orch
 
+pytestmark = pytest.mark.slow
+
 BAD_PLANS = Path(__file__).resolve().parents[1] / "plan" / "bad"
 GOOD = "name: ok\nhosts: localhost\n"
 

@@ -19,6 +19,8 @@ from orchestrator.probe import Facts, ProbeRequest, probe
 from orchestrator.remote.facts import RACY_WINDOW_NS, RECORD_CACHE, record_rows
 from orchestrator.transport import connect
 
+pytestmark = pytest.mark.slow
+
 COMMA_PATH = "orchtest_commas/configs/E=1,N=14336,device_name=NVIDIA_A100-SXM4-80GB.json"
 
 

@@ -40,7 +40,7 @@ from fixtures.realpkgs import full_venv
 TOKENS = 128
 PROMPTS = 16
 # The first use builds llama-server (about 7 minutes) when `scripts/setup --dev` has not.
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")

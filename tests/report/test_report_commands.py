@@ -24,6 +24,8 @@ from orchestrator.report.compare_tables import comparison_tables
 from orchestrator.report.comparison import compare_runs
 from orchestrator.tables import to_rich
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")
 GPUS = {"kimi-nvfp4": 8, "minimax-m2.5": 4, "kimi-int4": 8}

@@ -18,6 +18,8 @@ from orchestrator.report.plots import comparison_plots
 from orchestrator.report.series import build_series
 from orchestrator.runs.reader import read_requests
 
+pytestmark = pytest.mark.slow
+
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")
 
 

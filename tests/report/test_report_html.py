@@ -24,9 +24,9 @@ from orchestrator.cli import main
 
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/setup installs it)"
-)
+)]
 
 
 HALF, WIDE = (770, 462), (1540, 462)  # one plot; a row of panels across the page

@@ -11,6 +11,8 @@ from runmaker import REPO, Runs
 
 from orchestrator.cli import main
 
+pytestmark = pytest.mark.slow
+
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> Any:
     assert main(list(argv)) == code

@@ -4,11 +4,14 @@ under a TTFT objective, and an engine that crashed mid-sweep)."""
 
 from __future__ import annotations
 
+import pytest
 from inmemory import level, run
 from runmaker import VARIED_MAX_TOKENS, Runs
 
 from orchestrator.report.comparison import compare, compare_runs
 from orchestrator.report.outcome_table import counts, outcome_table
+
+pytestmark = pytest.mark.slow
 
 
 def test_counts_put_the_most_frequent_first() -> None:

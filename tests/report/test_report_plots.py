@@ -3,11 +3,14 @@ which plots a comparison gets."""
 
 from __future__ import annotations
 
+import pytest
 from inmemory import level, run
 from runmaker import Runs
 
 from orchestrator.report.comparison import compare, compare_runs
 from orchestrator.report.plots import KneeMark, comparison_plots, knee_marks, throughput_figure
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_knee_that_is_a_measured_level_is_marked() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from inmemory import level, run
 from runmaker import VARIED_BATCH_LIMIT, Runs
 
@@ -13,6 +14,8 @@ from orchestrator.report.plots import comparison_plots
 from orchestrator.report.server_load import server_level, server_levels
 from orchestrator.report.server_plots import server_figure
 from orchestrator.runs.records import LevelResult
+
+pytestmark = pytest.mark.slow
 
 SCRAPED: dict[str, Any] = {
     "scrapes": 5,

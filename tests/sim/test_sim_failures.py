@@ -14,6 +14,8 @@ import pytest
 from orchestrator.sim import failures
 from orchestrator.sim.testing import SimulatorProcess, free_port, running_simulator, start_simulator
 
+pytestmark = pytest.mark.slow
+
 WRAPPED = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}"
 
 # kind -> (root cause, lines that must be there, lines that must not)

@@ -12,6 +12,8 @@ from orchestrator.sim.calibration import GUIDE_PROMPT
 from orchestrator.sim.profiles import PROFILES
 from orchestrator.sim.testing import SimulatorProcess, raw_batch, start_simulator
 
+pytestmark = pytest.mark.slow
+
 SCALE = 0.05  # kimi at C=128 then takes 2.6 s instead of 53 s
 CALIBRATED = [name for name, profile in PROFILES.items() if profile.targets]
 
