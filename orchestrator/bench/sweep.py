@@ -26,7 +26,7 @@ from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_dro
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
-from orchestrator.bench.level import Context, LevelRun, LevelSpec, run_level
+from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.stamping import stamping_loop
@@ -136,8 +136,12 @@ def run_sweep(
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
     server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
+    warm = None
+    if config.warmup and config.max_tokens > WARMUP_TOKENS:
+        short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
+        warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console,
-                       labels or {}, tokens)
+                       labels or {}, tokens, warm)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -172,6 +176,7 @@ async def _sweep(
     console: Console | None,
     labels: dict[str, str],
     tokens: TokenCounter | None,
+    warm_workload: Workload | None = None,
 ) -> SweepResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
@@ -194,6 +199,7 @@ async def _sweep(
         console=console,
         labels=labels,
         tokens=tokens,
+        warm_workload=warm_workload,
     )
     sweep = SweepResult(levels=[], out_dir=out_dir, server=server)
     started = datetime.now(UTC)

@@ -212,3 +212,13 @@ def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
     phase.records.extend([done, failed, running])
     text = progress_line("c8", phase, 10, now_ns=3_000_000_000).plain
     assert "2/10 requests" in text and "2.0 s" in text and "2 tok/s" in text and "1 failed" in text
+
+
+def test_a_level_warms_up_every_batch_size_it_will_run() -> None:
+    from orchestrator.bench.level import LevelSpec, warm_up_shape
+
+    closed = warm_up_shape(LevelSpec(mode="closed", concurrency=8, requests=16), warmup=1)
+    assert (closed.mode, closed.concurrency, closed.count) == ("closed", 8, 8)
+    assert warm_up_shape(LevelSpec(mode="batch", concurrency=2), warmup=4).count == 4
+    rate = warm_up_shape(LevelSpec(mode="rate", rate=5.0, requests=50), warmup=2)
+    assert (rate.concurrency, rate.count) == (1, 2)

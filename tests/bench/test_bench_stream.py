@@ -65,7 +65,7 @@ def test_a_sweep_measures_tokens_reasoning_and_timing(tmp_path: Path) -> None:
     assert c4["finish_reasons"] == {"length": 4} and c4["hit_max_tokens"] == 4
     assert c4["max_concurrent_requests"] == 4
     requests = rows(tmp_path, "c4")
-    assert [r["warmup"] for r in requests] == [True, False, False, False, False]
+    assert [r["warmup"] for r in requests] == [True] * 4 + [False] * 4  # C warm-ups at C=4
     # held against when the server wrote each token (4 ms apart as planned, later when the
     # machine is loaded: that is the server's delay, not the client's error)
     written = [timings[r["request_id"]]["write_ns"] for r in requests if not r["warmup"]]
@@ -126,8 +126,9 @@ def test_error_events_are_counted_and_the_sweep_goes_on(tmp_path: Path) -> None:
 
 
 def test_a_server_that_dies_mid_sweep_keeps_finished_levels_and_marks_the_partial_one(tmp_path: Path) -> None:
-    # c1 needs 1 warm-up + 2 requests; the server exits after its 5th request, inside c2
-    with running_stream_server("--tokens", "8", "--itl-ms", "1", "--exit-after-requests", "5") as url:
+    # c1 needs 1 warm-up + 2 requests, c2 2 warm-ups (one per slot) + 4; the server exits
+    # after its 7th request, inside c2's measured requests
+    with running_stream_server("--tokens", "8", "--itl-ms", "1", "--exit-after-requests", "7") as url:
         result = sweep(url, tmp_path, concurrency=[1, 2, 4], requests_per_level="2x", metrics_interval=None)
     assert result.stopped == "server_gone"
     labels = [lv.spec.label for lv in result.levels]
