@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.plan.meaning import host_vars, patterns
+from orchestrator.plan.models import Plan
 from orchestrator.plan.source import FieldPath
 from orchestrator.plan.variables import ReferenceProblem
 
@@ -32,9 +34,9 @@ HOST_REF = re.compile(r"\$\$\{host\.|\$\{host\.([A-Za-z_][A-Za-z0-9_-]*)\}")
 _WHOLE = re.compile(r"\$\{host\.([A-Za-z_][A-Za-z0-9_-]*)\}")
 _MISSPELT = re.compile(r"\$\{\s*(hosts?|HOST|Host)\s*[.:]")
 BUILTINS = ("name", "address")
-# Where a reference may stand: the parts of a plan that reach one host and may differ.
-ALLOWED = (("env",), ("files",), ("service", "args"), ("service", "extra_args"), ("commands",),
-           ("service", "nodes", "address"), ("service", "nodes", "ray_args"))
+# Where a reference may stand: the fields marked HOST_VARS in plan/models.py (the parts of a
+# plan that reach one host and may differ).
+ALLOWED = patterns(Plan, host_vars)
 
 
 def uses_host_vars(value: Any) -> bool:

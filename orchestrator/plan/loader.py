@@ -27,6 +27,7 @@ from orchestrator.plan.layers import (
     set_argument,
     update_origins,
 )
+from orchestrator.plan.meaning import controller_path, expand, patterns
 from orchestrator.plan.models import Plan
 from orchestrator.plan.source import (
     Document,
@@ -278,19 +279,9 @@ def _substitute(data: dict[str, Any], positions: Positions) -> dict[str, Any]:
 
 
 def _local_path_fields(data: dict[str, Any]) -> list[FieldPath]:
-    """Paths of the fields that name files on the controller (templates, datasets)."""
-    found: list[FieldPath] = []
-    files = data.get("files")
-    if isinstance(files, list):
-        found += [
-            ("files", index, "template")
-            for index, spec in enumerate(files)
-            if isinstance(spec, dict) and "template" in spec
-        ]
-    bench = data.get("bench")
-    if isinstance(bench, dict):
-        found += [("bench", name) for name in ("dataset", "tokenizer") if name in bench]
-    return found
+    """Paths of the fields that name files on the controller: those marked CONTROLLER_PATH in
+    plan/models.py (templates, datasets, tokenizers)."""
+    return [path for pattern in patterns(Plan, controller_path) for path in expand(data, pattern)]
 
 
 def _anchor_local_paths(

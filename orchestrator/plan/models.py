@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from orchestrator.names import check_name
+from orchestrator.plan.meaning import CONTROLLER_PATH, HOST_VARS
 
 
 class FieldError(ValueError):
@@ -241,7 +242,7 @@ class FileSpec(StrictModel):
 
     path: str = Field(description="Absolute path on the host.")
     content: str | None = Field(None, description="Literal content (may use `${vars.NAME}`).")
-    template: str | None = Field(
+    template: Annotated[str | None, CONTROLLER_PATH] = Field(
         None,
         description=(
             "Path of a local template, relative to the plan file that sets it; "
@@ -351,7 +352,7 @@ class Nodes(StrictModel):
         "`mp`: vLLM's own multi-node mode (`--nnodes`, `--node-rank`, `--headless`).")
     head: str | None = Field(
         None, description="The host that runs the API server (rank 0); default: the first host.")
-    address: str = Field(
+    address: Annotated[str, HOST_VARS] = Field(
         "${host.address}", description="Where the other nodes reach a node: a host variable "
         "such as `${host.cluster_ip}` (default: its inventory address).")
     gpus: int | None = Field(
@@ -359,7 +360,7 @@ class Nodes(StrictModel):
         "has none: this is how many it declares to Ray.")
     ray_port: int = Field(6379, ge=1, le=65535, description="The Ray head's GCS port.")
     master_port: int = Field(29501, ge=1, le=65535, description="`--master-port` (mp).")
-    ray_args: list[str] = Field(
+    ray_args: Annotated[list[str], HOST_VARS] = Field(
         default_factory=list, description="More `ray start` arguments on every node, e.g. "
         "`--object-store-memory=...`.")
     join_timeout: Duration = Field(
@@ -380,14 +381,14 @@ class ServiceSpec(StrictModel):
         "auto", description="`systemd` unit, or a supervised `process`; `auto` picks systemd when running."
     )
     name: str = Field("orch-vllm", description="Service name (systemd unit name, pidfile name).")
-    args: dict[str, ArgValue] = Field(
+    args: Annotated[dict[str, ArgValue], HOST_VARS] = Field(
         default_factory=dict,
         description=(
             "`vllm serve` flags by long name without dashes, e.g. `tensor-parallel-size: 8`. "
             "`true` renders a bare flag, `false` omits it, lists repeat values, maps render as JSON."
         ),
     )
-    extra_args: list[str] = Field(
+    extra_args: Annotated[list[str], HOST_VARS] = Field(
         default_factory=list, description="Free-form arguments appended verbatim."
     )
     api_key: str | None = Field(
@@ -542,11 +543,11 @@ class Bench(StrictModel):
 
     endpoint: Literal["chat", "completions"] = Field("chat", description="API endpoint.")
     prompt: str | None = Field(None, description="Fixed prompt (default: a step-by-step guide).")
-    dataset: str | None = Field(
+    dataset: Annotated[str | None, CONTROLLER_PATH] = Field(
         None, description="JSONL file of prompts (local path, relative to the plan file that sets it)."
     )
     input_len: int | None = Field(None, ge=1, description="Synthetic prompts of this many tokens.")
-    tokenizer: str | None = Field(
+    tokenizer: Annotated[str | None, CONTROLLER_PATH] = Field(
         None, description="Local tokenizer folder (with tokenizer.json) or tokenizer.json file "
         "that counts tokens when the server sends no usage (relative to the plan file that sets "
         "it); the server's usage always wins.")
@@ -746,8 +747,9 @@ class Plan(StrictModel):
     )
     python: PythonEnv | None = Field(None, description="The Python environment.")
     install: Install = Field(default_factory=Install, description="Package pins.")
-    files: list[FileSpec] = Field(default_factory=list, description="Configuration files.")
-    env: dict[str, str] = Field(
+    files: Annotated[list[FileSpec], HOST_VARS] = Field(
+        default_factory=list, description="Configuration files.")
+    env: Annotated[dict[str, str], HOST_VARS] = Field(
         default_factory=dict,
         description="Service environment. Values may be secret references `${env:NAME}`.",
     )
@@ -758,7 +760,7 @@ class Plan(StrictModel):
     collect: list[CollectItem] = Field(
         default_factory=list, description="Extra remote files copied into the run folder."
     )
-    commands: list[CommandSpec] = Field(
+    commands: Annotated[list[CommandSpec], HOST_VARS] = Field(
         default_factory=list, description="Guarded commands, before install or before launch.")
 
     @field_validator("commands")
