@@ -222,6 +222,25 @@ class PortFacts:
 
 
 @dataclass(frozen=True)
+class OtherInstance:
+    """The service of the same name as last started on the host from another state folder
+    (a plan that moved it to another venv): what a replace must stop."""
+
+    state_dir: str
+    pid: int | None = None
+    process: Process | None = None  # alive and its own (the pidfile's start time matches)
+    spec_text: str | None = None  # its spec.json
+
+    @classmethod
+    def from_json(cls, data: Any) -> OtherInstance | None:
+        if not isinstance(data, dict) or not isinstance(data.get("state_dir"), str):
+            return None
+        return cls(state_dir=data["state_dir"], pid=_int(data.get("pid")),
+                   process=Process.from_json(data.get("process")),
+                   spec_text=_str(data.get("spec")))
+
+
+@dataclass(frozen=True)
 class ServiceFacts:
     """The service's traces on the host: pidfile and process, its state files, its port."""
 
@@ -235,6 +254,7 @@ class ServiceFacts:
     unit_state: dict[str, str] | None = None  # systemctl show, for the systemd backend
     port: PortFacts | None = None
     apply_lock: str | None = None  # who holds the apply lock (its JSON), while an apply runs
+    other: OtherInstance | None = None  # the same service name, started from another venv
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ServiceFacts:
@@ -252,6 +272,7 @@ class ServiceFacts:
                            Process.from_json(port.get("holder")))
             if isinstance(port, dict) else None,
             apply_lock=_str(data.get("apply_lock")),
+            other=OtherInstance.from_json(data.get("other")),
         )
 
 

@@ -619,18 +619,40 @@ def _lock_holder(path: str) -> Optional[str]:
         os.close(fd)
 
 
+def _owned_process(pidfile: str) -> Tuple[Optional[int], Optional[Dict[str, Any]], Optional[Dict[str, Any]]]:
+    """(pid, process, stale) from a pidfile holding `PID STARTTIME`: a live process with
+    that pid but another start time is not ours (the pid was reused): stale, not running."""
+    fields = (_read(pidfile) or "").split()
+    if not fields or not fields[0].isdigit():
+        return None, None, None
+    pid = int(fields[0])
+    process = _process(pid)
+    if process is not None and (len(fields) < 2 or str(process["start_ticks"]) != fields[1]):
+        return pid, None, process
+    return pid, process, None
+
+
+def _other_instance(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The service of the same name started from another state folder (another venv): the
+    host's registry names the folder that last started it."""
+    if not spec.get("registry") or not spec.get("state_dir"):
+        return None
+    folder = (_read(os.path.expanduser(spec["registry"])) or "").strip()
+    if not folder or folder == spec["state_dir"]:
+        return None
+    pid, process, _ = _owned_process(os.path.join(folder, "pid"))
+    return {"state_dir": folder, "pid": pid, "process": process,
+            "spec": _read(os.path.join(folder, "spec.json"))}
+
+
 def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"pid": None, "process": None}
-    # The pidfile holds `PID STARTTIME`: a live process with that pid but another start
-    # time is not ours (the pid was reused), so it is reported as stale, never as running.
-    fields = (_read(spec["pidfile"]) or "").split() if spec.get("pidfile") else []
-    if fields and fields[0].isdigit():
-        out["pid"] = int(fields[0])
-        process = _process(out["pid"])
-        if process is not None and (len(fields) < 2 or str(process["start_ticks"]) != fields[1]):
-            out["stale_pid"] = process
-            process = None
-        out["process"] = process
+    out: Dict[str, Any] = {"pid": None, "process": None, "other": _other_instance(spec)}
+    if spec.get("pidfile"):
+        pid, process, stale = _owned_process(spec["pidfile"])
+        if pid is not None:
+            out["pid"], out["process"] = pid, process
+        if stale is not None:
+            out["stale_pid"] = stale
     for key in ("spec_file", "env_file", "unit_file"):
         path = spec.get(key)
         if path:

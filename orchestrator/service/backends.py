@@ -28,6 +28,9 @@ from orchestrator.transport.command import Command, Raw, quoted
 Backend = Literal["systemd", "process"]
 
 
+REGISTRY_DIR = "~/.orch/services"  # one entry per service name on a host
+
+
 @dataclass(frozen=True)
 class ServicePaths:
     name: str
@@ -36,6 +39,12 @@ class ServicePaths:
     @classmethod
     def for_venv(cls, venv: str, name: str) -> ServicePaths:
         return cls(name=name, state_dir=f"{venv.rstrip('/')}/.orch/service/{name}")
+
+    @property
+    def registry_entry(self) -> str:
+        """The host-wide record of which state folder runs the service of this name: a
+        service is (host, name), whatever venv a plan puts it in (read with ~ expanded)."""
+        return f"{REGISTRY_DIR}/{self.name}"
 
     @property
     def env_file(self) -> str:
@@ -102,10 +111,19 @@ def _record_pid(pidfile: str) -> str:
     return f"""echo "$! $(sed 's/.*) //' /proc/$!/stat | cut -d' ' -f20)" > {pidfile}"""
 
 
+def _register(paths: ServicePaths) -> Command:
+    """Claim the service's name on the host for this state folder (service names are
+    validated to a safe set; only $HOME is left to the shell)."""
+    folder = REGISTRY_DIR.removeprefix("~/")
+    return Command.script(
+        f'mkdir -p "$HOME"/{folder} && printf \'%s\\n\' {quoted(paths.state_dir)} > '
+        f'"$HOME"/{folder}/{quoted(paths.name)}')
+
+
 def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Command:
     """Start the service detached; the command returns at once."""
     if backend == "systemd":
-        return _rotate_log(paths).then(
+        return _register(paths).then(_rotate_log(paths)).then(
             Command("rm", "-f", paths.stopped_marker, paths.restart_marker)).then(
             Command("systemctl", "daemon-reload")
         ).then(Command("systemctl", "enable", "--quiet", paths.unit)).then(
@@ -115,7 +133,7 @@ def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Co
     # that started it can close; `exec` keeps the pid the pidfile names. The environment is
     # BASE_ENV and the plan's env file, nothing else of the shell that starts it.
     launcher = 'set -a; . "$0"; set +a; exec "$@"'
-    return _rotate_log(paths).then(
+    return _register(paths).then(_rotate_log(paths)).then(
         Command("cd", spec.workdir)
     ).then(
         Command(

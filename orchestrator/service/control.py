@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.events import Emit
@@ -135,6 +135,15 @@ class ServiceHandle:
             ProbeRequest(venv=plan.python.venv, units={unit: wanted})
         facts = probe(transport, request)
         found = facts.service if unit is None else facts.units.get(unit)
+        other = found.other if found is not None and unit is None else None
+        if found is not None and found.process is None and other is not None and \
+                other.process is not None:
+            # The service of this name runs from another venv (a plan moved it): status,
+            # logs and stop look after that one, which is the service of this name.
+            paths = ServicePaths(name, other.state_dir)
+            found = replace(found, pid=other.pid, process=other.process,
+                            spec_text=other.spec_text, other=None)
+            facts.service = found
         recorded = record_of(found)
         backend = (recorded.backend if recorded is not None else None) or \
             choose_backend(plan.service.backend, facts.host)

@@ -75,7 +75,12 @@ def _port_findings(plan: Plan, facts: Facts) -> list[Finding]:
     if found is None or not found.listening or found.number != plan.service.port:
         return []
     port = found.number
-    own = {facts.service.pid} - {None} if facts.service is not None else set()
+    own: set[int | None] = set()
+    if facts.service is not None:
+        own = {facts.service.pid}
+        if facts.service.other is not None:  # the same service from another venv: replaced
+            own.add(facts.service.other.pid)
+        own -= {None}
     pid = found.holder.pid if found.holder is not None else None
     if pid is not None and pid in own:
         return []

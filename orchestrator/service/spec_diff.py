@@ -14,15 +14,31 @@ from collections.abc import Mapping, Sequence
 SECRET_SHOWN = "(secret)"
 
 
+def _split(argv: list[str]) -> tuple[list[str], str, list[str]]:
+    """(program, model, the rest) of `PROGRAM... serve MODEL ...` or of a server module's
+    `PYTHON -m MODULE --model MODEL ...` (engines/vllm.py launches both)."""
+    if "serve" in argv:
+        serve = argv.index("serve")
+        return argv[:serve + 1], argv[serve + 1] if serve + 1 < len(argv) else "", argv[serve + 2:]
+    if "--model" in argv:
+        at = argv.index("--model")
+        model = argv[at + 1] if at + 1 < len(argv) else ""
+        return argv[:at], model, argv[at + 2:]
+    return argv, "", []
+
+
+def program(argv: Sequence[str]) -> list[str]:
+    """What runs the server (the venv's script or python and module), without its flags."""
+    return _split(list(argv))[0]
+
+
 def flags(argv: Sequence[str]) -> tuple[str, dict[str, list[str]]]:
     """(model, flag -> values) of a server command line: `vllm serve MODEL --a 1 --b` gives
     ("MODEL", {"--a": ["1"], "--b": [""]}); a repeated flag keeps every value."""
-    argv = list(argv)
-    serve = argv.index("serve") if "serve" in argv else len(argv)
-    model = argv[serve + 1] if serve + 1 < len(argv) else ""
+    _, model, rest = _split(list(argv))
     out: dict[str, list[str]] = {}
     current: str | None = None
-    for token in argv[serve + 2:]:
+    for token in rest:
         if token.startswith("--") and len(token) > 2:
             name, eq, value = token.partition("=")
             current = name
@@ -41,6 +57,8 @@ def argv_changes(before: Sequence[str], after: Sequence[str]) -> list[str]:
     model_a, flags_a = flags(before)
     model_b, flags_b = flags(after)
     lines: list[str] = []
+    if program(before) != program(after):
+        lines.append(f"~ program: {' '.join(program(before))} -> {' '.join(program(after))}")
     if model_a != model_b:
         lines.append(f"~ model: {model_a or '(none)'} -> {model_b}")
     for name in sorted(flags_a.keys() | flags_b.keys()):

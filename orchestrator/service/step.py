@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from orchestrator.engines import engine
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
-from orchestrator.probe import Facts, HostFacts, ProbeRequest, ServiceFacts
+from orchestrator.probe import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service import spec_diff
 from orchestrator.service.backends import Backend, ServicePaths, start_command, stop_command
@@ -90,6 +90,8 @@ def service_request(paths: ServicePaths, service: ServiceSpec, lock: str | None 
         "startup_file": paths.startup_file,
         "restart_file": paths.restart_marker,
         "env_file": paths.env_file,
+        "state_dir": paths.state_dir,
+        "registry": paths.registry_entry,
     }
     if port:
         request["port"] = service.port
@@ -131,7 +133,7 @@ def host_record(facts: Facts) -> ServiceRecord | None:
     return record_of(facts.service)
 
 
-def record_of(found: ServiceFacts | None) -> ServiceRecord | None:
+def record_of(found: ServiceFacts | OtherInstance | None) -> ServiceRecord | None:
     text = found.spec_text if found is not None else None
     try:
         data = json.loads(text or "")
@@ -289,7 +291,11 @@ class ServiceStep(Step):
                                secrets=self.secrets_digest)
         uploads.append(Upload(self.paths.spec_file, record.to_json().encode(), 0o644))
         reason: str | None = None
-        if not alive:
+        other = found.other if found is not None and self.unit is None else None
+        replaced = other is not None and other.process is not None
+        if replaced and other is not None:  # the same service, started from another venv
+            reason = f"replaces the one started from {_venv_of(other.state_dir)}"
+        elif not alive:
             reason = "not running"
         elif stored != wanted:
             changed = [_PART_NAMES.get(k, k) for k in wanted if stored.get(k) != wanted[k]]
@@ -299,6 +305,11 @@ class ServiceStep(Step):
         elif found is not None and found.restart_requested:
             reason = "a command asked for a restart"
         stops: list[Command] = []
+        if replaced and other is not None:
+            before = record_of(other)
+            stops.append(stop_command((before.backend if before else None) or "process",
+                                      ServicePaths(self.paths.name, other.state_dir),
+                                      engine=self.spec.engine))
         if recorded_backend != self.backend:
             # Moving between backends: stop what the old one started.
             stops.append(stop_command(recorded_backend, self.paths, engine=self.spec.engine))
@@ -336,16 +347,23 @@ class ServiceStep(Step):
             result.blocked = (f"preflight: the restart would fail ({len(errors)} problem(s) "
                               "below); the running server is left as it is")
             return result
-        verb = "start" if not alive else "restart"
+        verb = "replace" if replaced else "start" if not alive else "restart"
         diff = ""
-        if alive and on_host is not None and stored != wanted:
-            diff = "\n".join(restart_diff(on_host, record, self.spec.secret_env_names))
+        previous = record_of(other) if replaced else on_host if alive else None
+        if previous is not None and (replaced or stored != wanted):
+            diff = "\n".join(restart_diff(previous, record, self.spec.secret_env_names))
             result.findings.append(restart_cost(self.paths.name, last_startup_s(found)))
         result.changes.append(
             Change(f"{verb} {self.paths.name} ({self.backend}; {reason})", commands=[*stops, start],
                    uploads=uploads, diff=diff)
         )
         return result
+
+
+def _venv_of(state_dir: str) -> str:
+    """The venv a service's state folder belongs to (<venv>/.orch/service/<name>)."""
+    head, marker, _ = state_dir.rpartition("/.orch/service/")
+    return head if marker else state_dir
 
 
 def restart_diff(before: ServiceRecord, after: ServiceRecord, secret_names: frozenset[str]) -> list[str]:
