@@ -255,6 +255,8 @@ class ServiceFacts:
     port: PortFacts | None = None
     apply_lock: str | None = None  # who holds the apply lock (its JSON), while an apply runs
     other: OtherInstance | None = None  # the same service name, started from another venv
+    # Processes of its group still alive after its leader died (vLLM's engine and workers).
+    survivors: tuple[Process, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ServiceFacts:
@@ -273,6 +275,8 @@ class ServiceFacts:
             if isinstance(port, dict) else None,
             apply_lock=_str(data.get("apply_lock")),
             other=OtherInstance.from_json(data.get("other")),
+            survivors=tuple(p for p in map(Process.from_json, data.get("survivors") or [])
+                            if p is not None),
         )
 
 

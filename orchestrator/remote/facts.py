@@ -126,6 +126,33 @@ def parse_proc_stat(text: str) -> Tuple[str, int]:
     return fields[0], int(fields[19])
 
 
+def process_group(text: str) -> int:
+    """/proc/PID/stat -> the process group id (field 5)."""
+    return int(text.rsplit(")", 1)[1].split()[2])
+
+
+def _group_members(pgid: int) -> List[Dict[str, Any]]:
+    """The live processes of process group `pgid` (the service's leader started it with
+    setsid): what is left of a server whose API process died (vLLM's EngineCore and
+    workers, reparented to init, holding GPU memory)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = _read(f"/proc/{entry}/stat")
+        if stat is None:
+            continue
+        try:
+            if process_group(stat) != pgid:
+                continue
+        except (IndexError, ValueError):
+            continue
+        process = _process(int(entry))
+        if process is not None:
+            found.append(process)
+    return found
+
+
 def parse_systemctl_show(text: str) -> Dict[str, str]:
     out: Dict[str, str] = {}
     for line in text.splitlines():
@@ -651,6 +678,8 @@ def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
         pid, process, stale = _owned_process(spec["pidfile"])
         if pid is not None:
             out["pid"], out["process"] = pid, process
+            if process is None and stale is None:
+                out["survivors"] = _group_members(pid)
         if stale is not None:
             out["stale_pid"] = stale
     for key in ("spec_file", "env_file", "unit_file"):

@@ -18,9 +18,11 @@ way; the previous start's log is kept as `service.log.1`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from orchestrator.probe import Process
 from orchestrator.service.launch import LaunchSpec
 from orchestrator.service.systemd import stop_policy
 from orchestrator.transport.command import Command, Raw, quoted
@@ -96,6 +98,14 @@ def _rotate_log(paths: ServicePaths) -> Command:
     )
 
 
+def describe_survivors(processes: Sequence[Process]) -> str:
+    """'2 processes of its group live on: pid 12 VLLM::EngineCore, pid 13 VLLM::Worker'."""
+    named = ", ".join(f"pid {p.pid} {p.cmdline[0] if p.cmdline else '?'}" for p in processes[:6])
+    more = f" and {len(processes) - 6} more" if len(processes) > 6 else ""
+    noun = "process" if len(processes) == 1 else "processes"
+    return f"{len(processes)} {noun} of its group live on: {named}{more}"
+
+
 def _owned(pidfile: str) -> str:
     """Shell test: the pidfile's process is still the one orch started. The pidfile holds
     `PID STARTTIME` (field 22 of /proc/PID/stat), so a pid reused by another process after
@@ -167,7 +177,10 @@ def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
         f"if {_owned(pidfile)} || {{ [ -n \"$pid\" ] && ! kill -0 \"$pid\" 2>/dev/null; }}; then "
         f'kill -{signal.removeprefix("SIG")} -- -"$pid" 2>/dev/null; '
         f"i=0; while kill -0 -- -\"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
-        'kill -KILL -- -"$pid" 2>/dev/null; fi; '
+        'kill -KILL -- -"$pid" 2>/dev/null; '
+        # and wait until nothing of the group remains (memory, GPUs and the port free)
+        'i=0; while kill -0 -- -"$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; '
+        "fi; "
         f"rm -f {pidfile}"
     )
     return Command.script(script)

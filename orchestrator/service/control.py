@@ -25,6 +25,7 @@ from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import (
     Backend,
     ServicePaths,
+    describe_survivors,
     start_command,
     stop_command,
     tail_command,
@@ -197,6 +198,8 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
         row.uptime_s = round(process.uptime or 0)
     elif found is not None and found.pid:
         row.state = "dead"
+        if found.survivors:  # what a dead server left holding memory, GPUs or the port
+            row.state = f"dead; {describe_survivors(found.survivors)}"
     venv = handle.facts.venv
     if venv is not None and not venv.exists:
         row.pins = f"no venv at {venv.path}"
@@ -215,7 +218,9 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
 
 def stop(handle: ServiceHandle) -> bool:
     """Stop the service; whether it was running."""
-    was_running = handle.process is not None or handle.backend == "systemd"
+    found = handle.found
+    was_running = handle.process is not None or handle.backend == "systemd" or bool(
+        found is not None and found.survivors)
     assert handle.plan.service is not None
     engine = "ray" if handle.unit == "ray" else handle.plan.service.engine
     handle.transport.run(stop_command(handle.backend, handle.paths, engine=engine), timeout=120)

@@ -27,7 +27,13 @@ from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
 from orchestrator.probe import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service import spec_diff
-from orchestrator.service.backends import Backend, ServicePaths, start_command, stop_command
+from orchestrator.service.backends import (
+    Backend,
+    ServicePaths,
+    describe_survivors,
+    start_command,
+    stop_command,
+)
 from orchestrator.service.launch import LaunchSpec, render_env_file, spec_hash
 from orchestrator.service.preflight import preflight
 from orchestrator.service.systemd import render_unit
@@ -297,6 +303,8 @@ class ServiceStep(Step):
             reason = f"replaces the one started from {_venv_of(other.state_dir)}"
         elif not alive:
             reason = "not running"
+            if found is not None and found.survivors:  # the stop below ends them first
+                reason += f"; {describe_survivors(found.survivors)}, stopped first"
         elif stored != wanted:
             changed = [_PART_NAMES.get(k, k) for k in wanted if stored.get(k) != wanted[k]]
             reason = "changed: " + (", ".join(changed) or "unknown")

@@ -65,3 +65,37 @@ def test_stop_kills_the_group_it_started_even_when_the_leader_is_gone(tmp_path: 
         time.sleep(0.05)
     status = Path(f"/proc/{worker}/stat").read_text().split(") ")[1][0] if Path(f"/proc/{worker}").exists() else "gone"
     assert status in ("gone", "Z")
+
+
+def test_what_a_dead_leader_left_of_its_group_is_seen_then_stopped(tmp_path: Path) -> None:
+    """vLLM's API server SIGKILLed leaves its EngineCore and workers alive in its process
+    group (reparented to init): the probe names them, status says so, stop ends them."""
+    from orchestrator.plan.models import ServiceSpec
+    from orchestrator.probe import ProbeRequest, probe
+    from orchestrator.service.backends import describe_survivors
+    from orchestrator.service.step import service_request
+
+    paths = ServicePaths.for_venv(str(tmp_path), "svc")
+    Path(paths.state_dir).mkdir(parents=True)
+    leader = subprocess.Popen(["sh", "-c", "bash -c 'exec -a VLLM::Worker sleep 30' & "
+                               "echo $! > worker; exit 0"], cwd=tmp_path, start_new_session=True)
+    leader.wait()
+    worker = int((tmp_path / "worker").read_text())
+    Path(paths.pidfile).write_text(f"{leader.pid} 12345\n")
+    service = ServiceSpec(model="m", engine="sim", port=1, name="svc")
+    transport = LocalTransport("local")
+    try:
+        facts = probe(transport, ProbeRequest(service=service_request(paths, service)))
+        assert facts.service is not None and facts.service.process is None
+        assert [(p.pid, p.cmdline[:1]) for p in facts.service.survivors] == [
+            (worker, ("VLLM::Worker",))]
+        assert describe_survivors(facts.service.survivors) == \
+            f"1 process of its group live on: pid {worker} VLLM::Worker"
+        transport.run(stop_command("process", paths, timeout_s=1))
+        # the stop returned once nothing of the group remained
+        assert not Path(f"/proc/{worker}").exists() or \
+            Path(f"/proc/{worker}/stat").read_text().split(") ")[1][0] == "Z"
+        again = probe(transport, ProbeRequest(service=service_request(paths, service)))
+        assert again.service is not None and again.service.survivors == ()
+    finally:
+        subprocess.run(["kill", "-9", str(worker)], capture_output=True)
