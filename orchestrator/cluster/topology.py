@@ -151,6 +151,18 @@ def build(
                             field="service.nodes.address",
                             expected="an IP address or a DNS name (a host variable such as "
                                      "${host.cluster_ip})")
+    shared: dict[str, list[str]] = {}
+    for host in ordered:
+        if "${host." not in addresses[host]:
+            shared.setdefault(addresses[host], []).append(host)
+    for address, names in shared.items():
+        if len(names) > 1:  # a worker would join itself: found only after the join timeout
+            raise PlanError(
+                f"nodes {' and '.join(names)} share the address {address}: each node must be "
+                "reached at its own (a loopback address is every machine's own)",
+                field="service.nodes.address",
+                expected="${host.address} (the default) or a host variable naming each "
+                         "node's address")
     sizes = layout(args, extra_args)
     if sizes.data > 1:
         raise PlanError("data parallelism across nodes is not supported by service.nodes yet",
