@@ -31,7 +31,6 @@ import os
 import queue
 import re
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fixtures.agreement import orch_bench as shared_orch_bench  # noqa: E402
 from fixtures.llama import (  # noqa: E402
     LLAMA_CPP_PYTHON,
     LlamaServer,
@@ -62,15 +62,8 @@ LEVELS = (1, 4)
 
 
 def orch_bench(url: str, prompts: Path, c: int, count: int, tokens: int, out: Path) -> dict[str, Any]:
-    subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "bench", "--url", url,
-         "--concurrency", str(c), "--num-prompts", str(count),
-         "--num-warmups", "0", "--max-tokens", str(tokens), "--ignore-eos",
-         "--dataset", str(prompts), "--prompt-prefix", "shared", "--result-dir", str(out)],
-        check=True, capture_output=True, text=True, cwd=ROOT, timeout=900,
-    )
-    result: dict[str, Any] = json.loads((out / f"level-c{c}.json").read_text())
-    return result
+    return shared_orch_bench(url, c, count, tokens, out, "--dataset", str(prompts),
+                             "--prompt-prefix", "shared")
 
 
 _RELEASE = re.compile(r" I slot\s+release:")
