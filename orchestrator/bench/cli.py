@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from orchestrator.metrics import OBJECTIVES
+
 
 def _levels(text: str) -> list[int] | str:
     if text.strip() == "auto":
@@ -72,7 +74,8 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+# each objective of orchestrator/metrics.py -> its `slo.<name>_ms` field
+GOODPUT_KEYS = {name: f"{name}_ms" for name in OBJECTIVES}
 
 
 def _goodput(text: str) -> tuple[str, float]:
@@ -80,7 +83,7 @@ def _goodput(text: str) -> tuple[str, float]:
     name, _, value = text.partition(":")
     if name not in GOODPUT_KEYS:
         raise argparse.ArgumentTypeError(
-            f"expected ttft:MS, tpot:MS or e2el:MS, got {text!r}")
+            f"expected {', '.join(f'{n}:MS' for n in GOODPUT_KEYS)}, got {text!r}")
     try:
         ms = float(value)
     except ValueError:
@@ -266,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.bench.sweep import run_sweep
     from orchestrator.console import make_console, shown
     from orchestrator.errors import UsageError
+    from orchestrator.output import Reporter
     from orchestrator.plan.models import Bench
     from orchestrator.runs.layout import refuse_inside_run
 
@@ -286,15 +290,17 @@ def run(args: argparse.Namespace) -> int:
     labels = {"label": args.label} if args.label else {}
     console.print(f"benchmarking {shown(masking.mask(args.url), markup=True)}, results in "
                   f"{shown(str(out), markup=True)}")
-    result = run_sweep(
-        config,
-        base_url=args.url,
-        model=args.model,
-        api_key=api_key,
-        out_dir=out,
-        console=console,
-        labels=labels,
-    )
+    reporter = Reporter(console)  # the levels' lines, and their progress on a terminal
+    with reporter.live(auto_refresh=False):
+        result = run_sweep(
+            config,
+            base_url=args.url,
+            model=args.model,
+            api_key=api_key,
+            out_dir=out,
+            emit=reporter,
+            labels=labels,
+        )
     console.print(result.render(width=console.width))
     if result.stopped == "interrupted":
         console.print("interrupted: finished levels are kept; the last one is marked partial")

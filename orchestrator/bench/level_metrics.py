@@ -2,8 +2,9 @@
 
 Keys follow `vllm bench serve --save-result` where the meaning matches (duration,
 completed, failed, total_*_tokens, *_throughput, max_output_tokens_per_s,
-max_concurrent_requests, mean/median/std/pNN of ttft, tpot, itl, e2el in ms); the rest are
-ours (ttft_content, reasoning split, errors by kind, finish reasons, goodput detail).
+max_concurrent_requests, mean/median/std/pNN of each latency in ms); the rest are ours
+(reasoning split, errors by kind, finish reasons, goodput detail). The latencies and
+throughputs are those of orchestrator/metrics.py.
 Failed requests are kept out of every latency figure.
 """
 
@@ -16,9 +17,22 @@ from typing import Any
 
 from orchestrator.bench.record import RequestMetrics
 from orchestrator.bench.stats import summarize
-from orchestrator.plan.models import DEFAULT_PERCENTILES, Slo
+from orchestrator.metrics import (
+    BY_NAME,
+    CHOOSABLE,
+    DEFAULT_PERCENTILES,
+    LATENCIES,
+    OBJECTIVES,
+    stat_key,
+    with_percentiles,
+)
+from orchestrator.plan.models import Slo
 
-LATENCY_METRICS = ("ttft", "ttft_content", "tpot", "itl", "e2el")
+
+def objectives(slo: Slo) -> list[tuple[str, float]]:
+    """The objectives that are set, as (metric name, limit in ms)."""
+    limits = ((name, getattr(slo, f"{name}_ms")) for name in OBJECTIVES)
+    return [(name, float(limit)) for name, limit in limits if limit is not None]
 
 
 def meets_slo(metrics: RequestMetrics, slo: Slo, time_scale: float = 1.0) -> bool:
@@ -26,19 +40,15 @@ def meets_slo(metrics: RequestMetrics, slo: Slo, time_scale: float = 1.0) -> boo
     time scale s the objectives hold in model time: a wall-clock figure x is x / s there."""
     if not metrics.ok:
         return False
-    checks = (
-        (slo.ttft_ms, metrics.ttft_ms),
-        (slo.tpot_ms, metrics.tpot_ms),
-        (slo.e2el_ms, metrics.e2el_ms),
-    )
-    for limit, value in checks:
-        if limit is not None and (value is None or value / time_scale > limit):
+    for name, limit in objectives(slo):
+        value = metrics.value(BY_NAME[name])
+        if value is None or value / time_scale > limit:
             return False
     return True
 
 
 def slo_is_set(slo: Slo) -> bool:
-    return any(x is not None for x in (slo.ttft_ms, slo.tpot_ms, slo.e2el_ms))
+    return bool(objectives(slo))
 
 
 def max_concurrent(intervals: Sequence[tuple[float, float]]) -> int:
@@ -80,7 +90,7 @@ def summarize_level(
     slo: Slo,
     token_times_s: Sequence[float] = (),
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-    percentile_metrics: Sequence[str] = ("ttft", "tpot", "itl", "e2el"),
+    percentile_metrics: Sequence[str] = CHOOSABLE,
     time_scale: float | None = None,
 ) -> dict[str, Any]:
     """Headline figures of one level over its measured (non-warm-up) requests; goodput
@@ -107,20 +117,13 @@ def summarize_level(
         # one request at a time never overlaps two, whatever the client holds in flight.
         "max_generating": max_concurrent(generating(ok)),
     }
-    samples: dict[str, list[float]] = {
-        "ttft": [m.ttft_ms for m in ok if m.ttft_ms is not None],
-        "ttft_content": [m.ttft_content_ms for m in ok if m.ttft_content_ms is not None],
-        "tpot": [m.tpot_ms for m in ok if m.tpot_ms is not None],
-        "itl": [x for m in ok for x in m.itls_ms],
-        "e2el": [m.e2el_ms for m in ok if m.e2el_ms is not None],
-    }
-    for name in LATENCY_METRICS:
-        # ttft_content follows ttft's choice; it is ours, so "no content" is null, not 0
-        chosen = (name.split("_")[0] in percentile_metrics)
-        stats = summarize(samples[name], percentiles if chosen else ())
-        empty = name == "ttft_content" and not samples[name]
+    chosen = with_percentiles(percentile_metrics)
+    for metric in LATENCIES:
+        samples = [x for m in ok for x in m.samples(metric)]
+        stats = summarize(samples, percentiles if metric.name in chosen else ())
+        empty = metric.null_when_empty and not samples
         for stat, value in stats.items():
-            out[f"{stat}_{name}_ms"] = None if empty else value
+            out[stat_key(stat, metric.name)] = None if empty else value
     reasoning = sum(m.reasoning_tokens for m in ok)
     sources = Counter(m.token_source for m in ok)
     out.update(

@@ -29,15 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.metrics import LATENCIES, Metric
+
+# written into every level file: the latencies' own (orchestrator/metrics.py), then the
+# counts and clocks they rest on
 METRIC_DEFINITIONS: dict[str, str] = {
-    "ttft": "request start to the first chunk that brought a token (by the per-chunk usage "
-            "count when the server streams one, else the first reasoning or content text)",
-    "ttft_content": "request start to the first content chunk",
-    "itl": "per output token after the first chunk, pooled across requests: a chunk that "
-           "brought n tokens (per-chunk usage) adds n gaps of its gap / n; without per-chunk "
-           "usage, every gap between consecutive token-bearing chunks (itl_source says which)",
-    "tpot": "(e2el - ttft) / (output_tokens - 1); output tokens include reasoning",
-    "e2el": "request start to the end of the response body",
+    **{m.name: m.definition for m in LATENCIES},
     "output_tokens": "usage.completion_tokens when the server sent usage, else the output "
                      "text re-encoded by --tokenizer when given, else token-bearing chunks counted",
     "input_len": "the asked prompt length of synthetic prompts, their unique prefix included "
@@ -195,6 +192,20 @@ class RequestMetrics:
     error: str | None = None  # the failure's message (status, reason, body excerpt)
     retried: bool = False
 
+    def value(self, metric: Metric) -> float | None:
+        """This request's figure of a per-request latency (`ttft_ms`, ...; the field is the
+        metric's name)."""
+        value = getattr(self, f"{metric.name}_ms")
+        return value if isinstance(value, float | int) else None
+
+    def samples(self, metric: Metric) -> tuple[float, ...]:
+        """What this request adds to the level's samples of a latency: its one value, none,
+        or, for a per-token latency (ITL), one per token gap."""
+        if metric.per_token:
+            return self.itls_ms
+        value = self.value(metric)
+        return () if value is None else (value,)
+
 
 def metered(record: RequestRecord) -> bool:
     """Whether every token-bearing chunk said how many tokens it brought (per-chunk usage):
@@ -299,10 +310,7 @@ def jsonl_row(record: RequestRecord, metrics: RequestMetrics, level: str) -> dic
         "scheduled_s": _round(metrics.scheduled_s),
         "start_s": _round(metrics.start_s),
         "end_s": _round(metrics.end_s),
-        "ttft_ms": _round(metrics.ttft_ms),
-        "ttft_content_ms": _round(metrics.ttft_content_ms),
-        "tpot_ms": _round(metrics.tpot_ms),
-        "e2el_ms": _round(metrics.e2el_ms),
+        **{f"{m.name}_ms": _round(metrics.value(m)) for m in LATENCIES if not m.per_token},
         "input_tokens": metrics.input_tokens,
         "output_tokens": metrics.output_tokens,
         "token_source": metrics.token_source,

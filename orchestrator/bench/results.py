@@ -13,17 +13,15 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from orchestrator.bench.stats import percentile_key
-from orchestrator.plan.models import DEFAULT_PERCENTILES
-
-THROUGHPUT_KEYS = (
-    "request_throughput",
-    "request_goodput",
-    "output_throughput",
-    "total_token_throughput",
-    "max_output_tokens_per_s",
-    "reasoning_throughput",
-    "content_throughput",
+from orchestrator.metrics import (
+    CHOOSABLE,
+    DEFAULT_PERCENTILES,
+    HEADLINE,
+    THROUGHPUTS,
+    headline_first,
+    model_time,
+    percentile_stat_key,
+    stat_key,
 )
 
 _HEAD = (
@@ -35,10 +33,7 @@ _HEAD = (
     "completed",
     "failed",
     "duration",
-    "output_throughput",
-    "total_token_throughput",
-    "request_throughput",
-    "request_goodput",
+    *(m.name for m in THROUGHPUTS if m.in_csv),
 )
 _TAIL = (
     "total_output_tokens",
@@ -58,17 +53,19 @@ _TAIL = (
 
 def csv_columns(
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-    metrics: Sequence[str] = ("ttft", "tpot", "itl", "e2el"),
+    metrics: Sequence[str] = CHOOSABLE,
 ) -> list[str]:
-    """sweep.csv's columns: the headline figures, then per latency metric its mean (and
-    median for e2el) and the chosen percentiles, then tokens, server and flags."""
+    """sweep.csv's columns: the headline figures, then per latency its mean (and the
+    headline latency's median) and the percentiles the plan chose for it, then tokens,
+    server and flags. A latency the plan cannot choose (ttft_content) has its percentiles in
+    the level file only: the CSV's columns are what the plan named."""
     columns = list(_HEAD)
-    for metric in ("e2el", "ttft", "ttft_content", "tpot", "itl"):
-        columns.append(f"mean_{metric}_ms")
-        if metric == "e2el":
-            columns.append("median_e2el_ms")
-        if metric in metrics:
-            columns += [f"{percentile_key(p)}_{metric}_ms" for p in percentiles]
+    for metric in headline_first():
+        columns.append(stat_key("mean", metric.name))
+        if metric.name == HEADLINE:
+            columns.append(stat_key("median", metric.name))
+        if metric.name in metrics:
+            columns += [percentile_stat_key(p, metric.name) for p in percentiles]
     return columns + list(_TAIL)
 
 
@@ -78,10 +75,9 @@ def normalized(result: Mapping[str, Any], time_scale: float) -> dict[str, Any]:
     for key, value in result.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             continue
-        if key.endswith("_ms") or key == "duration":
-            out[key] = value / time_scale
-        elif key in THROUGHPUT_KEYS:
-            out[key] = value * time_scale
+        scaled = model_time(key, value, time_scale)
+        if scaled is not None:
+            out[key] = scaled
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from orchestrator.plan.models import DEFAULT_PERCENTILES
+from orchestrator.metrics import DEFAULT_PERCENTILES, percentile_key
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
@@ -28,11 +28,6 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
     if fraction == 0.0 or lo_value == hi_value:
         return float(lo_value)
     return float(lo_value + (hi_value - lo_value) * fraction)
-
-
-def percentile_key(p: float) -> str:
-    """99 -> 'p99', 99.9 -> 'p99.9' (the naming of vllm bench serve's result keys)."""
-    return f"p{int(p)}" if float(p).is_integer() else f"p{p}"
 
 
 def summarize(

@@ -11,7 +11,7 @@ controller's environment at run time; the plan object keeps the reference, never
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.metrics import DEFAULT_PERCENTILES
 from orchestrator.names import check_name
 from orchestrator.plan.meaning import CONTROLLER_PATH, HOST_VARS
 
@@ -502,6 +503,7 @@ class SmokeCheck(StrictModel):
         return check_name(value, "a check name (it names smoke/<name>.json)", max_length=64)
 
 
+# one field `<name>_ms` per objective of orchestrator/metrics.py (a test holds them equal)
 class Slo(StrictModel):
     """Latency objectives: a request meeting all of them counts towards goodput."""
 
@@ -532,9 +534,10 @@ class AutoSweep(StrictModel):
     )
 
 
-DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+# The latencies a plan may give percentiles to: orchestrator/metrics.py's CHOOSABLE,
+# spelled out because a type cannot be built from a tuple (a test holds them equal).
 LatencyMetric = Literal["ttft", "tpot", "itl", "e2el"]
-LATENCY_METRICS: tuple[LatencyMetric, ...] = ("ttft", "tpot", "itl", "e2el")
+LATENCY_METRICS: tuple[LatencyMetric, ...] = get_args(LatencyMetric)
 _MULTIPLE = re.compile(r"^(\d+(?:\.\d+)?)x$")
 
 

@@ -1,5 +1,5 @@
 """The tables of a comparison, as data (`TableData`): runs, headline figures, throughput per
-load level, latency, TTFT and ITL per level and percentile (latency_tables.py), how the
+load level, each latency per level and percentile (latency_tables.py), how the
 requests ended (outcome_table.py), and latency at equal load.
 
 Every figure of a run other than the first carries its ratio to the first (the baseline),
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.figures import at_throughput
-from orchestrator.report.latency_tables import itl_table, latency_table, ttft_table
+from orchestrator.report.latency_tables import latency_tables
 from orchestrator.report.level_table import (
     HIGHER,
     LOWER,
@@ -145,9 +145,7 @@ def comparison_tables(comparison: Comparison) -> list[TableData]:
         overview_table(comparison),
         headline_table(comparison),
         throughput_table(comparison),
-        latency_table(comparison),
-        ttft_table(comparison),
-        itl_table(comparison),
+        *latency_tables(comparison),
         outcome_table(comparison),
     ]
     if len(comparison.series) > 1:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.bench.auto import knee_of_sweep
+from orchestrator.metrics import THROUGHPUTS
 from orchestrator.report.percentiles import level_percentiles
 from orchestrator.runs.records import LevelResult
 
@@ -49,8 +50,10 @@ class Point:
     partial: bool
     flags: tuple[str, ...]
     goodput: float | None = None  # request_goodput (req/s): only when SLOs were given
-    # every `pNN_<metric>_ms` of TTFT, ITL and E2EL the level holds (see percentiles.py)
+    # every `pNN_<latency>_ms` the level holds (see percentiles.py)
     percentiles: dict[str, float] = field(default_factory=dict)
+    # every throughput of orchestrator/metrics.py the level holds (`orch compare --json`)
+    throughputs: dict[str, float] = field(default_factory=dict)
     finish_reasons: dict[str, int] = field(default_factory=dict)  # successful requests
     errors: dict[str, int] = field(default_factory=dict)  # failed requests by kind
     error_message: str | None = None  # what the server said most often (status, reason, body)
@@ -95,6 +98,7 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         flags=tuple(result.flags),
         goodput=figure("request_goodput"),
         percentiles=level_percentiles(result, model_time=model_time),
+        throughputs={m.name: v for m in THROUGHPUTS if (v := figure(m.name)) is not None},
         finish_reasons=_counts((result.model_extra or {}).get("finish_reasons")),
         errors=_counts((result.model_extra or {}).get("errors")),
         error_message=_top_message((result.model_extra or {}).get("error_messages")),

@@ -1,4 +1,5 @@
-"""TTFT or ITL against concurrency, one panel per percentile the levels hold (P50, P90,
+"""A latency's percentiles against concurrency (those orchestrator/metrics.py gives a
+`plot`: TTFT and ITL), one panel per percentile the levels hold (P50, P90,
 P95, P99, ...), one line per run, the panels sharing their y axis so the tail reads against
 the median.
 
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.metrics import BY_NAME, percentile_stat_key
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.figures import concurrency_points
-from orchestrator.report.percentiles import available, key_of, label
+from orchestrator.report.percentiles import available, label
 from orchestrator.report.plot_canvas import (
     canvas,
     colour,
@@ -25,11 +27,14 @@ from orchestrator.report.plot_canvas import (
 )
 
 
-def percentile_figure(comparison: Comparison, metric: str, title: str, ylabel: str, *, log: bool) -> Any:
+def percentile_figure(comparison: Comparison, metric: str) -> Any:
+    described = BY_NAME[metric]
+    log = described.plot == "log"
+    ylabel = f"{described.label} ({described.unit}{', log scale' if log else ''})"
     found = available((p.percentiles for s in comparison.series for p in s.points), metric) or [50.0]
     figure, panels = canvas(len(found), wide=True, sharey=True)
     for p, axes in zip(found, panels, strict=True):
-        key = key_of(p, metric)
+        key = percentile_stat_key(p, metric)
         for index, s in enumerate(comparison.series):
             pairs = [(q.load, v) for q in concurrency_points(s.points) if (v := q.value(key)) is not None]
             if log:
@@ -43,6 +48,6 @@ def percentile_figure(comparison: Comparison, metric: str, title: str, ylabel: s
         log_scale(panels[0], "y")
     else:
         panels[0].set_ylim(bottom=0)
-    figure.suptitle(title + time_note(comparison), fontsize=11.5)
+    figure.suptitle(described.title + time_note(comparison), fontsize=11.5)
     run_legend(figure, comparison)
     return figure

@@ -2,8 +2,8 @@
 
 - throughput against concurrency, each run's knee marked;
 - P50 and P99 latency against throughput (P50 solid, P99 dashed);
-- TTFT (log scale) and ITL against concurrency, one panel per percentile
-  (percentile_plots.py);
+- the latencies orchestrator/metrics.py gives a `plot` (TTFT on a log scale, ITL) against
+  concurrency, one panel per percentile (percentile_plots.py);
 - the CDFs of TTFT and latency at each run's knee or highest level (distribution_plots.py);
 - the server's KV-cache usage, running and waiting requests and preemptions per level
   (server_plots.py).
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.metrics import LATENCIES
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distribution_plots import distribution_figure
 from orchestrator.report.figures import Point, concurrency_points
@@ -35,7 +36,7 @@ from orchestrator.report.series import Series
 from orchestrator.report.server_load import any_server_view
 from orchestrator.report.server_plots import server_figure
 
-__all__ = ["KneeMark", "Plot", "comparison_plots", "itl_figure", "knee_marks", "latency_figure", "throughput_figure", "ttft_figure"]
+__all__ = ["KneeMark", "Plot", "comparison_plots", "knee_marks", "latency_figure", "percentile_figure", "throughput_figure"]
 
 
 def _pairs(points: list[Point], x: Callable[[Point], float | None], y: Callable[[Point], float | None]) -> tuple[list[float], list[float]]:
@@ -114,22 +115,16 @@ def _seconds(attribute: str) -> Callable[[Point], float | None]:
     return get
 
 
-def ttft_figure(comparison: Comparison) -> Any:
-    return percentile_figure(comparison, "ttft", "Time to first token", "TTFT (ms, log scale)", log=True)
-
-
-def itl_figure(comparison: Comparison) -> Any:
-    return percentile_figure(comparison, "itl", "Inter-token latency", "ITL (ms)", log=False)
-
-
 def comparison_plots(comparison: Comparison) -> list[Plot]:
     """Every plot of a comparison, in report order (those without data left out)."""
     plots = [
         Plot("throughput", "Output throughput against concurrency", png(throughput_figure(comparison))),
         Plot("latency", "P50 and P99 latency against throughput", png(latency_figure(comparison))),
-        Plot("ttft", "Time to first token against concurrency, by percentile (log scale)",
-             png(ttft_figure(comparison)), wide=True),
-        Plot("itl", "Inter-token latency against concurrency, by percentile", png(itl_figure(comparison)), wide=True),
+    ]
+    plots += [
+        Plot(m.name, f"{m.title} against concurrency, by percentile{' (log scale)' if m.plot == 'log' else ''}",
+             png(percentile_figure(comparison, m.name)), wide=True)
+        for m in LATENCIES if m.plot
     ]  # fmt: skip
     if comparison.distributions:
         plots.append(Plot("cdf", "Per-request TTFT and latency (CDF)", png(distribution_figure(comparison)), wide=True))

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.bench.stats import percentile, percentile_key, relative_spread, summarize
+from orchestrator.bench.stats import percentile, relative_spread, summarize
+from orchestrator.metrics import percentile_key
 
 floats = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
