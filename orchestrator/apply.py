@@ -177,7 +177,7 @@ def _run(
     reporter = Reporter(console, json_lines=options.json_lines)
 
     def emit(event: Event) -> None:
-        reporter(event, folder.event(event) if folder else None)
+        reporter(event, folder.event(event) if folder and event.kept else None)
 
     jobs = []
     holder = Holder.me(str(folder.path) if folder else None, _command_name(options))

@@ -1,8 +1,10 @@
 """What happens during a run, as it happens: small typed events.
 
-The runner, the phases after converge and readiness emit them; `output.Reporter` renders
-them for a person (or as JSON lines with `--json`), and the run folder keeps each one in
-`events.jsonl` (`to_json()`, the same form).
+The runner, the phases after converge, readiness and the benchmark sweep emit them;
+`output.Reporter` renders them for a person (or as JSON lines with `--json`), and the run
+folder keeps each one in `events.jsonl` (`to_json()`, the same form). An event that is not
+`kept` (a level's progress, several a second) is only shown live, never written or printed
+as JSON: the level's end says the same, once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, ClassVar
 class Event:
     host: str
     kind: ClassVar[str] = "event"
+    kept: ClassVar[bool] = True  # False: shown live only (not in events.jsonl or --json)
 
     def to_json(self) -> dict[str, Any]:
         return {"event": self.kind, **asdict(self)}
@@ -74,6 +77,51 @@ class PhaseEvent(Event):
     status: str = "running"  # running, ok, changed, failed, skipped
     message: str = ""
     kind: ClassVar[str] = "phase"
+
+
+@dataclass(frozen=True)
+class LevelStart(Event):
+    """A benchmark level begins (its warm-up first)."""
+
+    label: str = ""  # c8 (concurrency 8) or r2 (2 requests/s)
+    mode: str = "closed"  # closed, batch, rate
+    concurrency: int | None = None
+    rate: float | None = None
+    requests: int | None = None  # None: it runs for the configured duration
+    kind: ClassVar[str] = "level_start"
+
+
+@dataclass(frozen=True)
+class LevelProgress(Event):
+    """A measured level so far (from the sweep's event loop, twice a second)."""
+
+    label: str = ""
+    done: int = 0
+    total: int | None = None
+    failed: int = 0
+    elapsed_s: float = 0.0
+    streamed_tok_s: float = 0.0  # tokens streamed so far / elapsed
+    kind: ClassVar[str] = "level_progress"
+    kept: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class LevelEnd(Event):
+    """A benchmark level is over and written. Throughput and latency are the figures the
+    sweep's table shows: in model time for a simulator run (`model_time`), raw otherwise;
+    the level's file has both."""
+
+    label: str = ""
+    mode: str = "closed"
+    concurrency: int | None = None
+    rate: float | None = None
+    completed: int = 0
+    failed: int = 0
+    partial: bool = False
+    output_throughput: float | None = None  # tok/s; None when no request completed
+    mean_e2el_ms: float | None = None
+    model_time: bool = False
+    kind: ClassVar[str] = "level_end"
 
 
 Emit = Callable[[Event], None]

@@ -73,7 +73,7 @@ class Lifecycle:
                     if self.plan.smoke:
                         phases.append(("smoke", lambda: self._smoke(transport, base_url, outcome)))
                     if self.plan.bench:
-                        phases.append(("bench", lambda: self._bench(transport, base_url, outcome)))
+                        phases.append(("bench", lambda: self._bench(transport, base_url, outcome, emit)))
                     for name, body in phases:
                         if outcome.failed or name in self.skip:
                             why = "--skip" if name in self.skip else "an earlier phase failed"
@@ -151,7 +151,7 @@ class Lifecycle:
             raise SmokeFailed(f"{host}: {len(failed)} smoke check(s) failed:\n  " + "\n  ".join(failed))
         return f"{len(self.plan.smoke)} passed"
 
-    def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
+    def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
         from orchestrator.bench.sweep import run_sweep
 
         assert self.plan.bench is not None and self.service_step is not None
@@ -160,7 +160,7 @@ class Lifecycle:
         with _BENCH_LOCK:
             result = run_sweep(
                 self.plan.bench, base_url=base_url, model=self.service_step.spec.served_names[0],
-                api_key=self.api_key, out_dir=out_dir, console=self.console,
+                api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
                 labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
             )
             self.console.print(result.render(title=f"{self.plan.name} on {host}",

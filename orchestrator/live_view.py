@@ -1,6 +1,7 @@
 """The live view of a run on a terminal: one line per host still at work, with its step or
 phase, the latest thing it said (a start-up phase, a shard count) and how long it has been
-at it, redrawn four times a second below the lines of what has finished.
+at it, and below them the benchmark level being measured (requests done, tokens streamed),
+redrawn four times a second below the lines of what has finished.
 
 Pure state plus a render function: `HostBoard.update(event)` and `HostBoard.table(now)` are
 plain calls tests make; `LiveView` only ties them to rich's Live.
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -22,6 +23,9 @@ from orchestrator.events import (
     Event,
     HostEnd,
     HostStart,
+    LevelEnd,
+    LevelProgress,
+    LevelStart,
     PhaseEvent,
     Probed,
     Retry,
@@ -45,11 +49,17 @@ class HostBoard:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.rows: dict[str, HostRow] = {}
+        self.levels: dict[str, LevelProgress] = {}  # by host: the level being measured
         self._lock = threading.Lock()
 
     def update(self, event: Event) -> None:
         now = self.clock()
         with self._lock:
+            if isinstance(event, LevelProgress):
+                self.levels[event.host] = event
+                return
+            if isinstance(event, LevelStart | LevelEnd | HostEnd):
+                self.levels.pop(event.host, None)
             if isinstance(event, HostStart):
                 self.rows[event.host] = HostRow(event.host, started=now, since=now)
                 return
@@ -75,6 +85,13 @@ class HostBoard:
         if row.doing != what:
             row.doing, row.since, row.said = what, now, ""
 
+    def view(self) -> RenderableType:
+        """The hosts' lines, then a line per level being measured (`orch bench` has no
+        host lines: only its level's)."""
+        with self._lock:
+            levels = [progress_line(progress) for progress in self.levels.values()]
+        return Group(self.table(), *levels) if self.rows else Group(*levels)
+
     def table(self) -> Table:
         now = self.clock()
         grid = Table.grid(padding=(0, 1))
@@ -89,13 +106,32 @@ class HostBoard:
         return grid
 
 
-class LiveView:
-    """The board on a terminal, below the finished lines (rich's Live keeps it last)."""
+def progress_line(progress: LevelProgress) -> Text:
+    of = f"/{progress.total}" if progress.total is not None else ""
+    text = Text(f"  {progress.label:>10}  ", style="bold")
+    text.append(f"{progress.done}{of} requests  {progress.elapsed_s:6.1f} s  "
+                f"{progress.streamed_tok_s:10,.0f} tok/s (streamed)")
+    if progress.failed:
+        text.append(f"  {progress.failed} failed", style="red")
+    return text
 
-    def __init__(self, console: Console) -> None:
+
+class LiveView:
+    """The board on a terminal, below the finished lines (rich's Live keeps it last).
+    `auto_refresh=False`: no drawing thread; the board is redrawn as each event arrives, in
+    the thread that sent it (`orch bench`, whose only events come from its own event loop,
+    twice a second: nothing competes with the arrival stamps)."""
+
+    def __init__(self, console: Console, *, auto_refresh: bool = True) -> None:
         self.board = HostBoard()
-        self.live = Live(console=console, get_renderable=self.board.table, auto_refresh=True,
-                         refresh_per_second=4, transient=True)
+        self.auto_refresh = auto_refresh
+        self.live = Live(console=console, get_renderable=self.board.view,
+                         auto_refresh=auto_refresh, refresh_per_second=4, transient=True)
+
+    def update(self, event: Event) -> None:
+        self.board.update(event)
+        if not self.auto_refresh:
+            self.live.refresh()
 
     def __enter__(self) -> LiveView:
         self.live.start()

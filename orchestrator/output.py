@@ -22,7 +22,7 @@ from rich.text import Text
 
 from orchestrator import masking
 from orchestrator.console import make_console
-from orchestrator.events import Event, HostEnd, PhaseEvent, Retry, StepEnd
+from orchestrator.events import Event, HostEnd, LevelEnd, LevelProgress, PhaseEvent, Retry, StepEnd
 from orchestrator.inventory import Inventory
 from orchestrator.live_view import LiveView
 from orchestrator.plan.loader import LoadedPlan
@@ -48,12 +48,13 @@ class Reporter:
         self.view: LiveView | None = None
 
     @contextlib.contextmanager
-    def live(self) -> Iterator[None]:
-        """While the hosts work: the live view on a terminal, plain lines anywhere else."""
+    def live(self, *, auto_refresh: bool = True) -> Iterator[None]:
+        """While the hosts work: the live view on a terminal, plain lines anywhere else.
+        `auto_refresh=False`: redrawn by each event instead of a thread (LiveView)."""
         if self.json_lines or not self.console.is_terminal:
             yield
             return
-        with LiveView(self.console) as view:
+        with LiveView(self.console, auto_refresh=auto_refresh) as view:
             self.view = view
             try:
                 yield
@@ -64,13 +65,15 @@ class Reporter:
         """Show `event`; `record` is its JSON form as the run folder stored it (with `ts`)."""
         with self._lock:
             if self.json_lines:
+                if not event.kept:  # progress: its level's end says it once
+                    return
                 data = record if record is not None else event.to_json()
                 sys.stdout.write(masking.mask(json.dumps(data, default=str)) + "\n")
                 sys.stdout.flush()
                 return
             view = self.view
             if view is not None:
-                view.board.update(event)
+                view.update(event)
                 if isinstance(event, PhaseEvent) and event.status == "running":
                     return  # progress: the host's live line says it
             line = self.render_event(event)
@@ -79,6 +82,10 @@ class Reporter:
 
     @staticmethod
     def render_event(event: Event) -> Text | None:
+        if isinstance(event, LevelEnd):
+            return level_line(event)
+        if isinstance(event, LevelProgress):
+            return None  # live only: a pipe gets the level's end
         prefix = Text(f"{event.host:<14} ", style="bold cyan")
         if isinstance(event, StepEnd):
             line = prefix + Text(f"{event.step:<10} ") + Text(f"{event.status:<8}",
@@ -107,6 +114,18 @@ class Reporter:
                 text += Text(f" {event.message}")
             return text
         return None
+
+
+def level_line(event: LevelEnd) -> Text:
+    """A finished benchmark level, under its phase's line (no host: one sweep runs at a
+    time); the figures of the sweep's table."""
+    note = " (partial)" if event.partial else ""
+    if event.output_throughput is None or event.mean_e2el_ms is None:
+        return Text(f"  {event.label:>8}: no request finished, {event.failed} failed{note}")
+    time_note = " (model time)" if event.model_time else ""
+    return Text(f"  {event.label:>8}: {event.output_throughput:,.1f} tok/s, "
+                f"mean latency {event.mean_e2el_ms / 1000:.2f} s{time_note}, "
+                f"{event.failed} failed{note}")
 
 
 def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:

@@ -269,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.bench.sweep import run_sweep
     from orchestrator.console import make_console, shown
     from orchestrator.errors import UsageError
+    from orchestrator.output import Reporter
     from orchestrator.plan.models import Bench
     from orchestrator.runs.layout import refuse_inside_run
 
@@ -289,15 +290,17 @@ def run(args: argparse.Namespace) -> int:
     labels = {"label": args.label} if args.label else {}
     console.print(f"benchmarking {shown(masking.mask(args.url), markup=True)}, results in "
                   f"{shown(str(out), markup=True)}")
-    result = run_sweep(
-        config,
-        base_url=args.url,
-        model=args.model,
-        api_key=api_key,
-        out_dir=out,
-        console=console,
-        labels=labels,
-    )
+    reporter = Reporter(console)  # the levels' lines, and their progress on a terminal
+    with reporter.live(auto_refresh=False):
+        result = run_sweep(
+            config,
+            base_url=args.url,
+            model=args.model,
+            api_key=api_key,
+            out_dir=out,
+            emit=reporter,
+            labels=labels,
+        )
     console.print(result.render(width=console.width))
     if result.stopped == "interrupted":
         console.print("interrupted: finished levels are kept; the last one is marked partial")

@@ -1,5 +1,5 @@
-"""One level of a sweep: warm-up, then each repeat (GC frozen, /metrics scraped), and the
-level's result: the vllm-compatible figures pooled over repeats, plus ours."""
+"""One level of a sweep: warm-up, then each repeat (GC frozen, the samplers running), and
+the level's result: the vllm-compatible figures pooled over repeats, plus ours."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from rich.console import Console
-
 from orchestrator.bench.anomalies import level_flags
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.load import Phase, Shape, Stop, run_phase
-from orchestrator.bench.progress import live_progress
+from orchestrator.bench.progress import progress_events
 from orchestrator.bench.record import (
     METRIC_DEFINITIONS,
     RequestMetrics,
@@ -24,11 +22,12 @@ from orchestrator.bench.record import (
     token_times_ns,
 )
 from orchestrator.bench.results import normalized
-from orchestrator.bench.server_metrics import Scraper, Snapshot, summarize_snapshots
+from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.bench.stats import relative_spread, summarize
 from orchestrator.bench.target import ServerInfo
 from orchestrator.bench.tokens import TokenCounter
 from orchestrator.bench.workload import Workload
+from orchestrator.events import Emit
 from orchestrator.plan.models import Bench
 
 
@@ -67,13 +66,21 @@ class Context:
     client: StreamClient
     workload: Workload
     server: ServerInfo
-    metrics_url: str | None
-    metrics_headers: dict[str, str]
+    samplers: list[Sampler]  # each fills its block of the level JSON (server_metrics, ...)
     stop: Stop
-    console: Console | None
     labels: dict[str, str]
+    emit: Emit | None = None  # the observer of the level events (None: nobody watches)
+    host: str = ""  # the events' host
     tokens: TokenCounter | None = None  # --tokenizer: counts for servers without usage
     warm_workload: Workload | None = None  # short answers for the warm-up (warm_up_shape)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """One measured repeat of a level: its requests and what each sampler saw meanwhile."""
+
+    phase: Phase
+    samples: dict[str, list[Snapshot]] = field(default_factory=dict)  # by sampler block
 
 
 # Warm-up answers are this short: enough decode steps at the level's batch size, at a
@@ -117,19 +124,18 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
         warmup_records = phase.records
         if ctx.tokens is not None:
             ctx.tokens.fill(warmup_records, ctx.workload.prompt_texts)
-    phases: list[tuple[Phase, list[Snapshot]]] = []
+    repeats: list[Repeat] = []
     for repeat in range(config.repeats):
         if ctx.stop.is_set:
             break
-        scraper = None
-        if ctx.metrics_url and config.metrics_interval:
-            scraper = Scraper(ctx.metrics_url, config.metrics_interval, time.perf_counter_ns(), ctx.metrics_headers)
-            scraper.start()
+        origin_ns = time.perf_counter_ns()
+        for sampler in ctx.samplers:
+            sampler.start(origin_ns)
         phase = Phase()
         gc.collect()
         gc.freeze()  # nothing allocated before the level is ever scanned during it
         try:
-            async with live_progress(ctx.console, label, phase, spec.requests):
+            async with progress_events(ctx.emit, ctx.host, label, phase, spec.requests):
                 await run_phase(
                     ctx.client,
                     ctx.workload,
@@ -140,15 +146,17 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
                 )
         finally:
             gc.unfreeze()
-            snapshots = scraper.stop() if scraper is not None else []
+            for sampler in ctx.samplers:
+                sampler.stop()
         if ctx.tokens is not None:  # after the phase: never on the timing path
             ctx.tokens.fill(phase.records, ctx.workload.prompt_texts)
-        phases.append((phase, snapshots))
-    return compose(ctx, spec, phases, warmup_records)
+        repeats.append(Repeat(phase, {s.block: s.snapshots() for s in ctx.samplers}))
+    return compose(ctx, spec, repeats, warmup_records)
 
 
-def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapshot]]], warmup_records: list[Any]) -> LevelRun:
-    """The level's result from its phases (pure apart from reading the clock for `date`)."""
+def compose(ctx: Context, spec: LevelSpec, phases: list[Repeat], warmup_records: list[Any]) -> LevelRun:
+    """The level's result from its repeats (pure apart from reading the clock for `date`;
+    the samplers are asked only to summarize what they sampled)."""
     config = ctx.config
     label = spec.label
     rows: list[dict[str, Any]] = []
@@ -164,18 +172,22 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
 
     pooled: list[RequestMetrics] = []
     repeats: list[dict[str, Any]] = []
-    servers: list[dict[str, Any]] = []
+    sampled: dict[str, list[dict[str, Any]]] = {s.block: [] for s in ctx.samplers}
     total_duration = cpu = 0.0
     lags: list[float] = []
     stopped = None
-    for phase, snapshots in phases:
+    for measured in phases:
+        phase = measured.phase
         metrics = [derive(r, phase.origin_ns) for r in phase.records]
         rows.extend(jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True))
         token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok
                        for t in token_times_ns(r)]
         one = summary(metrics, phase.duration_s, token_times_s=token_times)
-        server = summarize_snapshots(snapshots)
-        servers.append(server)
+        figures_of: dict[str, Any] = {}
+        for sampler in ctx.samplers:
+            seen = sampler.summarize(measured.samples.get(sampler.block, []))
+            sampled[sampler.block].append(seen)
+            figures_of.update({key: seen.get(key) for key in sampler.repeat_keys})
         repeats.append(
             {
                 "duration": one["duration"],
@@ -186,7 +198,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
                 "mean_e2el_ms": one["mean_e2el_ms"],
                 "max_output_tokens_per_s": one["max_output_tokens_per_s"],
                 "max_concurrent_requests": one["max_concurrent_requests"],
-                "server_output_throughput": server.get("server_output_throughput"),
+                **figures_of,
                 "stopped": phase.stopped,
             }
         )
@@ -235,7 +247,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
             "client_cpu_s": cpu,
             "client_cpu_utilization": cpu / total_duration if total_duration > 0 else 0.0,
             "client_schedule_lag_ms": summarize([x * 1000 for x in lags]) if lags else None,
-            "server_metrics": _merge_servers(servers),
+            **{s.block: s.merge(sampled[s.block]) for s in ctx.samplers},
             "server_version": ctx.server.version,
             "simulated": ctx.server.simulated,
             "simulator_profile": ctx.server.profile,
@@ -247,17 +259,3 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[tuple[Phase, list[Snapsh
         result["normalized"] = normalized(figures, ctx.server.time_scale)
     result["flags"] = level_flags(result)
     return LevelRun(spec, result, rows)
-
-
-def _merge_servers(servers: list[dict[str, Any]]) -> dict[str, Any] | None:
-    scraped = [s for s in servers if s.get("scrapes")]
-    if not scraped:
-        return None
-    if len(scraped) == 1:
-        return scraped[0]
-    rates = [s["server_output_throughput"] for s in scraped if "server_output_throughput" in s]
-    merged = dict(scraped[-1])
-    if rates:
-        merged["server_output_throughput"] = sum(rates) / len(rates)
-    merged["repeats"] = scraped
-    return merged

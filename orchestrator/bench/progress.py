@@ -1,5 +1,6 @@
-"""Live progress of the running level: one line, refreshed twice a second from the event
-loop itself (no refresh thread competing with the arrival stamps)."""
+"""A measured level's progress as events: counted twice a second on the event loop itself
+(the records are the loop's; no thread reads them while requests run) and handed to the
+sweep's observer, which draws them (live_view.py) or drops them (piped output)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,14 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
-
 from orchestrator.bench.load import Phase
+from orchestrator.events import Emit, LevelProgress
 
 REFRESH_S = 0.5
 
 
-def progress_line(label: str, phase: Phase, total: int | None, now_ns: int) -> Text:
+def progress_of(host: str, label: str, phase: Phase, total: int | None,
+                now_ns: int) -> LevelProgress:
     records = phase.records
     done = sum(1 for r in records if r.end_ns)
     failed = sum(1 for r in records if r.end_ns and r.error_kind is not None)
@@ -25,35 +24,27 @@ def progress_line(label: str, phase: Phase, total: int | None, now_ns: int) -> T
     tokens = sum(max(len(r.token_ns), r.metered_tokens) for r in records)
     elapsed = max(1e-9, (now_ns - phase.origin_ns) / 1e9) if phase.origin_ns else 0.0
     rate = tokens / elapsed if elapsed else 0.0
-    of = f"/{total}" if total is not None else ""
-    text = Text(f"  {label:>10}  ", style="bold")
-    text.append(f"{done}{of} requests  {elapsed:6.1f} s  {rate:10,.0f} tok/s (streamed)")
-    if failed:
-        text.append(f"  {failed} failed", style="red")
-    return text
+    return LevelProgress(host, label=label, done=done, total=total, failed=failed,
+                         elapsed_s=elapsed, streamed_tok_s=rate)
 
 
 @contextlib.asynccontextmanager
-async def live_progress(
-    console: Console | None, label: str, phase: Phase, total: int | None
-) -> AsyncIterator[None]:
-    """Show the level's progress on `console` while the body runs (nothing if None or not
-    a terminal)."""
-    if console is None or not console.is_terminal:
+async def progress_events(emit: Emit | None, host: str, label: str, phase: Phase,
+                          total: int | None) -> AsyncIterator[None]:
+    """Emit the level's progress while the body runs (nothing without an observer)."""
+    if emit is None:
         yield
         return
-    live = Live(console=console, auto_refresh=False, transient=True)
 
     async def tick() -> None:
         while True:
-            live.update(progress_line(label, phase, total, time.perf_counter_ns()), refresh=True)
+            emit(progress_of(host, label, phase, total, time.perf_counter_ns()))
             await asyncio.sleep(REFRESH_S)
 
-    with live:
-        task = asyncio.ensure_future(tick())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    task = asyncio.ensure_future(tick())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

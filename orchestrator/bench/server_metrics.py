@@ -1,9 +1,9 @@
 """The server's own view of a level: `/metrics` scraped at its start, its end and every
 interval during it, and the server-side throughput as a cross-check of the client's.
 
-The scraper runs in a thread with httpx (not on the event loop that stamps token
-arrivals) and keeps only the raw lines of the names below; parsing waits until the level is
-over. The server's own counters are read where it has them: vLLM's `vllm:` names and
+`Scraper` is the sweep's first sampler (samplers.py): it runs in a thread with httpx (not
+on the event loop that stamps token arrivals) and keeps only the raw lines of the names
+below; parsing waits until the level is over. It fills the level's `server_metrics`. The server's own counters are read where it has them: vLLM's `vllm:` names and
 llama.cpp's `llamacpp:` names (llama-server --metrics); a server with neither is said to
 have none (`source: none`), never taken for one that counted nothing.
 """
@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
+
+from orchestrator.bench.samplers import Snapshot
 
 GAUGES = {
     "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
@@ -61,38 +63,34 @@ def parse_samples(lines: Iterable[str]) -> dict[str, float]:
     return totals
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    t_s: float  # seconds since the level's origin
-    values: Mapping[str, float]
-
-    def gauge(self, key: str) -> float | None:
-        for name in GAUGES[key]:
-            if name in self.values:
-                return self.values[name]
-        return None
-
-    def counter(self, key: str) -> float | None:
-        for name in COUNTERS[key]:
-            if name in self.values:
-                return self.values[name]
-        return None
+def _gauge(snapshot: Snapshot, key: str) -> float | None:
+    for name in GAUGES[key]:
+        if name in snapshot.values:
+            return snapshot.values[name]
+    return None
 
 
-def summarize_snapshots(snapshots: list[Snapshot]) -> dict[str, Any]:
+def _counter(snapshot: Snapshot, key: str) -> float | None:
+    for name in COUNTERS[key]:
+        if name in snapshot.values:
+            return snapshot.values[name]
+    return None
+
+
+def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
     """Per-level server view: gauge peaks and means, counter deltas, server throughput."""
     if not snapshots:
         return {"scrapes": 0, "source": "none"}
     out: dict[str, Any] = {"scrapes": len(snapshots), "source": source_of(snapshots)}
     for key in GAUGES:
-        values = [v for v in (s.gauge(key) for s in snapshots) if v is not None]
+        values = [v for v in (_gauge(s, key) for s in snapshots) if v is not None]
         if values:
             out[f"max_{key}"] = max(values)
             out[f"mean_{key}"] = sum(values) / len(values)
     first, last = snapshots[0], snapshots[-1]
     span = last.t_s - first.t_s
     for key in COUNTERS:
-        a, b = first.counter(key), last.counter(key)
+        a, b = _counter(first, key), _counter(last, key)
         if a is not None and b is not None:
             out[f"delta_{key}"] = b - a
     generated = out.get("delta_generation_tokens")
@@ -102,15 +100,15 @@ def summarize_snapshots(snapshots: list[Snapshot]) -> dict[str, Any]:
     out["timeline"] = [
         {
             "t_s": round(s.t_s, 3),
-            **{k: s.gauge(k) for k in GAUGES if s.gauge(k) is not None},
-            **{k: s.counter(k) for k in ("generation_tokens",) if s.counter(k) is not None},
+            **{k: v for k in GAUGES if (v := _gauge(s, k)) is not None},
+            **{k: v for k in ("generation_tokens",) if (v := _counter(s, k)) is not None},
         }
         for s in snapshots
     ]
     return out
 
 
-def source_of(snapshots: list[Snapshot]) -> str:
+def source_of(snapshots: Sequence[Snapshot]) -> str:
     """Whose counters the server exports: `vllm`, `llamacpp`, or `none` (no known name)."""
     names = {name for s in snapshots for name in s.values}
     for prefix in ("vllm", "llamacpp"):
@@ -119,14 +117,34 @@ def source_of(snapshots: list[Snapshot]) -> str:
     return "none"
 
 
+def merge_repeats(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A level's `server_metrics`: None when nothing was scraped (`--no-metrics`), one
+    repeat's summary as it is, else the last one's with the server throughput averaged over
+    the repeats and every repeat's summary under `repeats`."""
+    scraped = [dict(s) for s in repeats if s.get("scrapes")]
+    if not scraped:
+        return None
+    if len(scraped) == 1:
+        return scraped[0]
+    rates = [s["server_output_throughput"] for s in scraped if "server_output_throughput" in s]
+    merged = dict(scraped[-1])
+    if rates:
+        merged["server_output_throughput"] = sum(rates) / len(rates)
+    merged["repeats"] = scraped
+    return merged
+
+
 @dataclass
 class Scraper:
-    """Scrapes `url` at start(), every `interval` seconds, and at stop()."""
+    """Scrapes `url` at start(), every `interval` seconds, and at stop(); `interval` None
+    (`--no-metrics`) scrapes nothing, and the level says `server_metrics: null`."""
 
     url: str
-    interval: float
-    origin_ns: int
+    interval: float | None
     headers: Mapping[str, str] = field(default_factory=dict)
+    block: ClassVar[str] = "server_metrics"
+    repeat_keys: ClassVar[tuple[str, ...]] = ("server_output_throughput",)
+    origin_ns: int = 0
     _raw: list[tuple[float, list[str]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -148,21 +166,35 @@ class Scraper:
         lines = [line for line in response.text.splitlines() if line.startswith(_WANTED)]
         self._raw.append((((before + after) / 2 - self.origin_ns) / 1e9, lines))
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+    def _loop(self, interval: float, stop: threading.Event) -> None:
+        while not stop.wait(interval):
             self._scrape()
 
-    def start(self) -> None:
+    def start(self, origin_ns: int) -> None:
+        self.origin_ns, self._raw, self._stop = origin_ns, [], threading.Event()
+        if not self.interval:
+            return
         self._client = httpx.Client(timeout=min(5.0, max(1.0, self.interval)), headers=dict(self.headers))
         self._scrape()
-        self._thread = threading.Thread(target=self._loop, name="orch-metrics", daemon=True)
+        self._thread = threading.Thread(target=self._loop, args=(self.interval, self._stop),
+                                        name="orch-metrics", daemon=True)
         self._thread.start()
 
-    def stop(self) -> list[Snapshot]:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+            self._thread = None
         if self._client is not None:
             self._scrape()
             self._client.close()
+            self._client = None
+
+    def snapshots(self) -> list[Snapshot]:
         return [Snapshot(t, parse_samples(lines)) for t, lines in self._raw]
+
+    def summarize(self, snapshots: Sequence[Snapshot]) -> dict[str, Any]:
+        return summarize_snapshots(snapshots)
+
+    def merge(self, repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+        return merge_repeats(repeats)

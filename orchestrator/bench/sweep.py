@@ -2,7 +2,9 @@
 `auto` knee search), write every level as it finishes, and return the sweep's result.
 
 Public API: `run_sweep(config, base_url=..., model=..., api_key=..., out_dir=...,
-console=..., labels=...) -> SweepResult`. Ctrl-C (SIGINT) or the server going away ends
+emit=..., host=..., labels=..., samplers=...) -> SweepResult`. The sweep prints nothing: each
+level's start, progress and end are events (events.py) for `emit`, which the caller renders
+(and an apply keeps in events.jsonl); the caller prints the result's table. Ctrl-C (SIGINT) or the server going away ends
 the sweep early: finished levels stay as written, the level in progress is written with
 `"partial": true`, and `SweepResult.stopped` says why. Nothing is raised for that; a
 `BenchError` means the benchmark could not run at all (server unreachable, bad input).
@@ -14,12 +16,13 @@ import asyncio
 import contextlib
 import signal
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 
 from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_drops
@@ -29,11 +32,14 @@ from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
+from orchestrator.bench.samplers import Sampler, check_blocks
+from orchestrator.bench.server_metrics import Scraper
 from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
+from orchestrator.events import Emit, LevelEnd, LevelStart
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
 from orchestrator.runs.layout import BenchLayout
@@ -126,11 +132,15 @@ def run_sweep(
     model: str | None,
     api_key: str | None,
     out_dir: Path,
-    console: Console | None,
+    emit: Emit | None = None,
+    host: str = "",
     labels: dict[str, str] | None = None,
     base_dir: Path | None = None,
+    samplers: Sequence[Sampler] = (),
 ) -> SweepResult:
-    """Run the whole sweep (blocking) and write its files into `out_dir`."""
+    """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
+    go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
+    which every sweep has."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
@@ -140,8 +150,8 @@ def run_sweep(
     if config.warmup and config.max_tokens > WARMUP_TOKENS:
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
         warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
-    coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, console,
-                       labels or {}, tokens, warm)
+    coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
+                       labels or {}, tokens, warm, list(samplers))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -173,10 +183,12 @@ async def _sweep(
     workload: Workload,
     api_key: str | None,
     out_dir: Path,
-    console: Console | None,
+    emit: Emit | None,
+    host: str,
     labels: dict[str, str],
     tokens: TokenCounter | None,
     warm_workload: Workload | None = None,
+    extra_samplers: Sequence[Sampler] = (),
 ) -> SweepResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
@@ -193,14 +205,15 @@ async def _sweep(
         client=client,
         workload=workload,
         server=server,
-        metrics_url=f"{root}/metrics",
-        metrics_headers=headers,
+        samplers=[Scraper(f"{root}/metrics", config.metrics_interval, headers), *extra_samplers],
         stop=stop,
-        console=console,
+        emit=emit,
+        host=host,
         labels=labels,
         tokens=tokens,
         warm_workload=warm_workload,
     )
+    check_blocks(ctx.samplers)
     sweep = SweepResult(levels=[], out_dir=out_dir, server=server)
     started = datetime.now(UTC)
     restore = _catch_sigint(stop)
@@ -221,24 +234,31 @@ async def _sweep(
 
 
 async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> LevelRun:
+    if ctx.emit is not None:
+        ctx.emit(LevelStart(ctx.host, label=spec.label, mode=spec.mode,
+                            concurrency=spec.concurrency, rate=spec.rate,
+                            requests=spec.requests))
     level = await run_level(ctx, spec)
     sweep.levels.append(level)
     write_level(BenchLayout(sweep.out_dir), level.result, level.rows)
-    if ctx.console is not None:
-        r = level.result
-        note = " (partial)" if level.partial else ""
-        # Same figures as the final table: model time for a simulator run.
-        shown = r.get("normalized") or r
-        time_note = " (model time)" if r.get("normalized") else ""
-        if not r["completed"]:  # no figure it does not have
-            ctx.console.print(f"  {spec.label:>8}: no request finished, {r['failed']} failed{note}")
-            return level
-        ctx.console.print(
-            f"  {spec.label:>8}: {shown['output_throughput']:,.1f} tok/s, "
-            f"mean latency {shown['mean_e2el_ms'] / 1000:.2f} s{time_note}, "
-            f"{r['failed']} failed{note}"
-        )
+    if ctx.emit is not None:
+        ctx.emit(level_end(ctx.host, level))
     return level
+
+
+def level_end(host: str, level: LevelRun) -> LevelEnd:
+    """The level's end as an event, with the figures of the sweep's table: model time for a
+    simulator run; none when no request finished (it has none)."""
+    r = level.result
+    shown = r.get("normalized") or r
+    spec = level.spec
+    return LevelEnd(
+        host, label=spec.label, mode=spec.mode, concurrency=spec.concurrency, rate=spec.rate,
+        completed=r["completed"], failed=r["failed"], partial=level.partial,
+        output_throughput=shown["output_throughput"] if r["completed"] else None,
+        mean_e2el_ms=shown["mean_e2el_ms"] if r["completed"] else None,
+        model_time=bool(r.get("normalized")),
+    )
 
 
 async def _auto(ctx: Context, sweep: SweepResult) -> None:

@@ -96,7 +96,7 @@ def sweep_rows(tmp_path: Path, *server: str) -> tuple[dict[str, Any], list[dict[
     with running_stream_server(*args) as url:
         run_sweep(Bench.model_validate({"concurrency": [2], "requests_per_level": 4, "warmup": 0,
                                         "max_tokens": TOKENS, "input_len": 8}),
-                  base_url=url, model=None, api_key=None, out_dir=tmp_path, console=None)
+                  base_url=url, model=None, api_key=None, out_dir=tmp_path)
         timings = httpx.get(f"{url}/timings").json()
     level = json.loads((tmp_path / "level-c2.json").read_text())
     rows = [json.loads(line) for line in (tmp_path / "requests-c2.jsonl").read_text().splitlines()]

@@ -201,8 +201,9 @@ def test_failures_are_noted_and_the_table_fits_80_columns() -> None:
 
 def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
     from orchestrator.bench.load import Phase
-    from orchestrator.bench.progress import progress_line
+    from orchestrator.bench.progress import progress_of
     from orchestrator.bench.record import RequestRecord
+    from orchestrator.live_view import progress_line
 
     phase = Phase(origin_ns=1_000_000_000)
     done = RequestRecord("a", end_ns=2, token_ns=[1, 2, 3])
@@ -210,7 +211,7 @@ def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
     failed.fail("timeout", "slow")
     running = RequestRecord("c", token_ns=[1])
     phase.records.extend([done, failed, running])
-    text = progress_line("c8", phase, 10, now_ns=3_000_000_000).plain
+    text = progress_line(progress_of("h", "c8", phase, 10, now_ns=3_000_000_000)).plain
     assert "2/10 requests" in text and "2.0 s" in text and "2 tok/s" in text and "1 failed" in text
 
 

@@ -36,7 +36,7 @@ def test_a_sweep_through_an_ssh_port_forward(sshd: SshServer, tmp_path: Path) ->
             with bench_url("h1", port, via="ssh", transport=transport) as url:
                 assert url.startswith("http://127.0.0.1:") and not url.endswith(f":{port}")
                 config = Bench(concurrency=[4], requests_per_level=8, max_tokens=16)
-                run_sweep(config, base_url=url, model=None, api_key=None, out_dir=tmp_path, console=None)
+                run_sweep(config, base_url=url, model=None, api_key=None, out_dir=tmp_path)
     finally:
         transport.close()
     c4 = json.loads((tmp_path / "level-c4.json").read_text())

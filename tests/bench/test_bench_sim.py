@@ -29,7 +29,7 @@ FAST_START = {"startup_time_scale": 0.001}
 
 
 def sweep(url: str, out: Path, **config: Any) -> SweepResult:
-    return run_sweep(Bench.model_validate(config), base_url=url, model=None, api_key=None, out_dir=out, console=None)
+    return run_sweep(Bench.model_validate(config), base_url=url, model=None, api_key=None, out_dir=out)
 
 
 def rows(out: Path, label: str) -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ def test_an_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
             sweep(sim.base_url, tmp_path / "none", concurrency=[1], requests_per_level=1)
         run_sweep(
             Bench(concurrency=[2], requests_per_level=2, max_tokens=16), base_url=sim.base_url,
-            model=None, api_key=key, out_dir=tmp_path / "ok", console=None,
+            model=None, api_key=key, out_dir=tmp_path / "ok",
         )
     assert level(tmp_path / "ok", "c2")["completed"] == 2
     for path in (tmp_path / "ok").iterdir():

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sweep(url: str, out: Path, **config: Any) -> Any:
     return run_sweep(
-        Bench.model_validate(config), base_url=url, model=None, api_key=None, out_dir=out, console=None
+        Bench.model_validate(config), base_url=url, model=None, api_key=None, out_dir=out
     )
 
 

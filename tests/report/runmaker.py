@@ -186,7 +186,6 @@ def record_run(root: Path, server: Server, *, status: str = "complete", simulate
         model=None,
         api_key=None,
         out_dir=folder.host("localhost").bench.root,
-        console=None,
     )
     folder.finish(status)
     return folder.path
