@@ -78,18 +78,17 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
             elif action == "logs":
                 label = f"{host}: " if len(hosts) > 1 else ""
-                for line in control.log_tail(handle, args.lines).splitlines():
-                    sys.stdout.write(f"{label}{line}\n")
-                sys.stdout.flush()
-                if args.follow:
-                    try:
-                        for chunk in control.follow_log(handle):
-                            sys.stdout.buffer.write(chunk)
-                            sys.stdout.flush()
-                    except KeyboardInterrupt as stopped:
-                        if isinstance(stopped, Interrupted):  # SIGTERM, SIGHUP: say so
-                            raise
-                        return 0  # Ctrl-C is how a user ends --follow
+                try:  # from the tail on: Ctrl-C while it prints ends --follow the same way
+                    for line in control.log_tail(handle, args.lines).splitlines():
+                        sys.stdout.write(f"{label}{line}\n")
+                    sys.stdout.flush()
+                    for chunk in control.follow_log(handle) if args.follow else ():
+                        sys.stdout.buffer.write(chunk)
+                        sys.stdout.flush()
+                except KeyboardInterrupt as stopped:
+                    if isinstance(stopped, Interrupted) or not args.follow:  # SIGTERM, SIGHUP
+                        raise
+                    return 0  # Ctrl-C is how a user ends --follow
             elif action == "stop":
                 name = handle.paths.name
                 was = control.stop(handle)

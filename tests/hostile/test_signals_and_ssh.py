@@ -1,15 +1,22 @@
-"""Signals end a run as an interrupt; an ssh config an inventory names runs no command on the
+"""Signals end a run (and `orch logs --follow`) as an interrupt; an ssh config an inventory names runs no command on the
 controller; durations on the command line read like those of a plan. Real processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
+import pytest
 import yaml
 from fixtures.orchcli import orch
 
@@ -54,3 +61,85 @@ def test_a_bare_number_is_a_duration_in_seconds_on_the_command_line(tmp_path: Pa
     result = orch("bench", "--url", "http://127.0.0.1:1", "--timeout", "5", cwd=tmp_path)
     said = result.stdout + result.stderr
     assert "expected a duration" not in said and "cannot reach" in said, said
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A simulator service applied to this machine by `orch apply` (process backend): the
+    plan file and the service's log."""
+    folder = tmp_path_factory.mktemp("follow")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    name = f"follow-{folder.name[-8:]}"
+    plan = folder / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "follow", "hosts": "localhost",
+        "python": {"venv": str(folder / "venv"), "interpreter": "python3", "installer": "pip"},
+        "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi",
+                    "host": "127.0.0.1", "port": port, "backend": "process", "name": name,
+                    "sim": {"time_scale": 0.003}},
+        "health": {"startup_timeout": "60s", "poll_interval": "0.2s"}, "smoke": []}))
+    applied = orch("apply", plan, cwd=folder, timeout=300)
+    try:
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        yield plan, folder / "venv" / ".orch" / "service" / name / "service.log"
+    finally:
+        orch("stop", plan, cwd=folder, timeout=120)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129),
+                                              (signal.SIGINT, 0)],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_ends_logs_follow_with_its_code(served: tuple[Path, Path], signum: int,
+                                                 code: int) -> None:
+    """`orch logs --follow` on a running service: SIGTERM and SIGHUP end it with 143 and 129
+    (`timeout`, a closed ssh session: a script must see it was stopped), Ctrl-C with 0 (how a
+    user stops following)."""
+    plan, log = served
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "logs", str(plan), "--follow", "-n", "5"],
+        cwd=plan.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stdout is not None
+    reader = threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True)
+    reader.start()
+    try:
+        # New lines, as the server would write them, until --follow shows them: the first
+        # may come in the tail (written before orch read it), the second, written after the
+        # first came out, can only come from following.
+        for marker in (f"orch-follow-tail-{signum}", f"orch-follow-new-{signum}"):
+            _write_until_shown(log, marker, lines)
+        assert process.poll() is None  # still following
+        process.send_signal(signum)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    reader.join(timeout=10)
+    out = "".join(lines.queue)
+    err = process.stderr.read() if process.stderr else ""
+    assert process.returncode == code, out + err
+    assert "Traceback" not in out + err
+    if code:
+        assert f"interrupted ({signal.Signals(signum).name})" in err, err
+
+
+def _write_until_shown(log: Path, marker: str, lines: queue.Queue[str]) -> None:
+    """Append `marker` to the service log until a line of `lines` shows it (a line written
+    after orch took the tail but before --follow read the log's size is never shown)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with log.open("a") as service_log:
+            service_log.write(f"{marker}\n")
+        with contextlib.suppress(queue.Empty):
+            while marker not in lines.get(timeout=1.5):
+                pass
+            return
+    raise AssertionError(f"{marker} never came through orch logs --follow")
+
+
+def _read_lines(stream: IO[str], lines: queue.Queue[str]) -> None:
+    for line in stream:
+        lines.put(line)
