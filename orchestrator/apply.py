@@ -90,7 +90,8 @@ def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list
 
 
 def execute(options: ApplyOptions) -> int:
-    refuse_inside_run(options.runs_dir, "--runs-dir")  # a new run folder never lands in one
+    if not options.check:  # `orch plan` writes no run folder: any --runs-dir will do
+        refuse_inside_run(options.runs_dir, "--runs-dir")  # a new run never lands in one
     console = make_console(stderr=options.json_lines)  # --json: stdout is events only
     locked: Locked | None = None
     plan_path = options.plan

@@ -1,6 +1,6 @@
 """No writer of orch's writes over a run folder's records (issue 23, class 6): every path a user
 names for orch to write (`report -o`, `compare --plots`, `schema -o`, `init --dir`,
-`bench --result-dir`, `apply/plan/restart --runs-dir`) is refused with a usage error (64) when
+`bench --result-dir`, `apply/restart --runs-dir`) is refused with a usage error (64) when
 it lies inside a run folder, a symlink into one included, and the run's files stay as they
 were. Run through the CLI against a run folder made by the real writer.
 """
@@ -33,7 +33,6 @@ SUBCOMMANDS_THAT_WRITE = [
         "--result-dir", str(run / "hosts" / "localhost" / "bench")]),
     ("apply --runs-dir inside a run", lambda run: ["apply", "p.yaml", "--runs-dir",
                                                    str(run / "hosts")]),
-    ("plan --runs-dir inside a run", lambda run: ["plan", "p.yaml", "--runs-dir", str(run)]),
     ("restart --runs-dir inside a run", lambda run: ["restart", "p.yaml", "--runs-dir", str(run)]),
 ]
 
@@ -73,6 +72,13 @@ def test_a_path_beside_the_run_folders_is_written(run: Path) -> None:
         result = orch("schema", "-o", target, cwd=run.parents[2], timeout=60)
         assert result.returncode == 0, result.stderr
         assert target.is_file()
+
+
+def test_plan_writes_no_run_folder_so_any_runs_dir_will_do(run: Path) -> None:
+    before = _records(run)
+    result = orch("plan", "p.yaml", "--runs-dir", run, cwd=run.parents[2], timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr  # converged: nothing to do
+    assert _records(run) == before
 
 
 def test_a_working_directory_inside_a_run_folder_is_refused_as_the_default(run: Path) -> None:
