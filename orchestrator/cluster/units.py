@@ -43,7 +43,8 @@ def member_steps(plan: Plan, spec: LaunchSpec, secrets: Mapping[str, str], gate:
         steps.append(ServiceStep(
             plan, ray_spec, secrets, file_digests=file_digests, force_restart=force_restart,
             unit=RAY_UNIT, member=Member(gate, node, "ray-node", venv_bin, pins, timeout,
-                                         also_stop if node.role == "head" else [])))
+                                         also_stop if node.role == "head" else []),
+            checks_server=node.role == "head"))
         if node.role == "head":
             steps.append(ServiceStep(
                 plan, server_spec, secrets, file_digests=file_digests, force_restart=force_restart,

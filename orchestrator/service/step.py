@@ -226,9 +226,13 @@ class ServiceStep(Step):
         force_restart: bool = False,
         unit: str | None = None,
         member: GroupMember | None = None,
+        checks_server: bool = False,
     ) -> None:
         assert plan.service is not None and plan.python is not None
         self.plan_ = plan
+        # A process started before the server on its host (the head's Ray node) checks the
+        # server's preflight too: nothing is started that the server's launch would strand.
+        self.checks_server = checks_server
         self.service = plan.service
         self.spec = spec
         self.unit = unit  # None: the service itself; else a process beside it ("ray")
@@ -247,7 +251,12 @@ class ServiceStep(Step):
 
     def request(self) -> ProbeRequest:
         if self.unit is not None:
-            return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)})
+            server = service_request(ServicePaths.for_venv(self.plan_.python.venv if
+                                                           self.plan_.python else "/",
+                                                           self.service.name), self.service) \
+                if self.checks_server else None
+            return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)},
+                                service=server)
         return ProbeRequest(service=service_request(self.paths, self.service),
                             vllm=engine(self.service.engine).reads_vllm)
 
@@ -277,7 +286,7 @@ class ServiceStep(Step):
         found = self.found(facts)
         alive = found is not None and found.process is not None
         errors: list[Finding] = []
-        if self.unit is None:
+        if self.unit is None or self.checks_server:
             findings = preflight(self.plan_, facts)
             result.findings.extend(findings)
             errors = [f for f in findings if f.level == "error"]

@@ -146,3 +146,21 @@ def test_moving_from_systemd_stops_what_systemd_started() -> None:
     scripts = [c.raw() for c in change.commands]
     assert scripts[0].startswith("mkdir -p") and "systemctl stop orch-vllm.service" in scripts[0]
     assert "systemctl" not in scripts[1] and "kill -INT" in scripts[1]
+
+
+def test_the_heads_ray_node_is_not_started_when_the_servers_port_is_taken() -> None:
+    """Checked before anything starts: a Ray head started first would be stranded when the
+    server after it cannot launch."""
+    plan = Plan.model_validate({
+        "name": "p", "python": {"venv": "/opt/v"},
+        "service": {"engine": "sim", "model": "m", "backend": "process", "port": 8000}})
+    ray = ServiceStep(plan, render_launch(plan, venv_bin="/opt/v/bin"), {}, file_digests={},
+                      unit="ray", checks_server=True)
+    assert ray.request().service is not None  # the server's port is asked in the same trip
+    taken = Facts(host=HostFacts(systemd=False, user="root"), service=ServiceFacts.from_json({
+        "port": {"number": 8000, "listening": True,
+                 "holder": {"pid": 777, "cmdline": ["nginx"]}}}))
+    planned = ray.plan(taken)
+    assert planned.blocked is not None and planned.blocked.startswith("preflight")
+    assert any("port 8000 (service.port) is already in use by pid 777: nginx" in f.message
+               for f in planned.findings)
