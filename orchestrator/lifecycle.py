@@ -65,7 +65,8 @@ class Lifecycle:
 
     def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
         try:
-            if self.service_step is not None and "service" not in self.skip:
+            if self.service_step is not None and "service" not in self.skip and \
+                    not outcome.failed:  # a failed converge: only the logs are collected
                 with control.reach(transport, self.inventory, self.plan) as base_url:
                     outcome.extra["service_url"] = base_url
                     phases: list[tuple[str, Callable[[], str]]] = [

@@ -230,11 +230,11 @@ def _converge(
                 f"{job.host}: still not converged after apply: {detail}",
                 hint="a change did not take effect; see the step's findings and the host's logs",
             )
-    if not check and not outcome.failed:
+    if not check:
+        # Also after a failed step: the phases collect what the host holds (the logs that
+        # say why it failed); each skips what an earlier failure makes pointless.
         for phase in job.after:
             phase(transport, outcome.facts or facts, outcome, emit)
-            if outcome.failed:
-                break
 
 
 def run_hosts(

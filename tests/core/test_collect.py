@@ -41,3 +41,20 @@ def test_apply_collects_what_the_plan_names_and_fails_on_a_missing_required_file
     # what could be collected is kept
     collected = list((last_run(tmp_path) / "hosts" / "localhost" / "collect").rglob("nvidia-smi.txt"))
     assert [p.read_text() for p in collected] == ["GPU 0: RTX PRO 6000\n"]
+
+
+def test_a_failed_converge_still_collects_what_says_why(tmp_path: Path) -> None:
+    """A step that fails (here a guarded command) ends the apply, and the files the plan
+    collects (in a real deployment, the service and Ray logs holding the cause) still come
+    back into the run folder."""
+    evidence = tmp_path / "why.log"
+    evidence.write_text("NCCL error: unhandled system error\n")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "collect-after-failure", "hosts": "localhost",
+        "commands": [{"name": "breaks", "run": ["false"]}],
+        "collect": [{"path": str(evidence)}]}))
+    failed = orch("apply", plan, cwd=tmp_path)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    collected = list((last_run(tmp_path) / "hosts" / "localhost" / "collect").rglob("why.log"))
+    assert [p.read_text() for p in collected] == ["NCCL error: unhandled system error\n"]
