@@ -371,8 +371,9 @@ class StreamConnection(asyncio.Protocol):
                 elif key == b"finish_reason":
                     record.finish_reason = payload[end : payload.find(b'"', end)].decode("utf-8", "replace")
                 elif key == _COMPLETION_TOKENS:  # a usage object's output tokens so far
-                    metered = True
-                    _meter(record, int(match[2]), now)
+                    if match[2].isdigit():  # not a count ('"12"'): the usage check says so
+                        metered = True
+                        _meter(record, int(match[2]), now)
                 else:  # usage object
                     record.usage_raw = payload
             if (content or reasoning) and not metered:
