@@ -20,7 +20,7 @@ another:
 The script raises its priority (nice -10, when allowed) to keep the shared machine's other
 work from landing in the figures; the servers it starts inherit it.
 
-Usage: .venv/bin/python benchmarks/loadgen.py [--quick]
+Usage: .venv/bin/python benchmarks/loadgen.py [--quick] [--continuous-usage]
 """
 
 from __future__ import annotations
@@ -215,7 +215,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     parser.add_argument("--only", choices=["ingest", "timing"], help="run one part")
+    parser.add_argument("--continuous-usage", action="store_true",
+                        help="ask for usage in every chunk, as orch bench does of vLLM "
+                             "(longer chunks, one more key to read)")
     args = parser.parse_args()
+    if args.continuous_usage:
+        BODY["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     with contextlib.suppress(OSError):
         os.nice(-10)
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
