@@ -47,6 +47,13 @@ def usage(prompt: int, completion: int, *, details: bool = False) -> dict[str, A
     return out
 
 
+def usage_json(prompt: int, completion: int) -> str:
+    """`dumps(usage(prompt, completion))`, written directly: a stream asking for
+    continuous_usage_stats (orch bench does) carries one in every chunk."""
+    return (f'{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},'
+            f'"completion_tokens":{completion}}}')
+
+
 def model_list(names: list[str], root: str, max_model_len: int) -> bytes:
     created = int(time.time())
     cards = [
@@ -108,7 +115,7 @@ class ChatChunks:
     def _usage(self, completion: int) -> str:
         if not self.continuous:
             return ""
-        return ',"usage":' + dumps(usage(self._usage_prompt, completion))
+        return ',"usage":' + usage_json(self._usage_prompt, completion)
 
     def role(self) -> bytes:
         return (
@@ -220,12 +227,12 @@ class CompletionChunks:
         self.continuous = continuous_usage
 
     def token(self, text_json: str, finish: str | None, completion: int) -> bytes:
-        usage_json = dumps(usage(self._prompt, completion)) if self.continuous else "null"
+        counts = usage_json(self._prompt, completion) if self.continuous else "null"
         finish_json = "null" if finish is None else dumps(finish)
         return (
             f'{self._head}{{"index":0,"text":{text_json},"logprobs":null,'
             f'"finish_reason":{finish_json},"stop_reason":null,"prompt_token_ids":null,'
-            f'"token_ids":null}}],"usage":{usage_json}}}\n\n'
+            f'"token_ids":null}}],"usage":{counts}}}\n\n'
         ).encode()
 
     def usage_chunk(self, completion: int) -> bytes:

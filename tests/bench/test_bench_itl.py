@@ -212,3 +212,12 @@ def test_the_prefix_words_differ_from_the_first_word_on() -> None:
     workload = Workload(Bench.model_validate({"input_len": 64, "seed": 1}), "m")
     firsts = [p.split()[0] for p in sent(workload, 3)]
     assert len(set(firsts)) == 3
+
+
+@pytest.mark.parametrize(("prompt", "completion"), [(0, 0), (12, 1), (79, 128)])
+def test_the_simulators_per_chunk_usage_is_its_usage_object(prompt: int, completion: int) -> None:
+    """The simulator writes the usage of every chunk directly (orch asks for it in each):
+    the same bytes as the JSON of its usage object."""
+    from orchestrator.sim.wire import dumps, usage, usage_json
+
+    assert usage_json(prompt, completion) == dumps(usage(prompt, completion))
