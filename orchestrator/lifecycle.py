@@ -8,6 +8,7 @@ A failure ends the later phases of that host (collect still runs) and never the 
 from __future__ import annotations
 
 import base64
+import json
 import signal
 import threading
 import time
@@ -32,8 +33,9 @@ from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
 from orchestrator.probe import Facts
 from orchestrator.runner import HostOutcome, StepOutcome
+from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.records import Startup
-from orchestrator.runs.writer import RunFolder
+from orchestrator.runs.writer import RunFolder, write_file
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
 from orchestrator.service.backends import tail_command
@@ -147,7 +149,8 @@ class Lifecycle:
                 if not result.passed:
                     failed.append(f"{check.name}: " + "; ".join(result.failures))
             if failed and not _healthy(client):  # the engine died under the checks: say why
-                failed.append("the server is gone or unhealthy" + self._diagnose_death(transport, host))
+                failed.append("the server is gone or unhealthy"
+                              + self._diagnose_death(transport, host)[0])
         if failed:
             raise SmokeFailed(f"{host}: {len(failed)} smoke check(s) failed:\n  " + "\n  ".join(failed))
         return f"{len(self.plan.smoke)} passed"
@@ -158,22 +161,62 @@ class Lifecycle:
         assert self.plan.bench is not None and self.service_step is not None
         host = transport.host
         out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
-        with _BENCH_LOCK:
-            result = run_sweep(
-                self.plan.bench, base_url=base_url, model=self.service_step.spec.served_names[0],
-                api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
-                labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
-            )
-            self.console.print(result.render(title=f"{self.plan.name} on {host}",
-                                             width=self.console.width))
+        step, service = self.service_step, self.plan.service
+        assert service is not None
+        # An unexplained death mid-sweep is relaunched within the restart budget and the
+        # sweep goes on (one server on one host; an auto search starts over, so it stops).
+        budget = service.restart.max_restarts if step.member is None and \
+            self.plan.bench.concurrency != "auto" else 0
+        finished: list[Any] = []
+        crash: dict[str, Any] | None = None
+        relaunches = 0
+        while True:
+            with _BENCH_LOCK:
+                result = run_sweep(
+                    self.plan.bench, base_url=base_url, model=step.spec.served_names[0],
+                    api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
+                    labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
+                    finished=finished, crash=crash,
+                )
+            if result.stopped not in ("server_gone", "server_unhealthy"):
+                break
+            running = result.levels[-1] if result.levels and result.levels[-1].partial else None
+            why, cause = self._diagnose_death(transport, host)
+            crash = {"level": running.spec.label if running else None,
+                     "cause": cause, "relaunched": relaunches}
+            if cause is not None or relaunches >= budget:
+                _record_crash(out_dir, crash)
+                self.console.print(result.render(title=f"{self.plan.name} on {host}",
+                                                 width=self.console.width))
+                outcome.extra["bench_dir"] = str(out_dir)
+                at = f" at {crash['level']}" if crash["level"] else ""
+                raise BenchError(f"{host}: the sweep stopped early{at} ({result.stopped}){why}; "
+                                 f"finished levels are in {out_dir}")
+            relaunches += 1
+            crash["relaunched"] = relaunches
+            finished = [level for level in result.levels if not level.partial]
+            if running is not None:  # its partial records kept apart, marked
+                kept = BenchLayout(out_dir).interrupted(running.spec.label, relaunches)
+                for old, new in zip((BenchLayout(out_dir).level(running.spec.label),
+                                     BenchLayout(out_dir).requests(running.spec.label)), kept,
+                                    strict=True):
+                    if old.exists():
+                        old.replace(new)
+            label = running.spec.label if running else "the next level"
+            emit(PhaseEvent(host, phase="bench", status="changed",
+                            message=f"the server died during {label} with no known cause; "
+                                    f"relaunch {relaunches}/{budget}, then {label} again from "
+                                    "its start"))
+            control.relaunch(transport, step)
+            control.ready(transport, step, self.plan, base_url=base_url, api_key=self.api_key,
+                          launched=True, emit=emit)
+        self.console.print(result.render(title=f"{self.plan.name} on {host}",
+                                         width=self.console.width))
         outcome.extra["bench_dir"] = str(out_dir)
         if result.stopped == "interrupted":  # the finished levels are written: now stop
             raise Interrupted(result.signum or signal.SIGINT)
         if result.stopped:
-            why = ""
-            if result.stopped in ("server_gone", "server_unhealthy"):
-                why = self._diagnose_death(transport, host)
-            raise BenchError(f"{host}: the sweep stopped early ({result.stopped}){why}; "
+            raise BenchError(f"{host}: the sweep stopped early ({result.stopped}); "
                              f"finished levels are in {out_dir}")
         failures = result.failures(self.plan.bench.max_failed_fraction)
         if failures:
@@ -181,8 +224,9 @@ class Lifecycle:
         knee = f", knee at C={result.knee}" if result.knee else ""
         return f"{len(result.levels)} levels{knee}; results in {out_dir}"
 
-    def _diagnose_death(self, transport: Transport, host: str) -> str:
-        """Why the server went away mid-sweep, from its log, there and then."""
+    def _diagnose_death(self, transport: Transport, host: str) -> tuple[str, str | None]:
+        """Why the server went away mid-sweep, from its log, there and then: the words to
+        show, and the known cause (None: nothing explains it, it may be relaunched)."""
         assert self.service_step is not None
         log = transport.run(tail_command(self.service_step.paths, 400), check=False).stdout
         found = diagnose(log)
@@ -192,9 +236,9 @@ class Lifecycle:
         if not diagnoses:
             hints = "".join(f"\n  seen:  {d.cause}\n  log:   {d.evidence_line}" for d in found
                             if d.key != "unknown-vllm-env")
-            return ": no known cause in the service log (orch logs PLAN shows it)" + hints
+            return ": no known cause in the service log (orch logs PLAN shows it)" + hints, None
         return "".join(f"\n  cause: {d.cause}\n  fix:   {d.fix}\n  log:   {d.evidence_line}"
-                       for d in diagnoses)
+                       for d in diagnoses), diagnoses[0].cause
 
     def _collect(self, transport: Transport, outcome: HostOutcome) -> str:
         if self.folder is None:
@@ -239,6 +283,17 @@ _FETCH = (
     "echo \"err $(echo \"not a regular file: $(stat -L -c %F \"$1\")\" | base64 -w0)\"; "
     "else echo \"err $(cat \"$1\" 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi; }"
 )
+
+
+def _record_crash(out_dir: Path, crash: dict[str, Any]) -> None:
+    """summary.json says which level the server died in and why (compare and report read it)."""
+    summary = BenchLayout(out_dir).summary
+    try:
+        data = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return
+    data["crash"] = crash
+    write_file(summary, json.dumps(data, indent=2) + "\n")
 
 
 def _healthy(client: ServerClient) -> bool:

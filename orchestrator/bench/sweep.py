@@ -59,6 +59,7 @@ class SweepResult:
     knee_reason: str | None = None
     stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy" or None
     signum: int | None = None  # the signal that interrupted it
+    crash: dict[str, Any] | None = None  # the server's death during it: level, cause, relaunched
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -137,10 +138,14 @@ def run_sweep(
     labels: dict[str, str] | None = None,
     base_dir: Path | None = None,
     samplers: Sequence[Sampler] = (),
+    finished: Sequence[LevelRun] = (),
+    crash: dict[str, Any] | None = None,
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
-    which every sweep has."""
+    which every sweep has. `finished`: levels an earlier part of the same sweep ran (before
+    the server crashed and was relaunched): kept as they are, not run again. `crash`: what
+    ended the server during it, for summary.json."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
@@ -151,7 +156,7 @@ def run_sweep(
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
         warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
-                       labels or {}, tokens, warm, list(samplers))
+                       labels or {}, tokens, warm, list(samplers), list(finished), crash)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -189,6 +194,8 @@ async def _sweep(
     tokens: TokenCounter | None,
     warm_workload: Workload | None = None,
     extra_samplers: Sequence[Sampler] = (),
+    finished: Sequence[LevelRun] = (),
+    crash: dict[str, Any] | None = None,
 ) -> SweepResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
@@ -214,7 +221,8 @@ async def _sweep(
         warm_workload=warm_workload,
     )
     check_blocks(ctx.samplers)
-    sweep = SweepResult(levels=[], out_dir=out_dir, server=server)
+    sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash)
+    done = {level.spec.label for level in finished}
     started = datetime.now(UTC)
     restore = _catch_sigint(stop)
     try:
@@ -223,7 +231,8 @@ async def _sweep(
         for spec in plan_levels(config):
             if stop.is_set:
                 break
-            await _run_and_write(ctx, sweep, spec)
+            if spec.label not in done:
+                await _run_and_write(ctx, sweep, spec)
     finally:
         restore()
         client.close()
@@ -298,8 +307,10 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         for index in no_scaling(loads):
             marks.setdefault(index, []).append("no_scaling")
         for index, flags in marks.items():
-            members[index].result["flags"] = [*flags, *level_flags(members[index].result)]
-            write_level(BenchLayout(sweep.out_dir), members[index].result, members[index].rows)
+            new = [*flags, *level_flags(members[index].result)]
+            if members[index].result.get("flags") != new:  # a finished level's file stays
+                members[index].result["flags"] = new
+                write_level(BenchLayout(sweep.out_dir), members[index].result, members[index].rows)
     ordered = sweep.ordered()
     bench = BenchLayout(sweep.out_dir)
     columns = csv_columns(config.percentiles, config.percentile_metrics)
@@ -313,6 +324,7 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "stopped": sweep.stopped,
+        "crash": sweep.crash,
         "knee": sweep.knee,
         "knee_reason": sweep.knee_reason,
         "labels": labels,

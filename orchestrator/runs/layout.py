@@ -61,6 +61,13 @@ class BenchLayout:
     def levels(self) -> list[Path]:
         return sorted(self.root.glob("level-*.json"))
 
+    def interrupted(self, label: str, attempt: int) -> tuple[Path, Path]:
+        """Where a level the server died in is kept apart (its level file and requests)
+        once it runs again after a relaunch: not a `level-*` file, so no reader takes it
+        for the level."""
+        return (self.root / f"interrupted-{attempt}-level-{label}.json",
+                self.root / f"interrupted-{attempt}-requests-{label}.jsonl")
+
 
 @dataclass(frozen=True)
 class HostLayout:

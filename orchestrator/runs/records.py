@@ -164,6 +164,9 @@ class SweepSummary(Record):
     started: str | None = None
     finished: str | None = None
     stopped: str | None = None
+    # The server's death during the sweep: the level it ended ("level"), its diagnosed
+    # "cause" (or none known), and whether it was "relaunched" and the sweep went on.
+    crash: dict[str, Any] | None = None
     knee: int | None = None
     knee_reason: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
