@@ -35,6 +35,7 @@ from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.step import (
     ServiceStep,
     choose_backend,
+    other_port,
     record_of,
     service_request,
 )
@@ -138,7 +139,7 @@ class ServiceHandle:
         found = facts.service if unit is None else facts.units.get(unit)
         other = found.other if found is not None and unit is None else None
         if found is not None and found.process is None and other is not None and \
-                other.process is not None:
+                other.process is not None and other_port(other) in (None, plan.service.port):
             # The service of this name runs from another venv (a plan moved it): status,
             # logs and stop look after that one, which is the service of this name.
             paths = ServicePaths(name, other.state_dir)

@@ -79,7 +79,7 @@ def _port_findings(plan: Plan, facts: Facts) -> list[Finding]:
     if facts.service is not None:
         own = {facts.service.pid}
         if facts.service.other is not None:  # the same service from another venv: replaced
-            own.add(facts.service.other.pid)
+            own.add(facts.service.other.pid)  # (a holder of this very port is that one)
         own -= {None}
     pid = found.holder.pid if found.holder is not None else None
     if pid is not None and pid in own:

@@ -307,9 +307,18 @@ class ServiceStep(Step):
         uploads.append(Upload(self.paths.spec_file, record.to_json().encode(), 0o644))
         reason: str | None = None
         other = found.other if found is not None and self.unit is None else None
-        replaced = other is not None and other.process is not None
-        if replaced and other is not None:  # the same service, started from another venv
-            reason = f"replaces the one started from {_venv_of(other.state_dir)}"
+        replaced = False
+        if other is not None and other.process is not None:
+            if other_port(other) in (None, self.spec.port):  # the same service, another venv
+                replaced = True
+                reason = f"replaces the one started from {_venv_of(other.state_dir)}"
+            else:  # two servers of one name on two ports: both may be meant
+                result.findings.append(Finding(
+                    "warning", f"another {self.paths.name} runs from {_venv_of(other.state_dir)} "
+                    f"on port {other_port(other)}; it is left running",
+                    "give one of them another service.name, or stop it (orch stop)"))
+        if replaced:
+            pass  # the reason is said above
         elif not alive:
             reason = "not running"
             if found is not None and found.survivors:  # the stop below ends them first
@@ -375,6 +384,12 @@ class ServiceStep(Step):
                    uploads=uploads, diff=diff)
         )
         return result
+
+
+def other_port(other: OtherInstance) -> int | None:
+    """The port the service of the same name from another venv was started on."""
+    record = record_of(other)
+    return record.port if record is not None else None
 
 
 def _venv_of(state_dir: str) -> str:

@@ -164,3 +164,24 @@ def test_the_heads_ray_node_is_not_started_when_the_servers_port_is_taken() -> N
     assert planned.blocked is not None and planned.blocked.startswith("preflight")
     assert any("port 8000 (service.port) is already in use by pid 777: nginx" in f.message
                for f in planned.findings)
+
+
+def test_a_service_of_the_same_name_from_another_venv_is_replaced_only_on_its_own_port() -> None:
+    """A plan that moves the service to another venv replaces it; a server of the same name
+    on another port may be a second deployment on the box: it is named, and left running."""
+    def other_on(port: int) -> Facts:
+        record = {"fingerprint": {}, "backend": "process", "port": port,
+                  "argv": ["/old/bin/vllm", "serve", "m", "--port", str(port)]}
+        return Facts(host=HostFacts(systemd=False, user="root"), service=ServiceFacts.from_json({
+            "other": {"state_dir": "/old/.orch/service/orch-vllm", "pid": 9,
+                      "process": {"pid": 9, "cmdline": ["/old/bin/vllm"], "start_ticks": 1},
+                      "spec": json.dumps(record)}}))
+
+    same = step().plan(other_on(8000))
+    (change,) = same.changes
+    assert change.summary == ("replace orch-vllm (process; replaces the one started from /old)")
+    assert "/old/.orch/service/orch-vllm/pid" in " ".join(str(c) for c in change.commands)
+    elsewhere = step().plan(other_on(9000))
+    assert [c.summary for c in elsewhere.changes] == ["start orch-vllm (process; not running)"]
+    assert [f.message for f in elsewhere.findings if f.level == "warning"] == [
+        "another orch-vllm runs from /old on port 9000; it is left running"]
