@@ -23,7 +23,7 @@ from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runner import HostJob, HostOutcome, LockRequest, Phase, run_hosts
 from orchestrator.runs.layout import RunLayout, refuse_inside_run
-from orchestrator.runs.reader import frozen_sets
+from orchestrator.runs.reader import frozen_sets, list_runs, read_meta
 from orchestrator.runs.records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
 
@@ -45,6 +45,7 @@ class ApplyOptions:
     verify_all: bool = False  # hash every installed file against RECORD (no stat cache)
     wait: bool = False  # wait for another apply's lock instead of failing at once
     break_lock: bool = False  # take over whatever holds the lock
+    resume: str | None = None  # a run folder to continue, or "latest" (unfinished) of the plan
 
 
 @dataclass
@@ -125,7 +126,10 @@ def execute(options: ApplyOptions) -> int:
         print_origins(console, loaded, inventory, hosts)
 
     folder: RunFolder | None = None
-    if not options.check:
+    if not options.check and options.resume is not None:
+        folder = RunFolder.reopen(resumable(options.resume, plan.name, options.runs_dir))
+        console.print(f"resuming the run in {folder.path}", soft_wrap=True)
+    elif not options.check:
         folder = RunFolder.create(
             plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
             command=_command_name(options),
@@ -150,6 +154,25 @@ def execute(options: ApplyOptions) -> int:
             folder.finish("failed", best_effort=True)
         raise
     return exit_code(outcomes)
+
+
+def resumable(which: str, plan_name: str, root: Path) -> Path:
+    """The run folder `--resume` continues: the one named, or the plan's latest that did not
+    complete. A run that completed has nothing left to run."""
+    if which == "latest":
+        unfinished = [run for run in reversed(list_runs(root))
+                      if run.parent.name == plan_name and read_meta(run).status != "complete"]
+        if not unfinished:
+            raise UsageError(f"--resume: plan {plan_name} has no unfinished run under {root}",
+                             hint="apply without --resume to start a new run")
+        return unfinished[0]
+    path = Path(which)
+    meta = read_meta(path)  # a RunFolderError says what is wrong with it
+    if meta.plan != plan_name:
+        raise UsageError(f"--resume {which}: that run is of plan {meta.plan!r}, not {plan_name!r}")
+    if meta.status == "complete":
+        raise UsageError(f"--resume {which}: that run completed; nothing is left to run")
+    return path
 
 
 def exit_code(outcomes: list[HostOutcome]) -> ExitCode:
@@ -196,7 +219,8 @@ def _run(
             units = [s for s in compiled.unit_steps(host) if isinstance(s, ServiceStep)]
             after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
                                    console=console, service_step=service_step,
-                                   skip=options.skip, base_dir=loaded.base_dir, units=units))
+                                   skip=options.skip, base_dir=loaded.base_dir, units=units,
+                                   resume=options.resume is not None))
         gate = compiled.gate
         on_end = None
         if gate is not None:

@@ -58,6 +58,7 @@ class Lifecycle:
     skip: set[str] = field(default_factory=set)
     base_dir: Path | None = None
     units: list[ServiceStep] = field(default_factory=list)  # every process whose log to keep
+    resume: bool = False  # `--resume`: the run folder holds an earlier part of this run
 
     @property
     def api_key(self) -> str | None:
@@ -123,8 +124,13 @@ class Lifecycle:
                 self.folder.write_diagnosis(outcome.host, error.diagnoses)
             raise
         if done.readiness is None:
-            self._startup(outcome.host, Startup(already_running=True, url=base_url))
+            if not self.resume:  # resumed: startup.json keeps the start-up the run had
+                self._startup(outcome.host, Startup(already_running=True, url=base_url))
             return f"{base_url} serves {done.model} (already running)"
+        if self.resume:
+            emit(PhaseEvent(outcome.host, phase="ready", status="changed",
+                            message="the server was started again: the figures of this "
+                                    "resumed run span two start-ups"))
         ready = done.readiness
         self._startup(outcome.host, Startup(
             seconds=round(ready.seconds, 3), restarts=ready.restarts, phases=ready.phases,
@@ -156,7 +162,7 @@ class Lifecycle:
         return f"{len(self.plan.smoke)} passed"
 
     def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
-        from orchestrator.bench.sweep import run_sweep
+        from orchestrator.bench.sweep import kept_levels, run_sweep
 
         assert self.plan.bench is not None and self.service_step is not None
         host = transport.host
@@ -170,6 +176,14 @@ class Lifecycle:
         finished: list[Any] = []
         crash: dict[str, Any] | None = None
         relaunches = 0
+        if self.resume:  # the levels an earlier part finished stay; a partial one runs again
+            finished, partial = kept_levels(self.plan.bench, out_dir)
+            for label in partial:
+                _keep_apart(out_dir, label)
+            if finished:
+                emit(PhaseEvent(host, phase="bench", status="ok",
+                                message="resumed: " + ", ".join(lv.spec.label for lv in finished)
+                                        + " finished before, kept as they are"))
         while True:
             with _BENCH_LOCK:
                 result = run_sweep(
@@ -196,12 +210,7 @@ class Lifecycle:
             crash["relaunched"] = relaunches
             finished = [level for level in result.levels if not level.partial]
             if running is not None:  # its partial records kept apart, marked
-                kept = BenchLayout(out_dir).interrupted(running.spec.label, relaunches)
-                for old, new in zip((BenchLayout(out_dir).level(running.spec.label),
-                                     BenchLayout(out_dir).requests(running.spec.label)), kept,
-                                    strict=True):
-                    if old.exists():
-                        old.replace(new)
+                _keep_apart(out_dir, running.spec.label)
             label = running.spec.label if running else "the next level"
             emit(PhaseEvent(host, phase="bench", status="changed",
                             message=f"the server died during {label} with no known cause; "
@@ -283,6 +292,19 @@ _FETCH = (
     "echo \"err $(echo \"not a regular file: $(stat -L -c %F \"$1\")\" | base64 -w0)\"; "
     "else echo \"err $(cat \"$1\" 2>&1 >/dev/null | head -c 300 | base64 -w0)\"; fi; }"
 )
+
+
+def _keep_apart(out_dir: Path, label: str) -> None:
+    """A level that runs again: its earlier, partial files become interrupted-N-* (the next
+    free N), never read as the level."""
+    bench = BenchLayout(out_dir)
+    attempt = 1
+    while any(p.exists() for p in bench.interrupted(label, attempt)):
+        attempt += 1
+    for old, new in zip((bench.level(label), bench.requests(label)),
+                        bench.interrupted(label, attempt), strict=True):
+        if old.exists():
+            old.replace(new)
 
 
 def _record_crash(out_dir: Path, crash: dict[str, Any]) -> None:

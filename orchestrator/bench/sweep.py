@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import threading
 from collections.abc import Sequence
@@ -60,6 +61,7 @@ class SweepResult:
     stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy" or None
     signum: int | None = None  # the signal that interrupted it
     crash: dict[str, Any] | None = None  # the server's death during it: level, cause, relaunched
+    kept: set[str] = field(default_factory=set)  # levels an earlier part ran: files left as they are
     summary: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -221,8 +223,9 @@ async def _sweep(
         warm_workload=warm_workload,
     )
     check_blocks(ctx.samplers)
-    sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash)
-    done = {level.spec.label for level in finished}
+    sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash,
+                        kept={level.spec.label for level in finished})
+    done = sweep.kept
     started = datetime.now(UTC)
     restore = _catch_sigint(stop)
     try:
@@ -240,6 +243,27 @@ async def _sweep(
         sweep.signum = stop.signum
         _finish(sweep, config, root, labels, started)
     return sweep
+
+
+def kept_levels(config: Bench, out_dir: Path) -> tuple[list[LevelRun], list[str]]:
+    """What an interrupted sweep in `out_dir` left: its finished levels of this plan (to keep,
+    as written) and the labels of those it left partial (to run again)."""
+    bench = BenchLayout(out_dir)
+    finished: list[LevelRun] = []
+    partial: list[str] = []
+    if config.concurrency == "auto":  # a search starts over: it decides from every level
+        return finished, partial
+    for spec in plan_levels(config):
+        path = bench.level(spec.label)
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(result, dict) and result.get("partial") is False:
+            finished.append(LevelRun(spec, result))
+        else:
+            partial.append(spec.label)
+    return finished, partial
 
 
 async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> LevelRun:
@@ -307,10 +331,12 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         for index in no_scaling(loads):
             marks.setdefault(index, []).append("no_scaling")
         for index, flags in marks.items():
-            new = [*flags, *level_flags(members[index].result)]
-            if members[index].result.get("flags") != new:  # a finished level's file stays
-                members[index].result["flags"] = new
-                write_level(BenchLayout(sweep.out_dir), members[index].result, members[index].rows)
+            level = members[index]
+            new = [*flags, *level_flags(level.result)]
+            changed = level.result.get("flags") != new
+            level.result["flags"] = new  # the summary says it either way
+            if changed and level.spec.label not in sweep.kept:  # a kept level's file stays
+                write_level(BenchLayout(sweep.out_dir), level.result, level.rows)
     ordered = sweep.ordered()
     bench = BenchLayout(sweep.out_dir)
     columns = csv_columns(config.percentiles, config.percentile_metrics)

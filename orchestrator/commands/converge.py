@@ -33,6 +33,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--break-lock", action="store_true",
                             help="take over the host's apply lock whoever holds it (when that "
                                  "apply is known to be gone)")
+        parser.add_argument("--resume", nargs="?", const="latest", default=None, metavar="RUN",
+                            help="continue an interrupted or crashed run in its own run folder "
+                                 "(default: the plan's latest unfinished run): finished "
+                                 "benchmark levels are kept, the rest run")
         parser.add_argument("--skip", action="append", default=[], metavar="PHASE",
                             choices=["service", "smoke", "bench"],
                             help="skip a phase after converge: service, smoke or bench "
@@ -59,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         verify_all=args.verify_all,
         wait=getattr(args, "wait", False),
         break_lock=getattr(args, "break_lock", False),
+        resume=getattr(args, "resume", None),
     )
     if (options.plan is None) == (options.locked is None):
         args.parser.error("give a PLAN, or --locked RUN_FOLDER (which holds its plan)")

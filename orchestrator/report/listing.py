@@ -90,9 +90,18 @@ def runs_table(rows: Sequence[RunRow], root: Path) -> TableData:
         "1 stream, Peak: output tok/s of the first benchmarked host at concurrency 1 and "
         "at its best level. Engine sim: the simulator (figures in model time).",
     )
+    unfinished = False
     for row in rows:
         peak = f"{tok_s(row.peak)} at {row.peak_at}" if row.peak is not None else MISSING
         single = tok_s(row.single_stream) if row.single_stream is not None else MISSING
-        table.add([row.plan, row.path.name, row.status, row.engine, single, peak,
+        status = row.status
+        if status in ("interrupted", "failed", "incomplete"):
+            status += " (resumable)"
+            unfinished = True
+        table.add([row.plan, row.path.name, status, row.engine, single, peak,
                    ", ".join(row.hosts) or MISSING])
+    if unfinished:
+        table.caption += (" Resumable: `orch apply PLAN --resume RUN_FOLDER` finishes the run "
+                          "in its folder (finished benchmark levels kept; `--resume` alone "
+                          "takes the plan's latest unfinished run).")
     return table

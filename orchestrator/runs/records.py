@@ -38,6 +38,7 @@ class Meta(Record):
     engine: str | None = None
     simulated: bool | None = None
     locked_from: str | None = None
+    resumed: list[str] = Field(default_factory=list)  # when `--resume` continued it
 
 
 class FindingRecord(Record):

@@ -141,6 +141,21 @@ class RunFolder:
         folder.write_meta()
         return folder
 
+    @classmethod
+    def reopen(cls, path: Path) -> RunFolder:
+        """An unfinished run folder, to be continued (`orch apply --resume`): incomplete
+        again until this apply ends, the resumption kept in its meta."""
+        from orchestrator.runs.reader import read_meta
+
+        now = time.time()
+        meta = read_meta(path)
+        meta.status = "incomplete"
+        meta.finished = None
+        meta.resumed = [*meta.resumed, _iso(now)]
+        folder = cls(path, meta, now)
+        folder.write_meta()
+        return folder
+
     def host(self, name: str) -> HostLayout:
         return self.layout.host(name)
 

@@ -69,7 +69,9 @@ def test_runs_lists_every_folder_with_its_headline(runs: Runs, capsys: pytest.Ca
         ]  # fmt: skip
     real = cells(runs.real)
     assert real[:4] == ["kimi-nvfp4", runs.real.name, "complete", "vllm"]
-    assert cells(runs.failed) == ["sim-kimi-nvfp4", runs.failed.name, "failed", "sim", "-", "-", "localhost"]
+    assert cells(runs.failed) == ["sim-kimi-nvfp4", runs.failed.name, "failed", "(resumable)", "sim",
+                                  "-", "-", "localhost"]
+    assert "`orch apply PLAN --resume RUN_FOLDER` finishes the run" in " ".join(out.split())
     folders = [line.split()[1] for line in out.splitlines() if line.strip().startswith(("sim-", "kimi-"))]
     assert folders == sorted(folders)  # oldest first
 

@@ -1,0 +1,91 @@
+"""`orch apply PLAN --resume` continues an interrupted run in its own folder: the service still
+running is reused, the levels that finished are kept byte for byte, the level that was cut
+runs again (its partial records kept apart) and the rest run; the folder ends as one run.
+Interrupted by Ctrl-C, and by kill -9 of orch itself (its host lock then goes with it).
+Over a real sshd, with the simulator as the server (process backend)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from fixtures.orchcli import last_run, orch, write_inventory
+from fixtures.sshd import SshServer, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _generated(port: int) -> float:
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return 0.0
+    found = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_an_interrupted_run_is_finished_in_place(tmp_path: Path, sshd: SshServer,
+                                                 stop: signal.Signals) -> None:
+    inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
+    port, name = free_port(), f"resume-{tmp_path.name[-8:]}"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "resume", "hosts": "all",
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
+        "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": port,
+                    "backend": "process", "name": name,
+                    "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.05,
+                            "startup_time_scale": 0.001}},
+        "health": {"startup_timeout": "60s", "poll_interval": "0.2s"},
+        "bench": {"concurrency": [1, 2, 4], "requests_per_level": 12, "warmup": 0,
+                  "max_tokens": 64, "ignore_eos": True},
+    }))
+    command = [sys.executable, "-m", "orchestrator.cli", "apply", str(plan), "-i", str(inventory)]
+    try:
+        with subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "COLUMNS": "120"},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as first:
+            deadline = time.monotonic() + 120
+            while _generated(port) < 12 * 64 + 200:  # c1 done, c2 under way
+                assert time.monotonic() < deadline and first.poll() is None, "no sweep"
+                time.sleep(0.05)
+            first.send_signal(stop)
+            first.communicate(timeout=120)
+        run = last_run(tmp_path)
+        bench = run / "hosts" / "h1" / "bench"
+        c1 = (bench / "level-c1.json").read_bytes()
+        c1_written = (bench / "level-c1.json").stat().st_mtime_ns
+        assert json.loads((run / "meta.json").read_text())["status"] != "complete"
+        listed = " ".join(orch("runs", cwd=tmp_path).stdout.split())
+        assert "(resumable)" in listed and "--resume" in listed  # orch runs says how
+
+        resumed = orch("apply", plan, "-i", inventory, "--resume", cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        said = " ".join(resumed.stdout.split())
+        assert f"resuming the run in runs/resume/{run.name}" in said
+        assert "resumed: c1 finished before, kept as they are" in said
+        assert last_run(tmp_path) == run  # no new run folder
+        meta = json.loads((run / "meta.json").read_text())
+        assert meta["status"] == "complete" and len(meta["resumed"]) == 1
+        assert (bench / "level-c1.json").read_bytes() == c1  # untouched
+        assert (bench / "level-c1.json").stat().st_mtime_ns == c1_written
+        for label in ("c2", "c4"):
+            level = json.loads((bench / f"level-{label}.json").read_text())
+            assert (level["completed"], level["partial"]) == (12, False)
+        if stop == signal.SIGINT:  # Ctrl-C writes the cut level as partial; kill -9 cannot
+            assert json.loads((bench / "interrupted-1-level-c2.json").read_text())["partial"]
+        summary = json.loads((bench / "summary.json").read_text())
+        assert [row["level"] for row in summary["levels"]] == ["c1", "c2", "c4"]
+        again = orch("apply", plan, "-i", inventory, "--resume", cwd=tmp_path)
+        assert again.returncode == 64 and "no unfinished run" in again.stdout + again.stderr
+    finally:
+        orch("stop", plan, "-i", inventory, cwd=tmp_path)
