@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from fixtures.orchcli import last_run, orch, write_inventory
+from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _generated(port: int) -> float:
-    try:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-    except httpx.HTTPError:
-        return 0.0
-    found = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
@@ -55,7 +45,7 @@ def test_an_interrupted_run_is_finished_in_place(tmp_path: Path, sshd: SshServer
         with subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "COLUMNS": "120"},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as first:
             deadline = time.monotonic() + 120
-            while _generated(port) < 12 * 64 + 200:  # c1 done, c2 under way
+            while generated_tokens(port) < 12 * 64 + 200:  # c1 done, c2 under way
                 assert time.monotonic() < deadline and first.poll() is None, "no sweep"
                 time.sleep(0.05)
             first.send_signal(stop)

@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from fixtures.orchcli import last_run, write_inventory
+from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _generated(port: int) -> float:
-    try:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-    except httpx.HTTPError:
-        return 0.0
-    found = re.search(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
 
 
 def test_an_unexplained_death_mid_level_is_relaunched_and_the_sweep_finishes(
@@ -55,7 +45,7 @@ def test_an_unexplained_death_mid_level_is_relaunched_and_the_sweep_finishes(
                           stderr=subprocess.STDOUT, text=True) as apply:
         try:
             deadline = time.monotonic() + 120
-            while _generated(port) < 400:  # some of c1's 24 x 64 tokens are out
+            while generated_tokens(port) < 400:  # some of c1's 24 x 64 tokens are out
                 assert time.monotonic() < deadline and apply.poll() is None, "no sweep"
                 time.sleep(0.05)
             pidfile = venv / ".orch" / "service" / name / "pid"
