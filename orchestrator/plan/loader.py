@@ -35,10 +35,11 @@ from orchestrator.plan.source import (
     Origin,
     arg_snippet,
     display_path,
+    dotted,
     read_document,
     resolve_path,
 )
-from orchestrator.plan.validation import Positions, Problem, dotted, problem_error, validate
+from orchestrator.plan.validation import Positions, Problem, problem_error, validate
 from orchestrator.plan.variables import (
     ReferenceProblem,
     resolve_vars,

@@ -23,6 +23,11 @@ from orchestrator.errors import PlanError
 
 FieldPath = tuple[str | int, ...]
 
+
+def dotted(path: FieldPath) -> str:
+    """`service.args.port`, `files.0.mode`: a field path as plans and errors write it."""
+    return ".".join(str(part) for part in path)
+
 _MAX_DEPTH = 64
 _MAX_NODES = 100_000  # bounds alias expansion ("billion laughs") and runaway files
 _MERGE_TAG = "tag:yaml.org,2002:merge"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import PlanError
 from orchestrator.plan.layers import child, get_path
-from orchestrator.plan.source import FieldPath, Origin, arg_snippet, kind_of, snippet
+from orchestrator.plan.source import FieldPath, Origin, arg_snippet, dotted, kind_of, snippet
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -97,10 +97,6 @@ def validate(model: type[M], data: Any, positions: Positions) -> M:
     except ValidationError as error:
         problems = problems_from(error, model, data, positions)
         raise as_plan_error(problems, positions) from None
-
-
-def dotted(path: FieldPath) -> str:
-    return ".".join(str(part) for part in path)
 
 
 def problem_error(problem: Problem, positions: Positions) -> PlanError:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.errors import PlanError
-from orchestrator.plan.source import FieldPath
+from orchestrator.plan.source import FieldPath, dotted
 
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _VAR_NAME = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
@@ -40,10 +40,6 @@ class ReferenceProblem(PlanError):
     ) -> None:
         super().__init__(message, field=dotted(path), expected=expected, hint=hint)
         self.path = path
-
-
-def dotted(path: FieldPath) -> str:
-    return ".".join(str(part) for part in path)
 
 
 def resolve_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
