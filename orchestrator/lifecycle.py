@@ -224,12 +224,9 @@ class Lifecycle:
         outcome.extra["bench_dir"] = str(out_dir)
         if result.stopped == "interrupted":  # the finished levels are written: now stop
             raise Interrupted(result.signum or signal.SIGINT)
-        if result.stopped:
-            raise BenchError(f"{host}: the sweep stopped early ({result.stopped}); "
-                             f"finished levels are in {out_dir}")
-        failures = result.failures(self.plan.bench.max_failed_fraction)
-        if failures:
-            raise BenchError(f"{host}: " + "; ".join(failures) + f"; the figures are in {out_dir}")
+        verdict = result.verdict(self.plan.bench.max_failed_fraction)
+        if verdict is not None:
+            raise BenchError(f"{host}: {verdict}; the figures are in {out_dir}")
         knee = f", knee at C={result.knee}" if result.knee else ""
         return f"{len(result.levels)} levels{knee}; results in {out_dir}"
 

@@ -305,14 +305,8 @@ def run(args: argparse.Namespace) -> int:
     if result.stopped == "interrupted":
         console.print("interrupted: finished levels are kept; the last one is marked partial")
         return 128 + (result.signum or 2)
-    if result.stopped == "server_gone":
-        console.print("[red]the server stopped answering (connections refused); the sweep ended early[/red]")
-        return 1
-    if result.stopped == "server_unhealthy":
-        console.print("[red]the server reports its engine dead (/health 503); the sweep ended early[/red]")
-        return 1
-    failures = result.failures(config.max_failed_fraction)
-    if failures:
-        console.print("[red]error:[/red] " + shown("; ".join(failures), markup=True), soft_wrap=True)
+    verdict = result.verdict(config.max_failed_fraction)
+    if verdict is not None:
+        console.print("[red]error:[/red] " + shown(verdict, markup=True), soft_wrap=True)
         return 1
     return 0

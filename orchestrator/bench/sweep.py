@@ -68,6 +68,16 @@ class SweepResult:
     def interrupted(self) -> bool:
         return self.stopped == "interrupted"
 
+    def verdict(self, max_fraction: float) -> str | None:
+        """Why the sweep failed (None: it did not), for `orch bench` and an apply alike; an
+        interrupt is not a verdict (the caller stops on its signal)."""
+        if self.stopped == "server_gone":
+            return "the server stopped answering (connections refused); the sweep ended early"
+        if self.stopped == "server_unhealthy":
+            return "the server reports its engine dead (/health 503); the sweep ended early"
+        failures = self.failures(max_fraction)
+        return "; ".join(failures) if failures else None
+
     def failures(self, max_fraction: float) -> list[str]:
         """Levels that fail the benchmark: none of their requests succeeded, or more than
         `max_fraction` of them failed; each with what the server said most often."""
