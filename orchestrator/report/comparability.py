@@ -139,6 +139,22 @@ def _measured(s: Series) -> list[LoadKey]:
     return [p.key for p in s.points if p.completed]
 
 
+def crash_message(s: Series) -> str | None:
+    """What the server's death during the sweep was (summary.json's `crash`), in words."""
+    summary = s.host.bench.summary if s.host.bench is not None else None
+    crash = summary.crash if summary is not None else None
+    if not crash:
+        return None
+    level = crash.get("level") or "a level"
+    if crash.get("cause"):
+        return f"{level} crashed the server: {crash['cause']}"
+    times = crash.get("relaunched") or 0
+    if times:
+        return (f"the server died during {level} with no known cause; relaunched {times} "
+                f"time(s), {level} ran again from its start")
+    return f"the server died during {level} with no known cause"
+
+
 def _health(series: Sequence[Series]) -> list[str]:
     out: list[str] = []
     for s in series:
@@ -165,4 +181,7 @@ def _health(series: Sequence[Series]) -> list[str]:
             )
         if s.run.plan_problem:
             out.append(f"{s.label}: {s.run.plan_problem}")
+        crashed = crash_message(s)
+        if crashed:
+            out.append(f"{s.label}: {crashed}")
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fixtures.orchcli import last_run, write_inventory
+from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
 
@@ -67,3 +67,6 @@ def test_an_unexplained_death_mid_level_is_relaunched_and_the_sweep_finishes(
     summary = json.loads((bench / "summary.json").read_text())
     assert summary["crash"] == {"level": "c1", "cause": None, "relaunched": 1}
     assert [row["level"] for row in summary["levels"]] == ["c1", "c2"]
+    compared = orch("compare", str(last_run(tmp_path)), cwd=tmp_path)
+    assert "the server died during c1 with no known cause; relaunched 1 time(s), c1 ran " \
+           "again from its start" in " ".join(compared.stdout.split()), compared.stdout
