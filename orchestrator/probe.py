@@ -151,6 +151,23 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class GpuApp:
+    """A process holding GPU memory (nvidia-smi's compute apps), with its process group."""
+
+    pid: int
+    bus_id: str = ""
+    used_mib: int | None = None
+    pgid: int | None = None
+    cmdline: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GpuApp:
+        return cls(pid=_int(data.get("pid")) or 0, bus_id=str(data.get("bus_id") or ""),
+                   used_mib=_int(data.get("used_mib")), pgid=_int(data.get("pgid")),
+                   cmdline=tuple(str(c) for c in data.get("cmdline") or ()))
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """The machine: OS, Python, CPU, memory, GPUs (None without nvidia-smi), systemd, user."""
 
@@ -165,6 +182,7 @@ class HostFacts:
     memory_bytes: int | None = None
     memory_available_bytes: int | None = None
     gpus: tuple[Gpu, ...] | None = None
+    gpu_apps: tuple[GpuApp, ...] | None = None  # who holds GPU memory (None: no nvidia-smi)
     topology: str | None = None
     systemd: bool = False
     user: str = ""
@@ -186,6 +204,8 @@ class HostFacts:
             memory_bytes=_int(data.get("memory_bytes")),
             memory_available_bytes=_int(data.get("memory_available_bytes")),
             gpus=tuple(Gpu(**g) for g in gpus) if isinstance(gpus, list) else None,
+            gpu_apps=tuple(GpuApp.from_json(a) for a in data["gpu_apps"] if isinstance(a, dict))
+            if isinstance(data.get("gpu_apps"), list) else None,
             topology=_str(data.get("topology")), systemd=bool(data.get("systemd")),
             user=str(data.get("user") or ""), home=_str(data.get("home")) or "",
             time=_float(data.get("time")),

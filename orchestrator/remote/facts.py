@@ -109,6 +109,41 @@ def parse_nvidia_smi(text: str) -> List[Dict[str, Any]]:
     return gpus
 
 
+GPU_APPS_QUERY = "pid,gpu_bus_id,used_memory"
+
+
+def parse_gpu_apps(text: str) -> List[Dict[str, Any]]:
+    """`nvidia-smi --query-compute-apps=GPU_APPS_QUERY --format=csv,noheader,nounits` ->
+    the processes holding GPU memory (pid, the GPU's bus id, MiB)."""
+    apps: List[Dict[str, Any]] = []
+    for row in text.strip().splitlines():
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) < 3 or not cells[0].isdigit():
+            continue
+        try:
+            used: Optional[int] = int(float(cells[2]))
+        except ValueError:
+            used = None  # "[N/A]"
+        apps.append({"pid": int(cells[0]), "bus_id": cells[1], "used_mib": used})
+    return apps
+
+
+def _gpu_apps() -> List[Dict[str, Any]]:
+    """Who holds GPU memory, with each process's group: the service's own group is not in
+    the way of its restart; anything else is (a leftover engine holds the memory)."""
+    out = _run(["nvidia-smi", f"--query-compute-apps={GPU_APPS_QUERY}",
+                "--format=csv,noheader,nounits"])
+    apps = parse_gpu_apps(out or "")
+    for app in apps:
+        stat = _read(f"/proc/{app['pid']}/stat")
+        try:
+            app["pgid"] = process_group(stat) if stat else None
+        except (IndexError, ValueError):
+            app["pgid"] = None
+        app["cmdline"] = [c for c in (_read(f"/proc/{app['pid']}/cmdline") or "").split("\0") if c]
+    return apps
+
+
 def parse_listening_ports(text: str) -> Dict[int, str]:
     """/proc/net/tcp or tcp6 -> listening port: socket inode (no ss or netstat needed)."""
     ports: Dict[int, str] = {}
@@ -171,6 +206,7 @@ def host_facts() -> Dict[str, Any]:
     smi = _run(["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"])
     gpus = parse_nvidia_smi(smi) if smi is not None else None
     topo = _run(["nvidia-smi", "topo", "-m"]) if gpus else None
+    apps = _gpu_apps() if gpus else None
     return {
         "hostname": socket.gethostname(),
         "os": os_release.get("PRETTY_NAME") or platform.platform(),
@@ -183,6 +219,7 @@ def host_facts() -> Dict[str, Any]:
         "memory_bytes": meminfo.get("MemTotal"),
         "memory_available_bytes": meminfo.get("MemAvailable"),
         "gpus": gpus,
+        "gpu_apps": apps,
         "topology": topo,
         "systemd": os.path.isdir("/run/systemd/system"),
         "user": os.environ.get("USER") or str(os.getuid()),

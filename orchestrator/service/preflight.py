@@ -48,6 +48,7 @@ def preflight(plan: Plan, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
     found += _port_findings(plan, facts)
     found += _gpu_findings(plan, facts)
+    found += _gpu_busy_findings(plan, facts)
     found += _family_findings(plan, facts)
     found += _env_findings(plan, facts)
     found += _parser_findings(plan, facts)
@@ -168,6 +169,38 @@ def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
             "more devices in env: CUDA_VISIBLE_DEVICES",
         )
     ]
+
+
+def _gpu_busy_findings(plan: Plan, facts: Facts) -> list[Finding]:
+    """GPU memory held on the plan's GPUs by processes that are not this service's (a killed
+    API server's engine, another server): the start would fail for lack of GPU memory."""
+    assert plan.service is not None
+    gpus, apps = facts.host.gpus, facts.host.gpu_apps
+    if not engine(plan.service.engine).uses_gpus or gpus is None or not apps:
+        return []
+    own: set[int | None] = set()
+    if facts.service is not None:  # its own group is stopped before it starts again
+        own = {facts.service.pid}
+        if facts.service.other is not None:
+            own.add(facts.service.other.pid)
+    own -= {None}
+    cvd = plan.env.get("CUDA_VISIBLE_DEVICES")
+    shown = gpus
+    if cvd is not None and not SECRET_REF.search(cvd):  # only those the server will see
+        wanted = {e.strip() for e in cvd.split(",")}
+        shown = tuple(g for g in gpus if str(g.index) in wanted)
+    index = {(g.pci_bus_id or "").lower(): g.index for g in shown}
+    busy = [a for a in apps if a.bus_id.lower() in index and a.pgid not in own and a.pid not in own]
+    if not busy:
+        return []
+    named = ", ".join(
+        f"pid {a.pid} {_display_cmdline(a.cmdline[:1]) or '?'} ({a.used_mib} MiB on GPU "
+        f"{index[a.bus_id.lower()]})" for a in busy[:6])
+    return [Finding(
+        "error", f"GPU memory of the plan's GPUs is held by {len(busy)} process(es) that are not "
+        f"this service: {named}; the server would fail for lack of GPU memory",
+        "stop them (a leftover of another server: `orch status` of its plan names it), or "
+        "list other GPUs in env: CUDA_VISIBLE_DEVICES")]
 
 
 def _family_findings(plan: Plan, facts: Facts) -> list[Finding]:

@@ -6,6 +6,7 @@ nounits`): no GPU is at hand here."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,35 @@ def test_the_answer_becomes_typed_facts() -> None:
     assert facts.service.digests == {"spec_file": "abc"}
     # No nvidia-smi on the host: no GPU facts at all (not "zero GPUs").
     assert parse_answer('{"probe_version": 1, "host": {"gpus": null}}').host.gpus is None
+
+
+def test_who_holds_gpu_memory_is_read_with_each_process_group(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in nvidia-smi on the host's PATH, in nvidia-smi's CSV formats: the probe asks it
+    for the GPUs and for the compute processes, and reads each process's group from /proc."""
+    import subprocess
+
+    from orchestrator.probe import ProbeRequest, probe
+    from orchestrator.transport.local import LocalTransport
+
+    holder = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        smi = tmp_path / "bin" / "nvidia-smi"
+        smi.parent.mkdir()
+        smi.write_text(
+            "#!/bin/sh\n"
+            'case "$1" in\n'
+            "  --query-gpu=*) echo '0, NVIDIA RTX PRO 6000, 97887, 580.95, 12.0, 00000000:01:00.0';;\n"
+            f"  --query-compute-apps=*) echo '{holder.pid}, 00000000:01:00.0, 90112';;\n"
+            "  topo) echo 'GPU0 X';;\n"
+            "esac\n")
+        smi.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+        facts = probe(LocalTransport("local"), ProbeRequest())
+        assert facts.host.gpu_apps is not None
+        (app,) = facts.host.gpu_apps
+        assert (app.pid, app.bus_id, app.used_mib, app.pgid, app.cmdline) == (
+            holder.pid, "00000000:01:00.0", 90112, holder.pid, ("sleep", "30"))
+    finally:
+        holder.kill()
+        holder.wait()

