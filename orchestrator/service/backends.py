@@ -156,6 +156,17 @@ def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Co
     )
 
 
+# True while a process of session $pid lives, SIGKILLing it: /proc/PID/stat's 4th field after
+# the command name is the session id (the name may hold spaces: cut after its last ") ").
+# Shell builtins only: it reads every process's stat on each turn.
+_SESSION_LEFT = (
+    "{ left=1; for d in /proc/[0-9]*; do "
+    'read -r l 2>/dev/null < "$d/stat" || continue; set -- ${l##*) }; '
+    '[ "$4" = "$pid" ] && [ "$1" != Z ] && { kill -KILL "${d#/proc/}" 2>/dev/null; left=0; }; '
+    'done; [ $left = 0 ]; }'
+)
+
+
 def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
                  timeout_s: int | None = None) -> Command:
     """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C; SIGTERM for a Ray node:
@@ -178,8 +189,10 @@ def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
         f'kill -{signal.removeprefix("SIG")} -- -"$pid" 2>/dev/null; '
         f"i=0; while kill -0 -- -\"$pid\" 2>/dev/null && [ $i -lt {timeout_s * 10} ]; do sleep 0.1; i=$((i+1)); done; "
         'kill -KILL -- -"$pid" 2>/dev/null; '
-        # and wait until nothing of the group remains (memory, GPUs and the port free)
-        'i=0; while kill -0 -- -"$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; '
+        # Then its whole session (it was started with setsid): a process that made a group
+        # of its own (a Ray `ray::IDLE` worker) is still of the session. Wait until nothing
+        # of it remains (memory, GPUs and the port free).
+        f"i=0; while {_SESSION_LEFT} && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
         "fi; "
         f"rm -f {pidfile}"
     )

@@ -99,3 +99,28 @@ def test_what_a_dead_leader_left_of_its_group_is_seen_then_stopped(tmp_path: Pat
         assert again.service is not None and again.service.survivors == ()
     finally:
         subprocess.run(["kill", "-9", str(worker)], capture_output=True)
+
+
+def test_stop_ends_the_whole_session_even_what_left_its_group(tmp_path: Path) -> None:
+    """A Ray node's `ray::IDLE` worker makes a process group of its own: the group kill misses
+    it, the session does not (the service was started with setsid)."""
+    paths = ServicePaths.for_venv(str(tmp_path), "svc")
+    Path(paths.state_dir).mkdir(parents=True)
+    leader = subprocess.Popen(
+        ["sh", "-c", "python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(60)' & "
+                     "echo $! > worker; exec sleep 60"], cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "worker").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the worker has left the group
+    worker = int((tmp_path / "worker").read_text())
+    start = Path(f"/proc/{leader.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    Path(paths.pidfile).write_text(f"{leader.pid} {start}\n")
+    try:
+        LocalTransport("local").run(stop_command("process", paths, timeout_s=1))
+        leader.wait(timeout=5)
+        gone = not Path(f"/proc/{worker}").exists() or \
+            Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        assert gone, "the worker that left the group outlived the stop"
+    finally:
+        subprocess.run(["kill", "-9", str(worker)], capture_output=True)
