@@ -5,7 +5,7 @@ a converged second apply, flags checked at plan time against the installed vLLM,
 named from the engine's own lines and never relaunched, and an engine killed mid-sweep.
 
 The venv is made by orch itself on the first run and kept (tests/fixtures/vllm_cpu.py); the
-tests share one server and run in order on one xdist worker."""
+tests share one server and run in order on one xdist worker (scripts/test: --dist loadfile)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from fixtures.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "plans" / "vllm-cpu-local.yaml"
-pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.xdist_group("real_vllm"),
-              pytest.mark.timeout(1200)]
+# One module, one worker (scripts/test distributes whole files: --dist loadfile): the tests
+# share one server, and two applies of it at once would stop each other's.
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
 BENCH = ["--set", "bench.concurrency=[1,4]", "--set", "bench.requests_per_level=8",
          "--set", "bench.max_tokens=32", "--set", "bench.input_len=32"]
 
