@@ -22,3 +22,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # a slow module says so itself: `pytestmark = pytest.mark.slow`
         if "real_heavy" in item.keywords and not heavy:
             item.add_marker(skip)
+    # The real vLLM module is the longest file (one server, several start-ups): first, so one
+    # worker runs it while the other works through the rest.
+    items.sort(key=lambda item: "real_vllm" not in item.keywords)
