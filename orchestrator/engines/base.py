@@ -29,4 +29,3 @@ class Engine:
     simulated: bool = False
     uses_gpus: bool = True  # preflight counts GPUs; a multi-node gate checks them
     reads_vllm: bool = True  # the probe reads the installed vLLM (version, names, flags)
-    metric_prefix: str = "vllm"
