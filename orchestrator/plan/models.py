@@ -602,6 +602,14 @@ class Bench(StrictModel):
         gt=0,
         description="Scrape the server's /metrics this often during a level; null turns it off.",
     )
+    gpu_telemetry: Duration | None = Field(
+        1.0,
+        gt=0,
+        description="Sample the host's GPUs (power, utilization, memory, temperature, SM clock: "
+                    "one `nvidia-smi` loop per repeat) this often during a level, for the "
+                    "level's `gpu_telemetry` and its energy; null turns it off. A host without "
+                    "nvidia-smi records no GPU telemetry.",
+    )
     slo: Slo = Field(default_factory=Slo, description="Latency objectives for goodput.")
     percentiles: list[float] = Field(
         default_factory=lambda: list(DEFAULT_PERCENTILES),
