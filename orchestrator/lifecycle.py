@@ -8,7 +8,6 @@ A failure ends the later phases of that host (collect still runs) and never the 
 from __future__ import annotations
 
 import base64
-import json
 import signal
 import threading
 import time
@@ -35,7 +34,7 @@ from orchestrator.probe import Facts
 from orchestrator.runner import HostOutcome, StepOutcome
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.records import Startup
-from orchestrator.runs.writer import RunFolder, write_file
+from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
 from orchestrator.service.backends import tail_command
@@ -184,34 +183,37 @@ class Lifecycle:
                 emit(PhaseEvent(host, phase="bench", status="ok",
                                 message="resumed: " + ", ".join(lv.spec.label for lv in finished)
                                         + " finished before, kept as they are"))
+        said: list[str] = []  # the diagnosis's words, for the error
+
+        def explain(level: str | None) -> dict[str, Any]:
+            why, cause = self._diagnose_death(transport, host)
+            said[:] = [why]
+            return {"level": level, "cause": cause, "relaunched": relaunches}
+
         while True:
             with _BENCH_LOCK:
                 result = run_sweep(
                     self.plan.bench, base_url=base_url, model=step.spec.served_names[0],
                     api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
                     labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
-                    finished=finished, crash=crash,
+                    finished=finished, crash=crash, explain_death=explain,
                 )
-            if result.stopped not in ("server_gone", "server_unhealthy"):
+            if not result.server_died or result.crash is None:
                 break
-            running = result.levels[-1] if result.levels and result.levels[-1].partial else None
-            why, cause = self._diagnose_death(transport, host)
-            crash = {"level": running.spec.label if running else None,
-                     "cause": cause, "relaunched": relaunches}
-            if cause is not None or relaunches >= budget:
-                _record_crash(out_dir, crash)
+            crash = result.crash
+            if crash["cause"] is not None or relaunches >= budget:
                 self.console.print(result.render(title=f"{self.plan.name} on {host}",
                                                  width=self.console.width))
                 outcome.extra["bench_dir"] = str(out_dir)
                 at = f" at {crash['level']}" if crash["level"] else ""
-                raise BenchError(f"{host}: the sweep stopped early{at} ({result.stopped}){why}; "
-                                 f"finished levels are in {out_dir}")
+                raise BenchError(f"{host}: the sweep stopped early{at} ({result.stopped})"
+                                 f"{said[0]}; finished levels are in {out_dir}")
             relaunches += 1
-            crash["relaunched"] = relaunches
+            crash = {**crash, "relaunched": relaunches}
             finished = [level for level in result.levels if not level.partial]
-            if running is not None:  # its partial records kept apart, marked
-                _keep_apart(out_dir, running.spec.label)
-            label = running.spec.label if running else "the next level"
+            label = crash["level"] or "the next level"
+            if crash["level"] is not None:  # its partial records kept apart, marked
+                _keep_apart(out_dir, crash["level"])
             emit(PhaseEvent(host, phase="bench", status="changed",
                             message=f"the server died during {label} with no known cause; "
                                     f"relaunch {relaunches}/{budget}, then {label} again from "
@@ -302,17 +304,6 @@ def _keep_apart(out_dir: Path, label: str) -> None:
                         bench.interrupted(label, attempt), strict=True):
         if old.exists():
             old.replace(new)
-
-
-def _record_crash(out_dir: Path, crash: dict[str, Any]) -> None:
-    """summary.json says which level the server died in and why (compare and report read it)."""
-    summary = BenchLayout(out_dir).summary
-    try:
-        data = json.loads(summary.read_text())
-    except (OSError, ValueError):
-        return
-    data["crash"] = crash
-    write_file(summary, json.dumps(data, indent=2) + "\n")
 
 
 def _healthy(client: ServerClient) -> bool:

@@ -20,8 +20,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from orchestrator.runs.records import LevelResult
 
 DROP_TOLERANCE = 0.01
 SPREAD_LIMIT = 0.10
@@ -30,29 +31,29 @@ SERVER_MISMATCH = 0.10
 NO_GAIN = 0.10
 
 
-def level_flags(result: Mapping[str, Any]) -> list[str]:
+def level_flags(result: LevelResult) -> list[str]:
     """Flags that one level's result carries on its own."""
     flags: list[str] = []
-    if result.get("failed", 0):
+    if result.failed:
         flags.append("errors")
-    if result.get("spread", 0.0) > SPREAD_LIMIT:
+    if (result.spread or 0.0) > SPREAD_LIMIT:
         flags.append("spread")
-    if result.get("client_cpu_utilization", 0.0) > CPU_LIMIT:
+    if (result.client_cpu_utilization or 0.0) > CPU_LIMIT:
         flags.append("client_saturated")
     if _server_disagrees(result):
         flags.append("server_disagrees")
-    if result.get("partial"):
+    if result.partial:
         flags.append("partial")
     if _serialized(result):
         flags.append("serialized")
     return flags
 
 
-def _serialized(result: Mapping[str, Any]) -> bool:
-    held = result.get("max_concurrency") or 0
-    generating = result.get("max_generating")
-    running = (result.get("server_metrics") or {}).get("max_running")
-    return (result.get("mode") != "rate" and held >= 2 and result.get("completed", 0) >= 2
+def _serialized(result: LevelResult) -> bool:
+    held = result.max_concurrency or 0
+    generating = result.max_generating
+    running = (result.server_metrics or {}).get("max_running")
+    return (result.mode != "rate" and held >= 2 and result.completed >= 2
             and generating is not None and generating <= 1 and (running is None or running <= 1))
 
 
@@ -68,16 +69,16 @@ def no_scaling(levels: Sequence[tuple[float, float]]) -> list[int]:
             if load >= 2 * base_load and rate <= base_rate * (1 + NO_GAIN)]
 
 
-def _server_disagrees(result: Mapping[str, Any]) -> bool:
+def _server_disagrees(result: LevelResult) -> bool:
     """Compare token counts (the scrape span is not the level's wall time, so rates drift by
     a few percent on a clean run); fall back to rates when repeats were merged."""
-    server = result.get("server_metrics") or {}
+    server = result.server_metrics or {}
     server_tokens = server.get("delta_generation_tokens")
-    client_tokens = result.get("total_output_tokens")
+    client_tokens = result.total_output_tokens
     if "repeats" not in server and server_tokens is not None and client_tokens:
         return bool(abs(server_tokens - client_tokens) / client_tokens > SERVER_MISMATCH)
     server_rate = server.get("server_output_throughput")
-    client_rate = result.get("output_throughput", 0.0)
+    client_rate = result.output_throughput or 0.0
     return bool(server_rate and client_rate
                 and abs(server_rate - client_rate) / client_rate > SERVER_MISMATCH)
 

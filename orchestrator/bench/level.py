@@ -29,6 +29,7 @@ from orchestrator.bench.tokens import TokenCounter
 from orchestrator.bench.workload import Workload
 from orchestrator.events import Emit
 from orchestrator.plan.models import Bench
+from orchestrator.runs.records import LevelResult
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,12 @@ class LevelRun:
     """What one level produced: its result (the level JSON) and its JSONL rows."""
 
     spec: LevelSpec
-    result: dict[str, Any]
+    result: LevelResult
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
-        return bool(self.result.get("partial"))
+        return self.result.partial
 
 
 @dataclass
@@ -257,5 +258,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[Repeat], warmup_records:
     )
     if ctx.server.simulated and ctx.server.time_scale:
         result["normalized"] = normalized(figures, ctx.server.time_scale)
-    result["flags"] = level_flags(result)
-    return LevelRun(spec, result, rows)
+    result["flags"] = []
+    level = LevelResult.model_validate(result)
+    level.flags = level_flags(level)
+    return LevelRun(spec, level, rows)

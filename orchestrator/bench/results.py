@@ -23,6 +23,7 @@ from orchestrator.metrics import (
     percentile_stat_key,
     stat_key,
 )
+from orchestrator.runs.records import LevelResult
 
 _HEAD = (
     "level",
@@ -81,29 +82,31 @@ def normalized(result: Mapping[str, Any], time_scale: float) -> dict[str, Any]:
     return out
 
 
-def csv_row(result: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+def csv_row(result: LevelResult, columns: Sequence[str]) -> dict[str, Any]:
     """One level as the CSV's row (and summary.json's `levels`): None stays None."""
     row: dict[str, Any] = {}
-    norm = result.get("normalized") or {}
-    server = result.get("server_metrics") or {}
+    norm = result.normalized or {}
+    server = result.server_metrics or {}
+    data = result.model_dump()
     for column in columns:
+        value: Any
         if column.startswith("normalized_"):
             value = norm.get(column.removeprefix("normalized_"))
         elif column == "server_output_throughput":
             value = server.get(column)
         elif column == "concurrency":
-            value = result.get("max_concurrency")
+            value = result.max_concurrency
         elif column == "flags":
-            value = " ".join(result.get("flags", []))
+            value = " ".join(result.flags)
         else:
-            value = result.get(column)
+            value = data.get(column)
         if isinstance(value, float):
             value = round(value, 4)
         row[column] = value
     return row
 
 
-def render_csv(results: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+def render_csv(results: Iterable[LevelResult], columns: Sequence[str]) -> str:
     """sweep.csv: an empty cell where a figure is null (no goodput without objectives)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")

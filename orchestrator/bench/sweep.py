@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,13 +39,17 @@ from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
+from orchestrator.errors import RunFolderError
 from orchestrator.events import Emit, LevelEnd, LevelStart
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
 from orchestrator.runs.layout import BenchLayout
-from orchestrator.runs.records import SweepSummary
+from orchestrator.runs.reader import read_record
+from orchestrator.runs.records import LevelResult, SweepSummary
 from orchestrator.runs.writer import write_level, write_sweep
 from orchestrator.tables import to_rich
+
+ExplainDeath = Callable[[str | None], dict[str, Any]]
 
 
 @dataclass
@@ -68,6 +71,10 @@ class SweepResult:
     def interrupted(self) -> bool:
         return self.stopped == "interrupted"
 
+    @property
+    def server_died(self) -> bool:
+        return self.stopped in ("server_gone", "server_unhealthy")
+
     def verdict(self, max_fraction: float) -> str | None:
         """Why the sweep failed (None: it did not), for `orch bench` and an apply alike; an
         interrupt is not a verdict (the caller stops on its signal)."""
@@ -83,12 +90,12 @@ class SweepResult:
         `max_fraction` of them failed; each with what the server said most often."""
         out = []
         for level in self.ordered():
-            completed, failed = level.get("completed", 0), level.get("failed", 0)
+            completed, failed = level.completed, level.failed
             total = completed + failed
             if not failed:
                 continue
-            top = (level.get("error_messages") or [{}])[0].get("message") or "no message"
-            where = f"level {level['level']}"
+            top = (level.error_messages or [{}])[0].get("message") or "no message"
+            where = f"level {level.level}"
             if not completed:
                 out.append(f"{where}: no request succeeded ({failed} failed; the server said: {top})")
             elif failed / total > max_fraction:
@@ -97,15 +104,15 @@ class SweepResult:
         return out
 
     @property
-    def results(self) -> list[dict[str, Any]]:
+    def results(self) -> list[LevelResult]:
         return [level.result for level in self.levels]
 
-    def ordered(self) -> list[dict[str, Any]]:
+    def ordered(self) -> list[LevelResult]:
         """Level results by mode, then load (auto narrowing runs levels out of order)."""
-        def key(result: dict[str, Any]) -> tuple[int, float]:
-            if result["mode"] == "rate":
-                return (1, float(result["request_rate"]))
-            return (0, float(result["max_concurrency"]))
+        def key(result: LevelResult) -> tuple[int, float]:
+            if result.mode == "rate":
+                return (1, float(result.request_rate or 0))
+            return (0, float(result.max_concurrency or 0))
 
         return sorted(self.results, key=key)
 
@@ -152,12 +159,15 @@ def run_sweep(
     samplers: Sequence[Sampler] = (),
     finished: Sequence[LevelRun] = (),
     crash: dict[str, Any] | None = None,
+    explain_death: ExplainDeath | None = None,
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
     which every sweep has. `finished`: levels an earlier part of the same sweep ran (before
     the server crashed and was relaunched): kept as they are, not run again. `crash`: what
-    ended the server during it, for summary.json."""
+    ended the server in an earlier part, for summary.json. `explain_death(level)`: asked
+    when the server dies during this part (the level it cut, or None), before summary.json
+    is written; what it returns is the summary's `crash`."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
@@ -168,7 +178,8 @@ def run_sweep(
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
         warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
-                       labels or {}, tokens, warm, list(samplers), list(finished), crash)
+                       labels or {}, tokens, warm, list(samplers), list(finished), crash,
+                       explain_death)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -208,6 +219,7 @@ async def _sweep(
     extra_samplers: Sequence[Sampler] = (),
     finished: Sequence[LevelRun] = (),
     crash: dict[str, Any] | None = None,
+    explain_death: ExplainDeath | None = None,
 ) -> SweepResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
@@ -251,6 +263,9 @@ async def _sweep(
         client.close()
         sweep.stopped = stop.reason
         sweep.signum = stop.signum
+        if sweep.server_died and explain_death is not None:
+            cut = sweep.levels[-1] if sweep.levels and sweep.levels[-1].partial else None
+            sweep.crash = explain_death(cut.spec.label if cut else None)
         _finish(sweep, config, root, labels, started)
     return sweep
 
@@ -266,10 +281,10 @@ def kept_levels(config: Bench, out_dir: Path) -> tuple[list[LevelRun], list[str]
     for spec in plan_levels(config):
         path = bench.level(spec.label)
         try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
+            result = read_record(path, LevelResult)
+        except RunFolderError:
             continue
-        if isinstance(result, dict) and result.get("partial") is False:
+        if "partial" in result.model_fields_set and not result.partial:
             finished.append(LevelRun(spec, result))
         else:
             partial.append(spec.label)
@@ -293,14 +308,13 @@ def level_end(host: str, level: LevelRun) -> LevelEnd:
     """The level's end as an event, with the figures of the sweep's table: model time for a
     simulator run; none when no request finished (it has none)."""
     r = level.result
-    shown = r.get("normalized") or r
     spec = level.spec
     return LevelEnd(
         host, label=spec.label, mode=spec.mode, concurrency=spec.concurrency, rate=spec.rate,
-        completed=r["completed"], failed=r["failed"], partial=level.partial,
-        output_throughput=shown["output_throughput"] if r["completed"] else None,
-        mean_e2el_ms=shown["mean_e2el_ms"] if r["completed"] else None,
-        model_time=bool(r.get("normalized")),
+        completed=r.completed, failed=r.failed, partial=level.partial,
+        output_throughput=r.figure("output_throughput") if r.completed else None,
+        mean_e2el_ms=r.figure("mean_e2el_ms") if r.completed else None,
+        model_time=bool(r.normalized),
     )
 
 
@@ -318,21 +332,22 @@ async def _auto(ctx: Context, sweep: SweepResult) -> None:
         if ctx.stop.is_set:
             return
         r = level.result
-        total = r["completed"] + r["failed"]
-        attainment = r.get("slo_attainment")
+        total = r.completed + r.failed
+        attainment = r.figure("slo_attainment")
         observed[c] = auto_search.Observation(
-            throughput=r["output_throughput"],
+            throughput=r.output_throughput or 0.0,
             slo_ok=attainment is None or attainment >= config.slo.attainment,
-            usable=total > 0 and r["failed"] <= total / 2,
+            usable=total > 0 and r.failed <= total / 2,
         )
 
 
 def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str], started: datetime) -> None:
     """Cross-level flags (throughput drops), the CSV and summary.json."""
     for mode in ("closed", "batch", "rate"):
-        members = [lv for lv in sweep.levels if lv.spec.mode == mode and lv.result["completed"]]
+        members = [lv for lv in sweep.levels if lv.spec.mode == mode and lv.result.completed]
         loads = [
-            (float((lv.spec.rate if mode == "rate" else lv.spec.concurrency) or 0), lv.result["output_throughput"])
+            (float((lv.spec.rate if mode == "rate" else lv.spec.concurrency) or 0),
+             lv.result.output_throughput or 0.0)
             for lv in members
         ]
         marks: dict[int, list[str]] = {}
@@ -343,8 +358,8 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         for index, flags in marks.items():
             level = members[index]
             new = [*flags, *level_flags(level.result)]
-            changed = level.result.get("flags") != new
-            level.result["flags"] = new  # the summary says it either way
+            changed = level.result.flags != new
+            level.result.flags = new  # the summary says it either way
             if changed and level.spec.label not in sweep.kept:  # a kept level's file stays
                 write_level(BenchLayout(sweep.out_dir), level.result, level.rows)
     ordered = sweep.ordered()
@@ -366,8 +381,8 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         "labels": labels,
         "config": config.model_dump(mode="json"),
         "levels": [csv_row(r, columns) for r in ordered],
-        "anomalies": {r["level"]: r["flags"] for r in ordered if r["flags"]},
-        "files": {r["level"]: bench.level(r["level"]).name for r in ordered},
+        "anomalies": {r.level: r.flags for r in ordered if r.flags},
+        "files": {r.level: bench.level(r.level).name for r in ordered},
     })
     sweep.summary = summary.model_dump(mode="json")
     write_sweep(bench, render_csv(ordered, columns), summary)

@@ -6,24 +6,19 @@ the P90/P95 columns go first at 80 columns, then the others of lower priority)."
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.runs.records import LevelResult
 from orchestrator.tables import Column, TableData
 
 _PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)_e2el_ms$")
 
 
-def _figures(result: Mapping[str, Any], model_time: bool) -> Mapping[str, Any]:
-    if model_time and result.get("normalized"):
-        return {**result, **result["normalized"]}
-    return result
-
-
-def _load_label(result: Mapping[str, Any]) -> str:
-    if result.get("mode") == "rate":
-        return f"{result.get('request_rate')} req/s"
-    return str(result.get("max_concurrency"))
+def _load_label(result: LevelResult) -> str:
+    if result.mode == "rate":
+        return f"{result.request_rate} req/s"
+    return str(result.max_concurrency)
 
 
 def _seconds(ms: Any) -> str:
@@ -41,31 +36,31 @@ _SOURCES = {"counted": "tokens counted from chunks", "tokenizer": "tokens by the
             "mixed": "tokens partly counted"}
 
 
-def _notes(result: Mapping[str, Any], knee: int | None) -> str:
+def _notes(result: LevelResult, knee: int | None) -> str:
     notes = []
-    if knee is not None and result.get("mode") != "rate" and result.get("max_concurrency") == knee:
+    if knee is not None and result.mode != "rate" and result.max_concurrency == knee:
         notes.append("knee")
-    if result.get("failed"):
-        top = (result.get("error_messages") or [{}])[0]
+    if result.failed:
+        top = (result.error_messages or [{}])[0]
         said = f" ({top['message'][:80]})" if top.get("message") else ""
-        notes.append(f"{result['failed']} failed{said}")
-    if result.get("retried"):
-        notes.append(f"{result['retried']} retried (keep-alive closed)")
-    if result.get("completed") and result.get("token_source") in _SOURCES:
-        notes.append(_SOURCES[result["token_source"]])
-    notes += [_SHORT.get(flag, flag) for flag in result.get("flags", []) if flag != "errors"]
+        notes.append(f"{result.failed} failed{said}")
+    if result.retried:
+        notes.append(f"{result.retried} retried (keep-alive closed)")
+    if result.completed and result.token_source in _SOURCES:
+        notes.append(_SOURCES[result.token_source])
+    notes += [_SHORT.get(flag, flag) for flag in result.flags if flag != "errors"]
     return ", ".join(notes)
 
 
-def percentiles_of(results: Sequence[Mapping[str, Any]]) -> list[str]:
+def percentiles_of(results: Sequence[LevelResult]) -> list[str]:
     """The latency percentiles the levels carry (`90`, `99.9`), in order; always 50, which
     the median gives when a level has no p50."""
-    found = {m.group(1) for r in results for key in r if (m := _PERCENTILE.match(key))}
+    found = {m.group(1) for r in results for key in r.names() if (m := _PERCENTILE.match(key))}
     return sorted(found | {"50"}, key=float)
 
 
 def render_table(
-    results: Sequence[Mapping[str, Any]],
+    results: Sequence[LevelResult],
     *,
     knee: int | None = None,
     time_scale: float | None = None,
@@ -74,9 +69,9 @@ def render_table(
     """One row per level. For a simulator at time scale s (not 1), figures are given in
     the model's own time (durations / s, throughputs * s) and the caption says so."""
     model_time = time_scale is not None and time_scale != 1.0
-    rate_levels = any(r.get("mode") == "rate" for r in results)
+    rate_levels = any(r.mode == "rate" for r in results)
     percentiles = percentiles_of(results)
-    goodput = any(r.get("request_goodput") is not None for r in results)
+    goodput = any(r.request_goodput is not None for r in results)
     columns = [Column("Rate / Conc." if rate_levels else "Concurrency", "right"),
                Column("Throughput (tok/s)", "right"), Column("Avg latency (s)", "right")]
     # P50 and P99 stay longest; the ones between go first when the terminal is narrow
@@ -92,13 +87,13 @@ def render_table(
                 "P50..P99: end-to-end latency percentiles."]
     if goodput:
         captions.append("Goodput: requests per second meeting every latency objective.")
-    if any(r.get("prompt_prefix") == "shared" for r in results):
+    if any(r.prompt_prefix == "shared" for r in results):
         captions.append("Prompts: the same for every request (--prompt-prefix shared): the "
                         "server's prefix cache may serve most of each prefill.")
-    if results and all((r.get("server_metrics") or {}).get("source") == "none" for r in results):
+    if results and all((r.server_metrics or {}).get("source") == "none" for r in results):
         captions.append("The server exports no counters orch knows (vllm:, llamacpp:): no "
                         "server-side cross-check.")
-    if any(r.get("keep_alive") is False for r in results):
+    if any(r.keep_alive is False for r in results):
         captions.append("The server closes a kept-alive connection after each answer: orch "
                         "then opened a new one per request (its connect is part of TTFT).")
     if model_time:
@@ -107,20 +102,23 @@ def render_table(
             f"(durations / {time_scale:g}, throughputs x {time_scale:g}); raw figures in the files.")
     table = TableData(title or "Benchmark", columns, caption="\n".join(captions))
     for result, notes in zip(results, notes_of, strict=True):
-        f = _figures(result, model_time)
-        if result.get("completed") == 0:
-            f = {}  # nothing finished: no figure to show, not zeros
+        def f(name: str, result: LevelResult = result) -> float | None:
+            if result.completed == 0:
+                return None  # nothing finished: no figure to show, not zeros
+            return result.figure(name, model_time=model_time)
+
+        throughput = f("output_throughput")
         row = [
             _load_label(result),
-            f"{f['output_throughput']:,.1f}" if "output_throughput" in f else "-",
-            _seconds(f.get("mean_e2el_ms")),
-            *(_seconds(f.get("median_e2el_ms") if p == "50" and f.get(f"p{p}_e2el_ms") is None
-                       else f.get(f"p{p}_e2el_ms")) for p in percentiles),
-            _ms(f.get("mean_ttft_ms")),
-            _ms(f.get("mean_itl_ms")),
+            f"{throughput:,.1f}" if throughput is not None else "-",
+            _seconds(f("mean_e2el_ms")),
+            *(_seconds(f("median_e2el_ms") if p == "50" and f(f"p{p}_e2el_ms") is None
+                       else f(f"p{p}_e2el_ms")) for p in percentiles),
+            _ms(f("mean_ttft_ms")),
+            _ms(f("mean_itl_ms")),
         ]
         if goodput:
-            value = f.get("request_goodput")
+            value = f("request_goodput")
             row.append(f"{value:,.2f}" if isinstance(value, int | float) else "-")
         if any(notes_of):
             row.append(notes)

@@ -99,9 +99,9 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         goodput=figure("request_goodput"),
         percentiles=level_percentiles(result, model_time=model_time),
         throughputs={m.name: v for m in THROUGHPUTS if (v := figure(m.name)) is not None},
-        finish_reasons=_counts((result.model_extra or {}).get("finish_reasons")),
-        errors=_counts((result.model_extra or {}).get("errors")),
-        error_message=_top_message((result.model_extra or {}).get("error_messages")),
+        finish_reasons=_counts(result.extra("finish_reasons")),
+        errors=_counts(result.extra("errors")),
+        error_message=_top_message(result.error_messages),
     )
 
 

@@ -36,7 +36,7 @@ def _number(block: dict[str, Any], key: str) -> float | None:
 
 def server_level(result: LevelResult) -> ServerLevel | None:
     """A closed or batch level's server view; None without one (metrics off, no scrape)."""
-    block = (result.model_extra or {}).get("server_metrics")
+    block = result.server_metrics
     if result.mode == "rate" or not isinstance(block, dict) or not block.get("scrapes"):
         return None
     mean = {g: v for g in GAUGES if (v := _number(block, f"mean_{g}")) is not None}

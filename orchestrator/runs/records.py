@@ -9,9 +9,17 @@ statistics (`p99_ttft_ms`, `std_itl_ms`, ...) stay as extra keys (`figure()` rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    model_serializer,
+    model_validator,
+)
 
 
 class Record(BaseModel):
@@ -103,7 +111,13 @@ class DiagnosisRecord(Record):
 
 
 class LevelResult(Record):
-    """level-<label>.json: one load level (`vllm bench serve`'s result keys, and orch's)."""
+    """level-<label>.json: one load level (`vllm bench serve`'s result keys, and orch's).
+
+    One object from birth (`bench/level.compose`) to the writer, the reader and the report.
+    The figures code reads are typed; the per-metric statistics (`p99_ttft_ms`,
+    `std_itl_ms`, ...) and blocks only some levels have stay extra keys (`figure()` reads
+    any number, `extra()` any block). Written back in the key order it was made or read
+    with, so a kept level's file is rewritten byte for byte."""
 
     level: str = ""
     mode: str = "closed"  # closed, batch, rate
@@ -114,17 +128,45 @@ class LevelResult(Record):
     completed: int = 0
     failed: int = 0
     partial: bool = False
+    stopped: str | None = None
     duration: float | None = None
     output_throughput: float | None = None
+    request_goodput: float | None = None
     mean_e2el_ms: float | None = None
     median_e2el_ms: float | None = None
     mean_ttft_ms: float | None = None
     mean_itl_ms: float | None = None
+    total_output_tokens: int | None = None
+    max_generating: int | None = None  # most requests generating at once (client side)
+    spread: float | None = None  # of the repeats' throughputs: (max - min) / mean
+    client_cpu_utilization: float | None = None
+    prompt_prefix: str | None = None
+    keep_alive: bool | None = None
+    token_source: str | None = None
+    retried: int | None = None
+    error_messages: list[dict[str, Any]] = Field(default_factory=list)
+    repeats: list[dict[str, Any]] = Field(default_factory=list)
+    server_metrics: dict[str, Any] | None = None  # the /metrics sampler's block
     flags: list[str] = Field(default_factory=list)
     simulated: bool = False
     time_scale: float | None = None
     normalized: dict[str, float] | None = None  # figures in the simulator's model time
     metric_definitions: dict[str, str] | None = None
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: Any) -> Any:
+        made = handler(data)
+        if isinstance(data, Mapping):
+            made._order = list(data)
+        return made
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        first = [key for key in self._order if key in out]
+        return {**{key: out[key] for key in first}, **out}
 
     def figure(self, name: str, *, model_time: bool = True) -> float | None:
         """A numeric figure by its result key (`p99_ttft_ms`, `output_throughput`, ...),
@@ -136,6 +178,14 @@ class LevelResult(Record):
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         return float(value)
+
+    def extra(self, name: str) -> Any:
+        """A key the model does not type (a block such as `finish_reasons`, a sampler's)."""
+        return (self.model_extra or {}).get(name)
+
+    def names(self) -> list[str]:
+        """Every key the level holds, typed and extra."""
+        return [*type(self).model_fields, *(self.model_extra or {})]
 
 
 class RequestRow(Record):

@@ -90,14 +90,14 @@ def _hint(error: OSError) -> str | None:
 # -- a benchmark's folder ---------------------------------------------------------------
 
 
-def write_level(bench: BenchLayout, result: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
-    """One level: its result (checked as a LevelResult; written with `vllm bench serve`'s
-    key order) and its requests, one JSON line each."""
-    checked = LevelResult.model_validate(result)
-    write_file(bench.level(checked.level), json.dumps(finite(result), indent=2, default=str,
-                                                      allow_nan=False) + "\n")
+def write_level(bench: BenchLayout, result: LevelResult, rows: Sequence[Mapping[str, Any]]) -> None:
+    """One level: its result (in the key order it was made with: `vllm bench serve`'s, then
+    orch's; keys never set are not written) and its requests, one JSON line each."""
+    data = result.model_dump(exclude_unset=True)
+    write_file(bench.level(result.level), json.dumps(finite(data), indent=2, default=str,
+                                                     allow_nan=False) + "\n")
     lines = "".join(json.dumps(finite(row), default=str) + "\n" for row in rows)
-    write_file(bench.requests(checked.level), lines)
+    write_file(bench.requests(result.level), lines)
 
 
 def write_sweep(bench: BenchLayout, csv_text: str, summary: SweepSummary) -> None:

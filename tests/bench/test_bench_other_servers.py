@@ -13,8 +13,10 @@ from typing import Any
 from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 
+from orchestrator.bench.level import LevelRun, LevelSpec
 from orchestrator.bench.sweep import SweepResult
 from orchestrator.bench.target import ServerInfo
+from orchestrator.runs.records import LevelResult
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -91,9 +93,6 @@ def test_a_few_failures_pass_under_the_threshold_and_fail_over_it() -> None:
 
 def failures(results: list[dict[str, Any]], fraction: float) -> list[str]:
     """SweepResult.failures over given level results."""
-
-    class Given(SweepResult):
-        def ordered(self) -> list[dict[str, Any]]:
-            return results
-
-    return Given([], Path("."), ServerInfo(model="tiny")).failures(fraction)
+    levels = [LevelRun(LevelSpec("closed", concurrency=r["max_concurrency"]),
+                       LevelResult.model_validate(r)) for r in results]
+    return SweepResult(levels, Path("."), ServerInfo(model="tiny")).failures(fraction)

@@ -14,6 +14,7 @@ from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_dro
 from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
 from orchestrator.bench.results import csv_columns, csv_row, normalized, render_csv
 from orchestrator.bench.table import render_table
+from orchestrator.runs.records import LevelResult
 from orchestrator.tables import TableData, to_rich
 
 
@@ -87,7 +88,7 @@ def test_throughput_drops(levels: list[tuple[float, float]], drops: list[int]) -
     ],
 )
 def test_level_flags(result: dict[str, object], flags: list[str]) -> None:
-    assert level_flags(result) == flags
+    assert level_flags(LevelResult.model_validate(result)) == flags
 
 
 @pytest.mark.parametrize(
@@ -115,13 +116,13 @@ def test_normalized_figures_are_in_model_time() -> None:
     }
 
 
-def _result(c: int, throughput: float, **extra: object) -> dict[str, object]:
-    return {
+def _result(c: int, throughput: float, **extra: object) -> LevelResult:
+    return LevelResult.model_validate({
         "level": f"c{c}", "mode": "closed", "max_concurrency": c, "request_rate": "inf",
         "output_throughput": throughput, "mean_e2el_ms": 8360.0, "median_e2el_ms": 8360.0,
-        "p99_e2el_ms": 8360.0, "mean_ttft_ms": 120.0, "mean_itl_ms": 16.3, "failed": 0,
-        "flags": [], **extra,
-    }
+        "p99_e2el_ms": 8360.0, "mean_ttft_ms": 120.0, "mean_itl_ms": 16.3, "completed": 8,
+        "failed": 0, "flags": [], **extra,
+    })
 
 
 def test_csv_has_one_row_per_level_with_the_documented_columns() -> None:

@@ -78,7 +78,7 @@ def test_compose(case: dict[str, Any]) -> None:
     repeats = [_repeat(i, r, spec.label) for i, r in enumerate(case["repeats"])]
     level = compose(ctx, spec, repeats, warmup)
     for key, expected in case["expect"].items():
-        got = _at(level.result, key)
+        got = _at(level.result.model_dump(), key)
         if isinstance(expected, float):
             assert got == pytest.approx(expected), key
         else:

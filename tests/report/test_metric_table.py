@@ -31,6 +31,7 @@ from orchestrator.metrics import (
 from orchestrator.plan.models import Bench, LatencyMetric, Slo
 from orchestrator.report.compare_tables import comparison_tables
 from orchestrator.report.comparison import compare
+from orchestrator.runs.records import LevelResult
 
 MS = 1_000_000
 PERCENTILES = (50.0, 99.0)
@@ -80,7 +81,7 @@ def test_every_metric_reaches_the_level_file_and_its_model_time() -> None:
 
 
 def test_every_metric_reaches_the_csv() -> None:
-    text = render_csv([_level()], csv_columns(PERCENTILES))
+    text = render_csv([LevelResult.model_validate(_level())], csv_columns(PERCENTILES))
     (row,) = csv.DictReader(io.StringIO(text))
     for metric in LATENCIES:
         assert row[stat_key("mean", metric.name)] != "", metric.name

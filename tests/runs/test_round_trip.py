@@ -68,12 +68,13 @@ def test_every_record_written_reads_back_equal(tmp_path: Path) -> None:
                       phases=[{"phase": "weights", "duration_s": 17.0}], facts={"kv_cache": 1})
     folder.write_startup(HOST, startup)
     bench = folder.host(HOST).bench
-    levels = [_level("c1", 1, 609.0), _level("c4", 4, 1949.0)]
+    written = [_level("c1", 1, 609.0), _level("c4", 4, 1949.0)]
+    levels = [LevelResult.model_validate(level) for level in written]
     rows = [{"level": "c1", "request_id": "r-0", "warmup": False, "ok": True, "error_kind": None,
              "ttft_ms": 51.3, "e2el_ms": 7870.0, "output_tokens": 480, "finish_reason": "stop",
              "itls_ms": [16.0, 16.5]}]
     for level in levels:
-        write_level(bench, level, rows if level["level"] == "c1" else [])
+        write_level(bench, level, rows if level.level == "c1" else [])
     summary = SweepSummary(model="kimi-k2.5", simulated=True, time_scale=0.1, knee=4,
                            labels={"plan": loaded.plan.name, "host": HOST},
                            levels=[{"level": "c1", "output_throughput": 609.0}],
@@ -96,8 +97,11 @@ def test_every_record_written_reads_back_equal(tmp_path: Path) -> None:
     assert read_record(folder.host(HOST).startup, Startup) == startup
     assert frozen_sets(folder.path) == {HOST: ["vllm==0.17.1", "flashinfer-python==0.6.4"]}
     assert host.bench is not None
-    assert host.bench.levels == [LevelResult.model_validate(level) for level in levels]
-    assert [level.model_dump() for level in host.bench.levels] == levels  # extras included
+    assert host.bench.levels == levels
+    # the file holds what was made, in its order, extras included
+    assert [json.loads(bench.level(level.level).read_text()) for level in levels] == written
+    assert [list(json.loads(bench.level(level.level).read_text())) for level in levels] == \
+        [list(level) for level in written]
     assert host.bench.summary == summary
     assert [row.model_dump() for row in read_requests(bench.root, "c1")] == rows
     assert read_requests(bench.root, "c4") == []
