@@ -14,7 +14,11 @@
   running-requests gauge, where it exports one, must agree): a server with one slot queues
   the rest, and the wait shows up as TTFT;
 - no_scaling: at twice the load or more, throughput is within 10% of the lowest level's:
-  more concurrency buys nothing on this server.
+  more concurrency buys nothing on this server;
+- capped: the server never ran the concurrency asked for: its own running-requests gauge
+  (vllm:num_requests_running, llama.cpp's requests_processing) peaked below C over a level it
+  was sampled through (3 scrapes or more): `--max-num-seqs`, the KV cache or a slow client
+  held it down, and the level measured that lower load (`effective_concurrency` says how).
 """
 
 from __future__ import annotations
@@ -46,7 +50,43 @@ def level_flags(result: LevelResult) -> list[str]:
         flags.append("partial")
     if _serialized(result):
         flags.append("serialized")
+    elif capped(result) is not None:
+        flags.append("capped")
     return flags
+
+
+MIN_SCRAPES = 3  # fewer: a 1 s scrape interval may have missed the peak
+
+
+def effective_concurrency(result: LevelResult) -> dict[str, float | int | None] | None:
+    """What a closed or batch level asked for against what ran: C, the most requests the
+    client held in flight, and the server's running and waiting gauges at their peak (None:
+    a rate level, or no gauge to read)."""
+    server = result.server_metrics or {}
+    if result.mode == "rate" or not result.max_concurrency or server.get("max_running") is None:
+        return None
+    return {"asked": result.max_concurrency,
+            "client_in_flight": result.figure("max_concurrent_requests", model_time=False),
+            "max_running": server.get("max_running"), "max_waiting": server.get("max_waiting"),
+            "scrapes": server.get("scrapes")}
+
+
+def capped(result: LevelResult) -> str | None:
+    """The level's load fell short of its C on the server: in words ("8 asked, at most 4
+    running, 4 waiting"); None when it did not, or it cannot be told."""
+    seen = effective_concurrency(result)
+    if seen is None or (seen["scrapes"] or 0) < MIN_SCRAPES or result.completed < 2:
+        return None
+    asked, running = int(seen["asked"] or 0), seen["max_running"] or 0.0
+    if running >= asked:
+        return None
+    words = f"{asked} asked, at most {running:g} running"
+    if seen["max_waiting"]:
+        words += f", {seen['max_waiting']:g} waiting"
+    held = seen["client_in_flight"]
+    if held is not None and held < asked:
+        words += f" (the client held at most {held:g})"
+    return words
 
 
 def _serialized(result: LevelResult) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from orchestrator.bench.anomalies import level_flags
+from orchestrator.bench.anomalies import effective_concurrency, level_flags
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.load import Phase, Shape, Stop, run_phase
@@ -260,5 +260,6 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[Repeat], warmup_records:
         result["normalized"] = normalized(figures, ctx.server.time_scale)
     result["flags"] = []
     level = LevelResult.model_validate(result)
+    level.effective_concurrency = effective_concurrency(level)
     level.flags = level_flags(level)
     return LevelRun(spec, level, rows)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.bench.anomalies import capped
 from orchestrator.runs.records import LevelResult
 from orchestrator.tables import Column, TableData
 
@@ -48,7 +49,8 @@ def _notes(result: LevelResult, knee: int | None) -> str:
         notes.append(f"{result.retried} retried (keep-alive closed)")
     if result.completed and result.token_source in _SOURCES:
         notes.append(_SOURCES[result.token_source])
-    notes += [_SHORT.get(flag, flag) for flag in result.flags if flag != "errors"]
+    notes += [capped(result) or flag if flag == "capped" else _SHORT.get(flag, flag)
+              for flag in result.flags if flag != "errors"]
     return ", ".join(notes)
 
 

@@ -147,6 +147,8 @@ class LevelResult(Record):
     error_messages: list[dict[str, Any]] = Field(default_factory=list)
     repeats: list[dict[str, Any]] = Field(default_factory=list)
     server_metrics: dict[str, Any] | None = None  # the /metrics sampler's block
+    # C asked against what ran: the client's in-flight peak, the server's running/waiting
+    effective_concurrency: dict[str, float | int | None] | None = None
     flags: list[str] = Field(default_factory=list)
     simulated: bool = False
     time_scale: float | None = None

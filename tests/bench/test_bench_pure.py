@@ -10,7 +10,12 @@ import statistics
 import pytest
 from rich.console import Console
 
-from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_drops
+from orchestrator.bench.anomalies import (
+    effective_concurrency,
+    level_flags,
+    no_scaling,
+    throughput_drops,
+)
 from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
 from orchestrator.bench.results import csv_columns, csv_row, normalized, render_csv
 from orchestrator.bench.table import render_table
@@ -85,10 +90,20 @@ def test_throughput_drops(levels: list[tuple[float, float]], drops: list[int]) -
           "server_metrics": {"max_running": 2}}, []),
         ({"mode": "closed", "max_concurrency": 1, "completed": 8, "max_generating": 1}, []),
         ({"mode": "rate", "max_concurrency": 4, "completed": 8, "max_generating": 1}, []),
+        # the server ran 2 of the 4 asked through a sampled level: capped; too few scrapes
+        # to be sure, or a rate level: no claim
+        ({"mode": "closed", "max_concurrency": 4, "completed": 8, "max_generating": 2,
+          "server_metrics": {"max_running": 2, "max_waiting": 2, "scrapes": 5}}, ["capped"]),
+        ({"mode": "closed", "max_concurrency": 4, "completed": 8, "max_generating": 2,
+          "server_metrics": {"max_running": 2, "max_waiting": 2, "scrapes": 2}}, []),
+        ({"mode": "closed", "max_concurrency": 4, "completed": 8, "max_generating": 4,
+          "server_metrics": {"max_running": 4, "max_waiting": 0, "scrapes": 5}}, []),
     ],
 )
 def test_level_flags(result: dict[str, object], flags: list[str]) -> None:
-    assert level_flags(LevelResult.model_validate(result)) == flags
+    level = LevelResult.model_validate(result)
+    level.effective_concurrency = effective_concurrency(level)
+    assert level_flags(level) == flags
 
 
 @pytest.mark.parametrize(

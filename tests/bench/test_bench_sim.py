@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.bench.anomalies import capped
 from orchestrator.bench.auto import knee_of_curve
 from orchestrator.bench.sweep import SweepResult, run_sweep
 from orchestrator.bench.workload import DEFAULT_PROMPT
 from orchestrator.plan.models import Bench
+from orchestrator.runs.records import LevelResult
 from orchestrator.sim.profiles import get_profile
 from orchestrator.sim.scheduler import Scheduler, Sequence
 from orchestrator.sim.testing import running_simulator
@@ -223,3 +225,17 @@ def test_a_rate_level_with_a_cap_keeps_at_most_that_many_in_flight(tmp_path: Pat
     r200 = level(tmp_path, "r200")
     assert r200["max_concurrency"] == 2 and r200["completed"] == 12
     assert r200["max_concurrent_requests"] == 2
+
+
+def test_a_level_the_server_capped_says_what_ran(tmp_path: Path) -> None:
+    # --max-num-seqs 2 under C=4: the server runs 2, queues 2, and the level says so
+    with running_simulator(profile=KIMI, max_num_seqs=2, time_scale=0.2, **FAST_START) as sim:
+        sweep(sim.base_url, tmp_path, concurrency=[1, 4], requests_per_level=8, max_tokens=150,
+              metrics_interval=0.1, warmup=0)
+    c4, c1 = level(tmp_path, "c4"), level(tmp_path, "c1")
+    seen = c4["effective_concurrency"]
+    assert seen["asked"] == 4 and seen["max_running"] == 2 and seen["max_waiting"] == 2
+    assert seen["client_in_flight"] == 4  # the client held its four: the server capped them
+    assert "capped" in c4["flags"]
+    assert capped(LevelResult.model_validate(c4)) == "4 asked, at most 2 running, 2 waiting"
+    assert "capped" not in c1["flags"] and c1["effective_concurrency"]["max_running"] == 1
