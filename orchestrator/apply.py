@@ -4,6 +4,7 @@ the run folder, run every host, write its records, print the recap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from orchestrator.lock import Holder, lock_path
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.secrets import resolve_secrets
+from orchestrator.remote.environment import EnvironmentCapture
 from orchestrator.runner import HostJob, HostOutcome, LockRequest, Phase, run_hosts
 from orchestrator.runs.layout import RunLayout, refuse_inside_run
 from orchestrator.runs.reader import frozen_sets, list_runs, read_meta
@@ -46,6 +48,7 @@ class ApplyOptions:
     wait: bool = False  # wait for another apply's lock instead of failing at once
     break_lock: bool = False  # take over whatever holds the lock
     resume: str | None = None  # a run folder to continue, or "latest" (unfinished) of the plan
+    on_folder: Callable[[Path], None] | None = None  # told the run folder once it exists (matrix)
 
 
 @dataclass
@@ -138,6 +141,8 @@ def execute(options: ApplyOptions) -> int:
             simulated=bool(plan.service and engine(plan.service.engine).simulated),
             locked_from=str(locked.folder) if locked else None,
         )
+    if folder is not None and options.on_folder is not None:
+        options.on_folder(folder.path)
     try:
         outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder)
     except KeyboardInterrupt as stopped:
@@ -210,6 +215,9 @@ def _run(
             lock_path(plan.python.venv if plan.python else None, plan.name, host), holder,
             wait=options.wait, break_lock=options.break_lock)
         after: list[Phase] = []
+        environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env
+        if folder is not None:
+            after.append(environment.start)
         if plan.service is not None or plan.collect:
             from orchestrator.lifecycle import Lifecycle
             from orchestrator.service.step import ServiceStep
@@ -221,6 +229,8 @@ def _run(
                                    console=console, service_step=service_step,
                                    skip=options.skip, base_dir=loaded.base_dir, units=units,
                                    resume=options.resume is not None))
+        if folder is not None:
+            after.append(environment.finish)
         gate = compiled.gate
         on_end = None
         if gate is not None:

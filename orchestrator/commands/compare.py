@@ -1,5 +1,9 @@
 """`orch compare RUN|PLAN ...`: runs side by side, the first as the baseline.
 
+One matrix run (its folder, or a plan whose runs hold one: its latest) compares its variants,
+labelled by the values that vary, and names the best for the matrix's objective
+(report/matrix.py).
+
 A RUN is a run folder; a PLAN is a plan name (or plan file) and means its latest complete
 run with benchmark results under --runs-dir. Prints the tables (and the comparability
 warnings); --json prints the figures instead; --plots DIR also writes the PNG plots.
@@ -37,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plots is not None:
         refuse_inside_run(args.plots, "--plots")
+    if len(args.refs) == 1:
+        from orchestrator.report.matrix import matrix_ref
+
+        folder = matrix_ref(args.refs[0], args.runs_dir)
+        if folder is not None:
+            return _matrix(args, folder)
     paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
     comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)
     written: list[Path] = []
@@ -56,6 +66,42 @@ def run(args: argparse.Namespace) -> int:
     console.print(mask(captions(comparison)), markup=False, soft_wrap=True)
     for warning in comparison.warnings:
         console.print(mask(f"warning: {warning}"), style="yellow", markup=False)
+    for path in written:
+        console.print(mask(f"plot: {path}"), markup=False, soft_wrap=True)
+    return 0
+
+
+def _matrix(args: argparse.Namespace, folder: Path) -> int:
+    """A matrix run: its variants side by side, labelled by their values, and the best."""
+    import json
+    import sys
+
+    from orchestrator.console import make_console
+    from orchestrator.masking import mask
+    from orchestrator.report.compare_tables import captions, comparison_tables
+    from orchestrator.report.matrix import compare_matrix, matrix_table
+    from orchestrator.tables import split_groups, to_rich
+
+    matrix = compare_matrix(folder, model_time=not args.wall_time, host=args.host)
+    written: list[Path] = []
+    if args.plots is not None and matrix.comparison is not None:
+        written = _write_plots(matrix.comparison, args.plots)
+    if args.json:
+        sys.stdout.write(mask(json.dumps(matrix.to_json(), indent=2)) + "\n")
+        return 0
+    console = make_console()
+    console.print(mask(f"matrix {matrix.record.plan}: {folder} ({matrix.record.status})"),
+                  markup=False, soft_wrap=True)
+    if matrix.comparison is not None:
+        for table in comparison_tables(matrix.comparison):
+            for part in split_groups(table):
+                console.print(to_rich(part, console.width))
+    console.print(to_rich(matrix_table(matrix), console.width))
+    if matrix.comparison is not None:
+        console.print(mask(captions(matrix.comparison)), markup=False, soft_wrap=True)
+        for warning in matrix.comparison.warnings:
+            console.print(mask(f"warning: {warning}"), style="yellow", markup=False)
+    console.print(mask(matrix.best_line()), markup=False, soft_wrap=True, style="bold")
     for path in written:
         console.print(mask(f"plot: {path}"), markup=False, soft_wrap=True)
     return 0

@@ -41,6 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             choices=["service", "smoke", "bench"],
                             help="skip a phase after converge: service, smoke or bench "
                              "(repeatable; service skips all three)")
+        parser.add_argument("--fail-fast", action="store_true",
+                            help="a plan with a matrix: stop at the first variant that fails "
+                                 "(default: record its cause and run the next)")
+        parser.add_argument("--limit-variants", metavar="SPEC", default=None,
+                            help="a plan with a matrix: only these variants, by number as orch "
+                                 "plan lists them (1,3 or 2-4) or by value (max-num-seqs=64)")
     parser.set_defaults(check=check, parser=parser)
 
 
@@ -67,4 +73,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if (options.plan is None) == (options.locked is None):
         args.parser.error("give a PLAN, or --locked RUN_FOLDER (which holds its plan)")
+    if options.plan is not None:
+        from orchestrator.plan.matrix import load_matrix
+
+        matrix = load_matrix(options.plan, options.overlays, options.sets)
+        if matrix is not None:
+            from orchestrator.matrix_run import apply_matrix, plan_matrix
+
+            if options.check:
+                return plan_matrix(matrix, options)
+            return apply_matrix(matrix, options, fail_fast=args.fail_fast,
+                                limit=args.limit_variants)
     return execute(options)

@@ -25,6 +25,7 @@ from pydantic import (
 
 from orchestrator.metrics import DEFAULT_PERCENTILES
 from orchestrator.names import check_name
+from orchestrator.plan.matrix_spec import Matrix
 from orchestrator.plan.meaning import CONTROLLER_PATH, HOST_VARS
 
 
@@ -773,6 +774,11 @@ class Plan(StrictModel):
     )
     commands: Annotated[list[CommandSpec], HOST_VARS] = Field(
         default_factory=list, description="Guarded commands, before install or before launch.")
+    matrix: Matrix | None = Field(
+        None, description="Variants of this plan: axes (a plan path in --set syntax, with the "
+                          "list of values it takes) and optional include, exclude and "
+                          "objective; each variant is applied and benchmarked as its own run "
+                          "(docs/plans.md, Matrix sweeps).")
 
     @field_validator("commands")
     @classmethod

@@ -1,0 +1,141 @@
+"""A matrix run: one `matrix.json` that lists the variant runs of one `orch apply` of a plan
+with a `matrix:` and the values of each.
+
+    runs/<plan>/matrix-<UTC time>-<hash8>/matrix.json
+
+Each variant is a normal run folder beside it (`runs/<plan>/<UTC time>-<hash8>/`), so
+`orch runs`, `orch compare RUN` and `--resume` treat it as any run; the matrix folder holds
+no meta.json, so no reader takes it for a run. The file is rewritten (atomically) as each
+variant starts and ends: an interrupted matrix says how far it got.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator import __version__, local_files
+from orchestrator.errors import RunFolderError
+from orchestrator.runs.layout import run_folder_name
+from orchestrator.runs.writer import write_file
+
+FILE = "matrix.json"
+PREFIX = "matrix-"
+
+
+class VariantEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    index: int  # as the matrix writes it (1-based)
+    label: str  # the values that vary: `max-num-seqs=64 kv-cache-dtype=fp8`
+    values: dict[str, Any]  # every value the variant sets
+    sets: list[str] = Field(default_factory=list)  # its --set arguments
+    digest: str = ""  # its resolved plan's digest
+    step: str = ""  # install, restart, reuse, first: what reaching it takes
+    status: str = "pending"  # pending, running, complete, failed, interrupted, skipped
+    run: str | None = None  # its run folder
+    cause: str | None = None  # why it failed
+    seconds: float | None = None
+
+
+class MatrixRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    orch_version: str = __version__
+    plan: str
+    plan_file: str | None = None
+    layers: list[str] = Field(default_factory=list)
+    axes: list[str] = Field(default_factory=list)
+    varying: list[str] = Field(default_factory=list)
+    objective: str | None = None
+    started: str | None = None
+    finished: str | None = None
+    status: str = "incomplete"  # incomplete, complete, failed, interrupted
+    resumed: list[str] = Field(default_factory=list)
+    variants: list[VariantEntry] = Field(default_factory=list)  # in run order
+
+    def variant(self, index: int) -> VariantEntry:
+        return next(v for v in self.variants if v.index == index)
+
+
+def _now() -> str:
+    return dt.datetime.now(tz=dt.UTC).isoformat(timespec="seconds")
+
+
+def new_folder(root: Path, plan: str, digest: str) -> Path:
+    stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    for attempt in range(1, 100):
+        folder = root / plan / (PREFIX + run_folder_name(stamp, digest, attempt))
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise RunFolderError(f"cannot make {folder}: {error.strerror or error}") from None
+    raise RunFolderError(f"cannot make a matrix folder under {root / plan}")
+
+
+def write(folder: Path, record: MatrixRecord) -> None:
+    write_file(folder / FILE, json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
+
+
+def started(record: MatrixRecord) -> MatrixRecord:
+    record.started = record.started or _now()
+    return record
+
+
+def finish(folder: Path, record: MatrixRecord, status: str) -> None:
+    record.status = status
+    record.finished = _now()
+    write(folder, record)
+
+
+def resumed(folder: Path, record: MatrixRecord) -> None:
+    record.resumed.append(_now())
+    record.status = "incomplete"
+    record.finished = None
+    write(folder, record)
+
+
+def read(folder: Path) -> MatrixRecord:
+    path = folder / FILE if folder.is_dir() else folder
+    if not path.is_file():
+        raise RunFolderError(f"{folder} is not a matrix run (no {FILE})")
+    try:
+        data = json.loads(local_files.read_text(path, errors="replace"))
+        return MatrixRecord.model_validate(data)
+    except OSError as error:
+        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+    except json.JSONDecodeError as error:
+        raise RunFolderError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") \
+            from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<record>"
+        raise RunFolderError(f"{path}: {where}: {first['msg']}") from None
+
+
+def matrices(root: Path, plan: str) -> list[Path]:
+    """The matrix folders of `plan` under `root`, oldest first."""
+    folder = root / plan
+    if not folder.is_dir():
+        return []
+    return sorted(p.parent for p in folder.glob(f"{PREFIX}*/{FILE}"))
+
+
+def is_matrix(path: Path) -> bool:
+    return (path / FILE).is_file() if path.is_dir() else path.name == FILE and path.is_file()
+
+
+def folder_of(path: Path) -> Path:
+    return path if path.is_dir() else path.parent
+
+
+def elapsed(since: float) -> float:
+    return round(time.monotonic() - since, 3)

@@ -1,0 +1,283 @@
+"""`orch apply` and `orch plan` of a plan with a matrix.
+
+apply runs the variants in the order that installs and restarts least (`run_order`), each a
+normal apply (converge, replace the service, wait, smoke, sweep, collect) in its own run
+folder, listed with its values in the matrix run's `matrix.json` (matrix_record.py). A
+variant that fails is recorded with its cause and the next one runs (`--fail-fast` stops
+there); Ctrl-C marks the matrix interrupted, and `--resume` skips the variants that finished
+and resumes the one that was cut (its finished levels kept, as a run's resume does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from orchestrator import matrix_record as records
+from orchestrator.apply import ApplyOptions, execute
+from orchestrator.console import make_console
+from orchestrator.errors import OrchError, RunFolderError, UsageError
+from orchestrator.exit_codes import ExitCode
+from orchestrator.matrix_plan import TAKES, changes, listing
+from orchestrator.matrix_record import MatrixRecord, VariantEntry
+from orchestrator.plan.matrix import MatrixPlan, Variant, run_order, short, transition
+from orchestrator.tables import Column, TableData, to_rich
+
+
+def select(matrix: MatrixPlan, spec: str | None) -> set[int]:
+    """The variants `--limit-variants SPEC` keeps: numbers and ranges (`1,3`, `2-4`) as
+    `orch plan` numbers them, and filters on values (`max-num-seqs=64`: every filter must
+    hold). None keeps them all."""
+    every = {v.index for v in matrix.variants}
+    if not spec:
+        return every
+    numbers: set[int] = set()
+    filters: list[tuple[str, str]] = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        if "=" in item:
+            key, _, value = item.partition("=")
+            filters.append((key.strip(), value.strip()))
+        elif item.replace("-", "").isdigit() and item.count("-") <= 1:
+            low, _, high = item.partition("-")
+            numbers.update(range(int(low), int(high or low) + 1))
+        else:
+            raise UsageError(f"--limit-variants {spec}: cannot read {item!r}",
+                             hint="give variant numbers (1,3 or 2-4, as orch plan lists them) "
+                                  "or values (max-num-seqs=64)")
+    unknown = sorted(numbers - every)
+    if unknown:
+        raise UsageError(f"--limit-variants {spec}: the matrix has no variant "
+                         f"{', '.join(map(str, unknown))} (it has 1 to {len(every)})")
+    axes = matrix.axes
+    for key, _ in filters:
+        if key not in axes and key not in [short(a, axes) for a in axes]:
+            raise UsageError(f"--limit-variants {spec}: {key} is not an axis of the matrix "
+                             f"(its axes: {', '.join(short(a, axes) for a in axes)})")
+
+    def shown(value: object) -> str:
+        return value if isinstance(value, str) else json.dumps(value)
+
+    def matches(variant: Variant) -> bool:
+        for key, value in filters:
+            axis = key if key in axes else next(a for a in axes if short(a, axes) == key)
+            if axis not in variant.values or shown(variant.values[axis]) != value:
+                return False
+        return True
+
+    kept = {v.index for v in matrix.variants
+            if (not numbers or v.index in numbers) and matches(v)}
+    if not kept:
+        raise UsageError(f"--limit-variants {spec}: no variant matches")
+    return kept
+
+
+def plan_matrix(matrix: MatrixPlan, options: ApplyOptions) -> int:
+    """The listing, then what apply would change first (check mode of the first variant)."""
+    console = make_console(stderr=options.json_lines)
+    table, said = listing(matrix, options.runs_dir)
+    console.print(to_rich(table, console.width))
+    for line in said:
+        console.print(line, soft_wrap=True, markup=False)
+    first = run_order(matrix.variants)[0]
+    console.print(f"\nthe first variant ({matrix.label(first)}), as apply would find the hosts "
+                  "now:", markup=False)
+    return execute(dataclasses.replace(options, sets=[*options.sets, *first.sets]))
+
+
+def apply_matrix(matrix: MatrixPlan, options: ApplyOptions, *, fail_fast: bool = False,
+                 limit: str | None = None) -> int:
+    console = make_console(stderr=options.json_lines)
+    chosen = select(matrix, limit)
+    order = run_order(matrix.variants)
+    if options.resume is not None:
+        folder = _resumable(options.resume, matrix, options.runs_dir)
+        record = records.read(folder)
+        _check_same(record, matrix, folder)
+        records.resumed(folder, record)
+        console.print(f"resuming the matrix run in {folder}", soft_wrap=True, markup=False)
+    else:
+        folder = records.new_folder(options.runs_dir, matrix.name, matrix.base.digest)
+        record = _new_record(matrix, order, chosen, options)
+        records.write(folder, records.started(record))
+    running = [v for v in order if v.index in chosen]
+    console.print(f"matrix {matrix.name}: {len(running)} of {len(order)} variants, in this "
+                  f"order: {', '.join(str(v.index) for v in running)}; matrix run: "
+                  f"{folder / records.FILE}", soft_wrap=True, markup=False)
+    previous = None
+    failed = 0
+    for position, variant in enumerate(running, 1):
+        entry = record.variant(variant.index)
+        takes = transition(previous, variant.plan)
+        previous = variant.plan
+        done = _finished(entry)
+        if done:
+            console.print(f"\nvariant {variant.index} ({matrix.label(variant)}): finished "
+                          f"before in {entry.run}, kept", soft_wrap=True, markup=False)
+            continue
+        _header(console, matrix, variant, position, len(running), takes, order[0])
+        failed += not _run_variant(console, matrix, variant, entry, record, folder, options)
+        if failed and fail_fast:
+            console.print(f"--fail-fast: variant {variant.index} failed; the matrix stops "
+                          "here", markup=False)
+            break
+    complete = all(record.variant(i).status == "complete" for i in chosen)
+    records.finish(folder, record, "complete" if complete else "failed")
+    _recap(console, record, folder)
+    return ExitCode.OK if complete else ExitCode.ERROR
+
+
+def _new_record(matrix: MatrixPlan, order: Sequence[Variant], chosen: set[int],
+                options: ApplyOptions) -> MatrixRecord:
+    previous = None
+    entries = []
+    for variant in order:
+        takes = transition(previous, variant.plan)
+        previous = variant.plan
+        entries.append(VariantEntry(
+            index=variant.index, label=matrix.label(variant), values=variant.values,
+            sets=variant.sets, digest=variant.loaded.digest, step=takes,
+            status="pending" if variant.index in chosen else "skipped"))
+    return MatrixRecord(
+        plan=matrix.name, plan_file=str(options.plan) if options.plan else None,
+        layers=matrix.base.layers, axes=matrix.axes, varying=matrix.varying,
+        objective=matrix.objective.text if matrix.objective else None, variants=entries)
+
+
+def _header(console: Console, matrix: MatrixPlan, variant: Variant, position: int, count: int,
+            takes: str, first: Variant) -> None:
+    console.rule(f"variant {variant.index} ({position} of {count}): {matrix.label(variant)}",
+                 align="left")
+    lines = changes(first.plan, variant.plan) if variant is not first else []
+    console.print(f"{TAKES[takes]}" + (f"; against variant {first.index}: " + "; ".join(lines)
+                                       if lines else ""), soft_wrap=True, markup=False)
+
+
+def _run_variant(console: Console, matrix: MatrixPlan, variant: Variant, entry: VariantEntry,
+                 record: MatrixRecord, folder: Path, options: ApplyOptions) -> bool:
+    """Apply one variant; True when it completed. Its entry is rewritten as it goes."""
+    started = time.monotonic()
+    resume = entry.run if entry.run and _exists(entry.run) else None
+    entry.status, entry.cause = "running", None
+    records.write(folder, record)
+
+    def on_folder(path: Path) -> None:
+        entry.run = str(path)
+        records.write(folder, record)
+
+    variant_options = dataclasses.replace(
+        options, sets=[*options.sets, *variant.sets], resume=resume, on_folder=on_folder)
+    cause = None
+    try:
+        code = execute(variant_options)
+    except KeyboardInterrupt:
+        entry.status, entry.seconds = "interrupted", records.elapsed(started)
+        records.finish(folder, record, "interrupted")
+        console.print(f"matrix interrupted in variant {variant.index}; resume it with: orch "
+                      f"apply {options.plan} --resume {folder}", soft_wrap=True, markup=False)
+        raise
+    except OrchError as error:
+        code, cause = ExitCode.ERROR, str(error).splitlines()[0]
+    entry.seconds = records.elapsed(started)
+    if code == ExitCode.OK:
+        entry.status = "complete"
+    else:
+        entry.status = "failed"
+        entry.cause = cause or _cause(entry.run) or f"apply exited {code}"
+        console.print(f"variant {variant.index} ({matrix.label(variant)}) failed: "
+                      f"{entry.cause}", soft_wrap=True, markup=False, style="red")
+    records.write(folder, record)
+    return entry.status == "complete"
+
+
+def _exists(run: str) -> bool:
+    return (Path(run) / "meta.json").is_file()
+
+
+def _finished(entry: VariantEntry) -> bool:
+    """Whether the variant's run completed (its own meta.json says, whatever the matrix
+    record last said: orch may have been killed between the two)."""
+    if not entry.run or not _exists(entry.run):
+        return False
+    from orchestrator.runs.reader import read_meta
+
+    try:
+        complete = read_meta(Path(entry.run)).status == "complete"
+    except RunFolderError:
+        return False
+    if complete:
+        entry.status = "complete"
+    return complete
+
+
+def _cause(run: str | None) -> str | None:
+    """The first failed step of a variant's run, as its steps.json says."""
+    if not run or not _exists(run):
+        return None
+    from orchestrator.runs.layout import RunLayout
+    from orchestrator.runs.reader import read_meta, read_record
+    from orchestrator.runs.records import HostSteps
+
+    try:
+        for host in read_meta(Path(run)).hosts:
+            steps_file = RunLayout(Path(run)).host(host).steps
+            if not steps_file.exists():
+                continue
+            steps = read_record(steps_file, HostSteps)
+            failed = next((s for s in steps.steps if s.status == "failed"), None)
+            if failed is not None:
+                text = (failed.error or "failed").strip().splitlines()[0]
+                return f"{host}: {failed.step}: {text}"
+            if steps.error:
+                return f"{host}: {steps.error.strip().splitlines()[0]}"
+    except RunFolderError:
+        return None
+    return None
+
+
+def _resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
+    if which == "latest":
+        unfinished = [f for f in reversed(records.matrices(root, matrix.name))
+                      if records.read(f).status != "complete"]
+        if not unfinished:
+            raise UsageError(f"--resume: plan {matrix.name} has no unfinished matrix run under "
+                             f"{root}", hint="apply without --resume to start a new one")
+        return unfinished[0]
+    folder = records.folder_of(Path(which))
+    record = records.read(folder)
+    if record.plan != matrix.name:
+        raise UsageError(f"--resume {which}: that matrix run is of plan {record.plan!r}, not "
+                         f"{matrix.name!r}")
+    if record.status == "complete":
+        raise UsageError(f"--resume {which}: that matrix run completed; nothing is left to run")
+    return folder
+
+
+def _check_same(record: MatrixRecord, matrix: MatrixPlan, folder: Path) -> None:
+    written = {v.index: v.digest for v in record.variants}
+    now = {v.index: v.loaded.digest for v in matrix.variants}
+    if written != now:
+        raise UsageError(f"--resume {folder}: the plan's matrix changed since that run (its "
+                         "variants are not the same plans)",
+                         hint="apply without --resume to run the matrix as it is now")
+
+
+def _recap(console: Console, record: MatrixRecord, folder: Path) -> None:
+    table = TableData(
+        f"Matrix {record.plan}",
+        [Column("#", "right"), Column("Variant"), Column("Status"),
+         Column("Run folder", prose=True, priority=1), Column("Time", "right", priority=2)],
+    )
+    for entry in record.variants:
+        status = entry.status + (f": {entry.cause}" if entry.cause else "")
+        table.add([str(entry.index), entry.label, status, entry.run or "-",
+                   f"{entry.seconds:.1f}s" if entry.seconds is not None else "-"])
+    console.print(to_rich(table, console.width))
+    console.print(f"matrix run: {folder / records.FILE}; compare the variants with: orch "
+                  f"compare {folder}", soft_wrap=True, markup=False)

@@ -1,0 +1,275 @@
+"""`orch compare` of a matrix run: its variants side by side, labelled by the values that vary
+(not by run ids), and the best variant for the matrix's objective, with the reason.
+
+The best variant has the most output tok/s (per GPU when the GPUs are known) at a level
+that meets the objective:
+
+- `matrix.objective` (`p99 TTFT <= 4s at C >= 64`): a level qualifies when it is in the range
+  and every condition holds there;
+- else the plan's `bench.slo`: the most goodput (requests per second meeting the SLOs);
+- else the peak output throughput.
+
+A variant that failed, or that no level of qualifies, is named with why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator import matrix_record as records
+from orchestrator.errors import RunFolderError
+from orchestrator.matrix_record import MatrixRecord, VariantEntry
+from orchestrator.plan.objective import Objective, parse_objective
+from orchestrator.report.comparability import comparability_warnings
+from orchestrator.report.comparison import Comparison
+from orchestrator.report.distributions import read_distributions
+from orchestrator.report.figures import Point
+from orchestrator.report.level_table import MISSING, tok_s
+from orchestrator.report.series import Series, build_series
+from orchestrator.runs.reader import RunData, load_run
+from orchestrator.tables import Column, TableData
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    entry: VariantEntry
+    series: Series | None
+    score: float | None  # what the variants are ranked by (None: it does not qualify)
+    at: Point | None  # the level that score was reached at
+    reason: str  # why it qualifies, or not
+    per_joule: float | None = None  # output tokens per joule at `at`, where telemetry says
+
+    @property
+    def label(self) -> str:
+        return self.entry.label
+
+
+@dataclass(frozen=True)
+class MatrixComparison:
+    folder: Path
+    record: MatrixRecord
+    comparison: Comparison | None  # None when no variant has benchmark results
+    results: list[VariantResult]
+    basis: str  # what "best" means here
+    unit: str  # of the score
+
+    @property
+    def best(self) -> VariantResult | None:
+        ranked = [r for r in self.results if r.score is not None]
+        return max(ranked, key=lambda r: r.score or 0.0, default=None)
+
+    def best_line(self) -> str:
+        best = self.best
+        if best is None:
+            return f"best: none; no variant has a level meeting {self.basis}"
+        others = sorted((r for r in self.results if r is not best and r.score is not None),
+                        key=lambda r: -(r.score or 0.0))
+        line = f"best for {self.basis}: {best.label}: {best.reason}"
+        if others:
+            runner = others[0]
+            margin = (best.score or 0.0) / runner.score if runner.score else None
+            line += (f"; next: {runner.label} ({_score(runner.score, self.unit)}"
+                     + (f"; the best has {margin:.2f}x" if margin and margin != 1 else "") + ")")
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "matrix": str(self.folder),
+            "plan": self.record.plan,
+            "status": self.record.status,
+            "varying": self.record.varying,
+            "basis": self.basis,
+            "best": best.label if best else None,
+            "best_line": self.best_line(),
+            "variants": [{
+                "index": r.entry.index, "label": r.label, "values": r.entry.values,
+                "status": r.entry.status, "run": r.entry.run, "cause": r.entry.cause,
+                "score": r.score, "unit": self.unit, "at": r.at.level if r.at else None,
+                "reason": r.reason, "tokens_per_joule": r.per_joule,
+            } for r in self.results],
+            "comparison": self.comparison.to_json() if self.comparison else None,
+        }
+
+
+def _score(value: float | None, unit: str) -> str:
+    if value is None:
+        return MISSING
+    return f"{value:,.2f} {unit}" if unit == "req/s" else f"{tok_s(value)} {unit}"
+
+
+def matrix_ref(ref: str, root: Path) -> Path | None:
+    """The matrix folder `ref` names: the folder or its matrix.json, or a plan (a name or a
+    plan file) whose runs hold a matrix run (its latest). None: not a matrix."""
+    path = Path(ref)
+    if records.is_matrix(path):
+        return records.folder_of(path)
+    name = ref
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        from orchestrator.runs.reader import plan_name_of_file
+
+        name = plan_name_of_file(path)
+    elif path.is_dir():
+        name, root = path.name, path.parent
+    if "/" in name:
+        return None
+    found = records.matrices(root, name)
+    return found[-1] if found else None
+
+
+def _per_joule(series: Series, point: Point) -> float | None:
+    """Output tokens per joule at `point`, when the level holds such a figure (GPU energy
+    telemetry); the first key naming joules."""
+    if series.host.bench is None:
+        return None
+    for level in series.host.bench.levels:
+        if level.level != point.level:
+            continue
+        for key in list(level.model_extra or {}):
+            if "per_joule" in key or key.endswith("_per_j"):
+                return level.figure(key)
+    return None
+
+
+def _objective_result(entry: VariantEntry, series: Series, objective: Objective,
+                      unit: str) -> VariantResult:
+    per_gpu = series.gpus.count is not None
+    covered = [p for p in series.points if p.key[0] == "c" and p.completed
+               and objective.covers(p.load)]
+    if not covered:
+        return VariantResult(entry, series, None, None,
+                             f"no level at {objective.describe_range()}")
+    qualifying = []
+    misses: list[str] = []
+    for point in sorted(covered, key=lambda p: p.load):
+        failed = []
+        for condition in objective.conditions:
+            value = point.value(condition.key)
+            if value is None:
+                failed.append(f"no {condition.key}")
+            elif not condition.holds(value):
+                failed.append(f"{condition.stat} {condition.metric.upper()} {value / 1000:.2f}s")
+        if failed:
+            misses.append(f"C={point.load:g}: {', '.join(failed)}")
+        else:
+            qualifying.append(point)
+    if not qualifying:
+        return VariantResult(entry, series, None, None,
+                             f"no level at {objective.describe_range()} meets it ("
+                             + "; ".join(misses[:3]) + ("; ..." if len(misses) > 3 else "") + ")")
+    top = max(qualifying, key=lambda p: p.throughput)
+    score = series.per_gpu(top.throughput) if per_gpu else top.throughput
+    held = ", ".join(f"{c.stat} {c.metric.upper()} {(top.value(c.key) or 0) / 1000:.2f}s"
+                     for c in objective.conditions)
+    per = f" ({tok_s(score or 0)} per GPU)" if per_gpu else ""
+    missed = f"; misses it at {misses[-1]}" if misses else ""
+    return VariantResult(entry, series, score, top,
+                         f"{tok_s(top.throughput)} output tok/s{per} at C={top.load:g}, "
+                         f"where {held}{missed}", _per_joule(series, top))
+
+
+def _plain_result(entry: VariantEntry, series: Series, goodput: bool, unit: str) -> VariantResult:
+    usable = [p for p in series.points if p.completed]
+    if goodput:
+        scored = [p for p in usable if p.goodput is not None]
+        top = max(scored, key=lambda p: p.goodput or 0.0, default=None)
+        if top is None:
+            return VariantResult(entry, series, None, None, "no goodput recorded")
+        return VariantResult(entry, series, top.goodput, top,
+                             f"{top.goodput or 0:,.2f} req/s meeting the SLOs at C={top.load:g} "
+                             f"({tok_s(top.throughput)} output tok/s)", _per_joule(series, top))
+    top = series.peak
+    if top is None:
+        return VariantResult(entry, series, None, None, "no complete level")
+    per_gpu = series.gpus.count is not None
+    score = series.per_gpu(top.throughput) if per_gpu else top.throughput
+    per = f" ({tok_s(score or 0)} per GPU)" if per_gpu else ""
+    return VariantResult(entry, series, score, top,
+                         f"peak {tok_s(top.throughput)} output tok/s{per} at C={top.load:g}",
+                         _per_joule(series, top))
+
+
+def compare_matrix(folder: Path, *, model_time: bool = True,
+                   host: str | None = None) -> MatrixComparison:
+    record = records.read(folder)
+    entries = sorted(record.variants, key=lambda v: v.index)
+    runs: list[tuple[VariantEntry, RunData | None]] = []
+    for entry in entries:
+        run = None
+        if entry.run and (Path(entry.run) / "meta.json").is_file():
+            try:
+                run = load_run(Path(entry.run))
+            except RunFolderError:
+                run = None
+        runs.append((entry, run))
+    with_results = [(e, r) for e, r in runs if r is not None and r.benches]
+    series_by_index: dict[int, Series] = {}
+    comparison = None
+    if with_results:
+        all_series = []
+        for entry, run in with_results:
+            assert run is not None
+            found = build_series([run], model_time=model_time, host=host)
+            if found:
+                labelled = replace(found[0], label=entry.label)
+                series_by_index[entry.index] = labelled
+                all_series.append(labelled)
+        if all_series:
+            distributions, problems = read_distributions(all_series)
+            comparison = Comparison(all_series, comparability_warnings(all_series) + problems,
+                                    distributions)
+    objective = parse_objective(record.objective) if record.objective else None
+    any_plan = next((r.plan for _, r in with_results if r is not None and r.plan), None)
+    slo = any_plan.bench.slo if any_plan is not None and any_plan.bench is not None else None
+    goodput = objective is None and slo is not None and any(
+        v is not None for v in slo.model_dump().values())
+    per_gpu = all(s.gpus.count is not None for s in series_by_index.values())
+    unit = "req/s" if goodput else ("tok/s per GPU" if per_gpu else "tok/s")
+    if objective is not None:
+        basis = objective.text
+    elif goodput:
+        basis = "goodput (bench.slo)"
+    else:
+        basis = "peak throughput (no objective given)"
+    results = []
+    for entry, _ in runs:
+        series = series_by_index.get(entry.index)
+        if series is None:
+            why = f"failed: {entry.cause}" if entry.status == "failed" and entry.cause else \
+                f"{entry.status}, no benchmark results"
+            results.append(VariantResult(entry, None, None, None, why))
+        elif objective is not None:
+            results.append(_objective_result(entry, series, objective, unit))
+        else:
+            results.append(_plain_result(entry, series, goodput, unit))
+    return MatrixComparison(folder, record, comparison, results, basis, unit)
+
+
+def matrix_table(matrix: MatrixComparison) -> TableData:
+    """One row per variant: its status, peak, the figure it is ranked by, and why."""
+    joules = any(r.per_joule is not None for r in matrix.results)
+    columns = [Column("#", "right"), Column("Variant"), Column("Status"),
+               Column("Peak (tok/s)", "right"), Column("Peak at", priority=2),
+               Column(f"Ranked by ({matrix.unit})", "right")]
+    if joules:
+        columns.append(Column("tok/J", "right", priority=1))
+    columns.append(Column("Why", prose=True))
+    table = TableData(f"Matrix {matrix.record.plan}: {matrix.basis}", columns,
+                      caption=f"Variants labelled by the values that vary; ranked by "
+                              f"{matrix.unit} at the best level meeting {matrix.basis}.")
+    best = matrix.best
+    for result in matrix.results:
+        peak = result.series.peak if result.series else None
+        row = [str(result.entry.index), result.label, result.entry.status,
+               tok_s(peak.throughput) if peak else MISSING,
+               f"C={peak.load:g}" if peak else MISSING,
+               _score(result.score, "").strip() if result.score is not None else MISSING]
+        if joules:
+            row.append(f"{result.per_joule:.2f}" if result.per_joule is not None else MISSING)
+        row.append(result.reason)
+        if result is best:
+            table.strong.add((len(table.rows), 1))
+        table.add(row)
+    return table
