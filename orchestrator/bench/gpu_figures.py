@@ -168,6 +168,15 @@ def group_lines(lines: Iterable[tuple[float, str]]) -> Grouped:
     return out
 
 
+def without_cut_round(snapshots: list[Snapshot]) -> list[Snapshot]:
+    """The samples but a last round with fewer GPUs than the repeat's fullest one: the
+    stop cut it (its other lines were on their way, or waiting in the reader's buffer)."""
+    if len(snapshots) < 2:
+        return snapshots
+    gpus = [len({key.partition(".")[0] for key in s.values}) for s in snapshots]
+    return snapshots[:-1] if gpus[-1] < max(gpus) else snapshots
+
+
 def per_gpu(snapshot: Snapshot) -> dict[int, dict[str, float]]:
     """A sample's values by GPU index: {3: {"power_w": 412.5, ...}}."""
     out: dict[int, dict[str, float]] = {}

@@ -36,6 +36,7 @@ from orchestrator.bench.gpu_figures import (
     group_lines,
     merge_summaries,
     summarize_samples,
+    without_cut_round,
 )
 from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.errors import OrchError
@@ -167,8 +168,9 @@ class GpuSampler:
             self._held = None
 
     def snapshots(self) -> list[Snapshot]:
-        """The last repeat's samples (one per round of nvidia-smi, up to the stop), then a
-        `WindowEnd` at the stop; nothing when the host gives no telemetry."""
+        """The last repeat's samples (one per round of nvidia-smi, up to the stop; a last
+        round the stop cut short left out), then a `WindowEnd` at the stop; nothing when the
+        host gives no telemetry."""
         if not self.available:
             return []
         end = self._end_s if self._end_s is not None else (
@@ -180,7 +182,7 @@ class GpuSampler:
         if grouped.exit_code is not None:  # read before the stop: it ended by itself
             values["exit_code"] = float(grouped.exit_code)
             problem = problem or f"nvidia-smi ended during the repeat (exit code {grouped.exit_code})"
-        return [*grouped.snapshots, WindowEnd(end, values, problem)]
+        return [*without_cut_round(grouped.snapshots), WindowEnd(end, values, problem)]
 
     # -- figures (pure: what the repeats sampled) -----------------------------------------
 

@@ -5,6 +5,7 @@ without nvidia-smi records `source: none` and nothing fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,10 +30,13 @@ from orchestrator.bench.gpu_figures import (
     parse_line,
     summarize_samples,
     throttled_samples,
+    without_cut_round,
 )
 from orchestrator.bench.gpu_telemetry import NO_NVIDIA_SMI, GpuSampler
 from orchestrator.bench.samplers import Snapshot
+from orchestrator.bench.sweep import run_sweep
 from orchestrator.plan.models import Bench
+from orchestrator.sim.testing import running_simulator
 from orchestrator.transport import connect
 from orchestrator.transport.base import Transport
 from orchestrator.transport.local import LocalTransport
@@ -126,6 +130,10 @@ def test_a_round_is_timed_by_its_first_line_even_when_the_rest_comes_with_the_ne
     assert grouped.unparsed == ["garbage"]
     assert grouped.exit_code == 15
     assert grouped.gpus[1] == ("GPU-00000001", NAME)
+    # the last round, cut by the stop, is left out; a complete one is kept
+    assert without_cut_round(grouped.snapshots[:3]) == grouped.snapshots[:2]
+    assert without_cut_round(grouped.snapshots[:2]) == grouped.snapshots[:2]
+    assert without_cut_round(grouped.snapshots[:1]) == grouped.snapshots[:1]
 
 
 # -- figures -------------------------------------------------------------------------------
@@ -382,3 +390,29 @@ def test_telemetry_off_asks_nothing_and_fills_null() -> None:
     summary = sampler.summarize(_repeat_on(sampler, 0.01))
     assert transport.round_trips == 0
     assert sampler.merge([summary]) is None
+
+
+# -- in a sweep ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_simulated_sweep_records_gpu_figures_per_level(
+        tmp_path: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_RAMP_S", "0.3")
+    config = Bench.model_validate({"concurrency": [2], "duration": "1s", "repeats": 2, "warmup": 0,
+                                   "max_tokens": 64, "gpu_telemetry": "200ms"})
+    sampler = GpuSampler(LocalTransport(), config.gpu_telemetry)  # the one line of wiring
+    out = tmp_path / "out"
+    with running_simulator(profile="instant", startup_time_scale=0.001) as sim:
+        run_sweep(config, base_url=sim.base_url, model=None, api_key=None, out_dir=out, samplers=[sampler])
+    level = json.loads((out / "level-c2.json").read_text())
+    block = level["gpu_telemetry"]
+    assert block["source"] == "nvidia-smi" and block["gpu_count"] == 8
+    assert block["samples"] >= 6 and len(block["repeats"]) == 2
+    assert [g["samples"] for g in block["gpus"]] == [block["samples"]] * 8  # every round whole
+    assert block["window_s"] == pytest.approx(level["duration"], rel=0.2)
+    assert [set(r) >= {"mean_power_w", "energy_j"} for r in level["repeats"]] == [True, True]
+    figures = energy_figures(block, level["total_output_tokens"], level["duration"])
+    assert figures["output_tokens_per_joule"] == pytest.approx(figures["output_tokens_per_s_per_w"], rel=0.25)
+    assert figures["output_tokens_per_joule"] > 0
