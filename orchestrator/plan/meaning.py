@@ -4,7 +4,9 @@ plan/models.py) and read back from the model, instead of lists kept beside it:
 - CONTROLLER_PATH: a file on the controller, anchored to the plan file that names it (the
   loader makes it absolute: templates, datasets, tokenizers);
 - HOST_VARS: a part of the plan that reaches one host and may differ per host, where
-  `${host.NAME}` may stand (plan/host_vars.py).
+  `${host.NAME}` may stand (plan/host_vars.py);
+- makes_step("python"): the host step a section converges (compile.py builds the steps; what
+  a change to a path costs, an install or a restart, is read from here: `step_of`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,33 @@ ANY_INDEX = "*"  # a list item or a map value, in a field pattern
 class Meaning:
     controller_path: bool = False
     host_vars: bool = False
+    step: str | None = None
 
 
 CONTROLLER_PATH = Meaning(controller_path=True)
 HOST_VARS = Meaning(host_vars=True)
+
+
+def makes_step(name: str) -> Meaning:
+    return Meaning(step=name)
+
+
+def step_of(model: type[BaseModel], path: str) -> str | None:
+    """The step that converges the field at a dotted `path` (`install.packages` ->
+    `python`): the innermost meaning on the way says it; None when no section makes one
+    (smoke checks, benchmarks and collection run after the steps)."""
+    found: str | None = None
+    current: Any = model
+    for part in path.split("."):
+        info = current.model_fields.get(part) if isinstance(current, type) and \
+            issubclass(current, BaseModel) else None
+        if info is None:
+            break
+        found = next((m.step for m in info.metadata if isinstance(m, Meaning) and m.step),
+                     found)
+        inner = _models_in(info.annotation)
+        current = inner[0][1] if inner and not inner[0][0] else None
+    return found
 
 
 def _models_in(annotation: Any) -> list[tuple[tuple[str, ...], type[BaseModel]]]:

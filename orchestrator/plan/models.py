@@ -26,7 +26,7 @@ from pydantic import (
 from orchestrator.metrics import DEFAULT_PERCENTILES
 from orchestrator.names import check_name
 from orchestrator.plan.matrix_spec import Matrix
-from orchestrator.plan.meaning import CONTROLLER_PATH, HOST_VARS
+from orchestrator.plan.meaning import CONTROLLER_PATH, HOST_VARS, makes_step
 
 
 class FieldError(ValueError):
@@ -757,22 +757,26 @@ class Plan(StrictModel):
     vars: dict[str, Any] = Field(
         default_factory=dict, description="Values for `${vars.NAME}` references."
     )
-    python: PythonEnv | None = Field(None, description="The Python environment.")
-    install: Install = Field(default_factory=Install, description="Package pins.")
-    files: Annotated[list[FileSpec], HOST_VARS] = Field(
+    python: Annotated[PythonEnv | None, makes_step("python")] = Field(
+        None, description="The Python environment.")
+    install: Annotated[Install, makes_step("python")] = Field(
+        default_factory=Install, description="Package pins.")
+    files: Annotated[list[FileSpec], HOST_VARS, makes_step("files")] = Field(
         default_factory=list, description="Configuration files.")
-    env: Annotated[dict[str, str], HOST_VARS] = Field(
+    env: Annotated[dict[str, str], HOST_VARS, makes_step("service")] = Field(
         default_factory=dict,
         description="Service environment. Values may be secret references `${env:NAME}`.",
     )
-    service: ServiceSpec | None = Field(None, description="The model server.")
-    health: Health = Field(default_factory=Health, description="Waiting for readiness.")
+    service: Annotated[ServiceSpec | None, makes_step("service")] = Field(
+        None, description="The model server.")
+    health: Annotated[Health, makes_step("service")] = Field(
+        default_factory=Health, description="Waiting for readiness.")
     smoke: list[SmokeCheck] = Field(default_factory=list, description="Checks after start-up.")
     bench: Bench | None = Field(None, description="Benchmark sweeps.")
     collect: list[CollectItem] = Field(
         default_factory=list, description="Extra remote files copied into the run folder."
     )
-    commands: Annotated[list[CommandSpec], HOST_VARS] = Field(
+    commands: Annotated[list[CommandSpec], HOST_VARS, makes_step("commands")] = Field(
         default_factory=list, description="Guarded commands, before install or before launch.")
     matrix: Matrix | None = Field(
         None, description="Variants of this plan: axes (a plan path in --set syntax, with the "
