@@ -384,16 +384,25 @@ def merge_summaries(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
 
 def energy_figures(block: Mapping[str, Any] | None, output_tokens: float,
                    duration_s: float) -> dict[str, float | None]:
-    """Output tokens per joule (the level's tokens over the energy measured during its
-    repeats, `energy_j`) and output tokens per second per watt (its throughput over the mean
-    total power, `mean_power_w`); None where the block has no power figure. They are one
-    quantity in two units (tok/J = tok/s/W) and agree when the sampled power is steady."""
-    out: dict[str, float | None] = {"output_tokens_per_joule": None, "output_tokens_per_s_per_w": None}
-    if not block or not block.get("samples"):
+    """The level's energy and its output tokens per joule and per second per watt, from its
+    `gpu_telemetry` block and its figures (`total_output_tokens`, `duration`); None where
+    the block has no power figure.
+
+    `energy_j`: the energy of the level's `duration_s`, i.e. the block's energy over its
+    sampled windows scaled from their length (`window_s`, each repeat's origin to its stop,
+    a little longer than its requests) to `duration_s`: the windows' time-weighted mean power
+    times the duration. `output_tokens_per_joule` = tokens / that energy;
+    `output_tokens_per_s_per_w` = tokens / duration / `mean_power_w` (the mean of the
+    samples). They are one quantity in two units (tok/J = tok/s/W) and differ only by how
+    the power is averaged."""
+    out: dict[str, float | None] = {"energy_j": None, "output_tokens_per_joule": None,
+                                    "output_tokens_per_s_per_w": None}
+    if not block or not block.get("samples") or duration_s <= 0:
         return out
-    energy, power = block.get("energy_j"), block.get("mean_power_w")
-    if energy:
-        out["output_tokens_per_joule"] = round(output_tokens / energy, 4)
-    if power and duration_s > 0:
+    energy, window, power = block.get("energy_j"), block.get("window_s"), block.get("mean_power_w")
+    if energy and window:
+        out["energy_j"] = round(energy * duration_s / window, 1)
+        out["output_tokens_per_joule"] = round(output_tokens / (energy * duration_s / window), 4)
+    if power:
         out["output_tokens_per_s_per_w"] = round(output_tokens / duration_s / power, 4)
     return out
