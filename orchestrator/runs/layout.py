@@ -16,6 +16,8 @@ folder is spelt anywhere else.
         smoke/<check>.json           one smoke check's request, answer and verdict
         commands/<name>.log          what a plan command printed (stdout, then stderr; masked)
         collect/<path>               files the plan's `collect:` fetched
+        environment/                 nvidia-smi-q.txt, collect-env.txt (vLLM's collect-env)
+                                     and environment.json: what was captured, what failed
         bench/                       BenchLayout: the benchmark's files
 
 `orch bench --result-dir DIR` writes the same benchmark files into any folder but a run folder
@@ -106,6 +108,11 @@ class HostLayout:
 
     def command_output(self, name: str) -> Path:
         return self.root / "commands" / f"{safe_name(name)}.log"
+
+    @property
+    def environment(self) -> Path:
+        """The run's environment (remote/environment.py): nvidia-smi -q, vLLM's collect-env."""
+        return self.root / "environment"
 
     def collected(self, remote_path: str) -> Path:
         """`collect/` + the remote path as it is, so two paths never share a file (the plan

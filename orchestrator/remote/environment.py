@@ -1,0 +1,164 @@
+"""The environment of every run, kept in its folder (`hosts/<host>/environment/`):
+
+    nvidia-smi-q.txt   `nvidia-smi -q` as the host printed it (where nvidia-smi exists)
+    collect-env.txt    vLLM's `collect-env` (`python -m vllm.collect_env` in the plan's venv),
+                       time-boxed to COLLECT_ENV_TIMEOUT seconds, best effort
+    environment.json   what was captured and what was not, and why: the driver and CUDA
+                       versions and GPU names `nvidia-smi -q` states, collect-env's exit code
+                       and seconds; `orch compare` reads it (report/comparability.py)
+
+Two phases of an apply, around the others: `start` launches collect-env in the background
+on the host (it imports torch: seconds, on a busy CPU host half a minute), `finish` runs
+`nvidia-smi -q` and takes what collect-env wrote, waiting for it at most until its time box
+ends; by then the start-up and the benchmark usually took longer. Nothing here fails a run:
+a host without nvidia-smi, a venv without vLLM, a collect-env that fails or runs out of time
+is written down as such. The host side is in remote/facts.py (stdlib, Python 3.8).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import OrchError
+from orchestrator.events import Emit, PhaseEvent
+from orchestrator.plan.models import Plan
+from orchestrator.probe import Facts, program_source
+from orchestrator.runner import HostOutcome
+from orchestrator.runs.writer import RunFolder, dumps, write_file
+from orchestrator.transport.base import Transport
+from orchestrator.transport.command import Command
+
+COLLECT_ENV_TIMEOUT = 20  # seconds collect-env may take
+SMI_FILE, COLLECT_ENV_FILE, RECORD_FILE = "nvidia-smi-q.txt", "collect-env.txt", "environment.json"
+_PYTHON = Command.script('exec "$(command -v python3 || command -v python || echo python3)" -S -')
+
+
+def _call(transport: Transport, function: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run one function of the fact program on the host; its JSON answer."""
+    call = f"\n{function}(json.loads({json.dumps(json.dumps(spec))}))\n"
+    result = transport.run(_PYTHON, stdin=(program_source() + call).encode(), timeout=timeout,
+                           check=False)
+    lines = result.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        answer = None
+    if result.returncode != 0 or not isinstance(answer, dict):
+        raise OrchError(f"exit {result.returncode}: {(result.stderr or result.stdout).strip()[-300:]}")
+    return answer
+
+
+def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int) -> dict[str, Any]:
+    """environment.json from the host's answer (pure): what each capture gave, or why not."""
+    from orchestrator.remote.facts import parse_nvidia_smi_q
+
+    record: dict[str, Any] = {}
+    smi = answer.get("nvidia_smi") or {}
+    if not smi.get("found"):
+        record["nvidia_smi"] = {"captured": False, "why": "no nvidia-smi on the host's PATH"}
+    elif smi.get("error") and not smi.get("text"):
+        record["nvidia_smi"] = {"captured": False, "why": f"nvidia-smi -q failed: {smi['error']}"}
+    else:
+        record["nvidia_smi"] = {"captured": True, "file": SMI_FILE,
+                                **parse_nvidia_smi_q(str(smi.get("text") or ""))}
+        if smi.get("error"):
+            record["nvidia_smi"]["error"] = smi["error"]
+    env = answer.get("collect_env") or {}
+    rc, seconds = env.get("rc"), env.get("seconds")
+    entry: dict[str, Any] = {"command": "python -m vllm.collect_env (vllm collect-env)",
+                             "timeout_s": timeout}
+    if not env.get("started"):
+        entry.update(captured=False, why=collect_env)
+    elif rc == 0:
+        entry.update(captured=True, file=COLLECT_ENV_FILE, seconds=seconds)
+    elif rc == 124 or rc is None:
+        entry.update(captured=False, file=COLLECT_ENV_FILE,
+                     why=f"did not finish within {timeout} s (best effort; its partial output kept)")
+    else:
+        entry.update(captured=False, file=COLLECT_ENV_FILE, seconds=seconds,
+                     why=f"exited {rc} (its output kept)")
+    record["collect_env"] = entry
+    return record
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line for the apply's output."""
+    smi, env = record.get("nvidia_smi") or {}, record.get("collect_env") or {}
+    if smi.get("captured"):
+        versions = ", ".join(f"{label} {smi[key]}" for key, label in
+                             (("driver_version", "driver"), ("cuda_version", "CUDA")) if smi.get(key))
+        said = f"nvidia-smi -q kept ({versions})" if versions else "nvidia-smi -q kept"
+    else:
+        said = f"no nvidia-smi -q: {smi.get('why', 'not captured')}"
+    if env.get("captured"):
+        said += f"; vllm collect-env kept ({env.get('seconds')} s)"
+    else:
+        said += f"; no vllm collect-env: {env.get('why', 'not captured')}"
+    return said
+
+
+@dataclass
+class EnvironmentCapture:
+    """The two phases (runner.Phase) of an apply that keep the environment of its run."""
+
+    plan: Plan
+    folder: RunFolder | None
+    timeout: int = COLLECT_ENV_TIMEOUT
+    _collect_env: dict[str, str] = field(default_factory=dict)  # host -> started, or why not
+
+    def _dir(self) -> str:
+        venv = self.plan.python.venv if self.plan.python is not None else "~/.orch"
+        return f"{venv.rstrip('/')}/.orch/environment"
+
+    def start(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
+        host = transport.host
+        if self.folder is None:
+            return
+        if self.plan.python is None:
+            self._collect_env[host] = "the plan has no python venv"
+            return
+        spec = {"dir": self._dir(), "venv": self.plan.python.venv, "timeout": self.timeout}
+        try:
+            answer = _call(transport, "start_collect_env", spec, timeout=60)
+            self._collect_env[host] = str(answer.get("collect_env") or "not started")
+        except OrchError as error:
+            self._collect_env[host] = f"could not be started: {error}"
+
+    def finish(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
+        host = transport.host
+        if self.folder is None:
+            return
+        try:
+            said = self._finish(transport, self.folder)
+        except OrchError as error:  # never fatal: the run is what it is without it
+            emit(PhaseEvent(host, phase="environment", status="warning",
+                            message=f"not captured: {error}"))
+            return
+        emit(PhaseEvent(host, phase="environment", status="ok", message=said))
+
+    def _finish(self, transport: Transport, folder: RunFolder) -> str:
+        host = transport.host
+        spec = {"dir": self._dir(), "wait": self.timeout + 5}
+        answer = _call(transport, "environment_facts", spec, timeout=self.timeout + 60)
+        why = self._collect_env.get(host, "not started")
+        record = summarize(answer, collect_env=why, timeout=self.timeout)
+        where = folder.host(host).environment
+        smi = answer.get("nvidia_smi") or {}
+        if smi.get("text"):
+            write_file(where / SMI_FILE, str(smi["text"]))
+        env = answer.get("collect_env") or {}
+        if env.get("started"):
+            write_file(where / COLLECT_ENV_FILE, str(env.get("text") or ""))
+        write_file(where / RECORD_FILE, dumps(record))
+        return describe(record)
+
+
+def read_record(path: Any) -> dict[str, Any]:
+    """A run folder's environment.json (empty when it has none)."""
+    try:
+        data = json.loads((path / RECORD_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
