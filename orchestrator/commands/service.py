@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps([row.to_json() for row in rows], indent=2))
         else:
             console.print(to_rich(status_table(rows), console.width))
+        for line, warn in kernel_lines(rows):
+            console.print(line, style="yellow" if warn else None, markup=False, soft_wrap=True)
         for row in rows:
             if row.apply:
                 console.print(f"{row.host}: an apply is in progress: {shown(row.apply, markup=True)}",
@@ -126,6 +128,22 @@ def _targets(plan: Plan, every: list[str], hosts: list[str], action: str,
         wanted = None if unit == "server" else unit
         listed = [(h, u) for h, u in listed if u == wanted]
     return [(h, u, h == head) for h, u in listed if h in hosts]
+
+
+def kernel_lines(rows: list[ServiceStatus]) -> list[tuple[str, bool]]:
+    """Under the table: the kernels each running server's start-up chose (its startup.json on
+    the host), and each fallback vLLM warned about (True: a warning)."""
+    from orchestrator.engines.vllm_kernels import describe, fallbacks_of, short_fallback
+
+    lines: list[tuple[str, bool]] = []
+    for row in rows:
+        if not row.kernels:
+            continue
+        where = row.host if row.unit == "server" else f"{row.host} ({row.unit})"
+        lines.append((f"{where}: kernels: {describe(row.kernels, fallbacks=False)}", False))
+        lines += [(f"{where}: kernel fallback: {short_fallback(f)}", True)
+                  for f in fallbacks_of(row.kernels)]
+    return lines
 
 
 def status_table(rows: list[ServiceStatus]) -> TableData:

@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.events import Emit
+from orchestrator.engines.vllm_kernels import FALLBACK_FIX, fallbacks_of
+from orchestrator.engines.vllm_kernels import describe as describe_kernels
+from orchestrator.events import Emit, PhaseEvent
 from orchestrator.inventory import Inventory
 from orchestrator.lock import Holder, lock_path
 from orchestrator.packages import pin_drift
@@ -35,6 +37,7 @@ from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.step import (
     ServiceStep,
     choose_backend,
+    last_kernels,
     other_port,
     record_of,
     service_request,
@@ -104,9 +107,22 @@ def ready(
     )
     # Kept on the host, so the next `orch plan` can say what a restart would cost.
     took = {"seconds": round(readiness.seconds, 1),
-            "phases": {p["phase"]: p["duration_s"] for p in readiness.phases if p.get("duration_s")}}
+            "phases": {p["phase"]: p["duration_s"] for p in readiness.phases if p.get("duration_s")},
+            "kernels": readiness.facts.get("kernels") or {}}  # orch status shows them
     transport.put(json.dumps(took).encode(), step.paths.startup_file)
+    said_kernels(transport.host, readiness.facts.get("kernels"), emit)
     return Ready(base_url, model, readiness=readiness)
+
+
+def said_kernels(host: str, kernels: dict[str, Any] | None, emit: Emit) -> None:
+    """The kernels the start-up chose, one line; each fallback vLLM warned about, a warning."""
+    if not kernels:
+        return
+    emit(PhaseEvent(host, phase="startup", status="ok",
+                    message=f"kernels: {describe_kernels(kernels, fallbacks=False)}"))
+    for fallback in fallbacks_of(kernels):
+        emit(PhaseEvent(host, phase="startup", status="warning",
+                        message=f"kernel fallback: {fallback} (fix: {FALLBACK_FIX})"))
 
 
 # -- what runs, as `orch status|logs|stop` see it --------------------------------------------
@@ -173,6 +189,7 @@ class ServiceStatus:
     vllm_version: str | None = None
     pins: str = "-"  # ok, or the drift from the plan's pins
     apply: str | None = None  # an apply in progress: who runs it
+    kernels: dict[str, Any] = field(default_factory=dict)  # what its start-up chose
 
     @property
     def healthy(self) -> bool:
@@ -197,6 +214,7 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     if process:
         row.state, row.pid = "running", process.pid
         row.uptime_s = round(process.uptime or 0)
+        row.kernels = last_kernels(found)
     elif found is not None and found.pid:
         row.state = "dead"
         if found.survivors:  # what a dead server left holding memory, GPUs or the port

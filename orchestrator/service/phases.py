@@ -16,6 +16,10 @@ both the 0.17.1 and 0.33 wordings; the simulator prints the same:
                  "Application startup complete."
     ready        "Application startup complete."
 
+Beside the phases, the kernels vLLM chose (engines/vllm_kernels.py: attention, MoE, GEMM
+kernels, KV cache dtype, CUDA graphs, fallbacks) are read from the same lines into
+`facts["kernels"]`.
+
 Times are the controller's clock at `feed` (so their precision is the poll interval); the
 durations vLLM prints itself are kept beside them (`vllm_seconds`). A phase whose start marker
 is missing (e.g. no compile cache line) starts when the previous phase ended; starting a
@@ -30,6 +34,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from orchestrator.engines.vllm_kernels import KernelLog
 
 ORDER = ("process", "weights", "compile", "kv_cache", "cuda_graphs", "api_server", "ready")
 LABELS = {
@@ -152,6 +158,7 @@ class PhaseTracker:
         self.phases: dict[str, PhaseRecord] = {}
         self.facts: dict[str, Any] = {}
         self.attempts = 1
+        self.kernels = KernelLog()
         self._partial = ""
 
     @property
@@ -177,6 +184,10 @@ class PhaseTracker:
                 if match:
                     method: Callable[[re.Match[str], float], None] = getattr(self, handler)
                     method(match, now)
+            self.kernels.line(line)
+        kernels = self.kernels.to_json()
+        if kernels:
+            self.facts["kernels"] = kernels
 
     # --- phase bookkeeping -------------------------------------------------------------
 
@@ -228,6 +239,7 @@ class PhaseTracker:
         if any(name != "process" for name in self.phases) or "vllm_version" in self.facts:
             self.phases = {}
             self.facts = {}
+            self.kernels = KernelLog()
             self.attempts += 1
             self.origin = now
             self._begin("process", now)

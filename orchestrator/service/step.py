@@ -174,6 +174,18 @@ def last_startup_s(found: ServiceFacts | None) -> float | None:
     return float(seconds) if isinstance(seconds, int | float) else None
 
 
+def last_kernels(found: ServiceFacts | None) -> dict[str, Any]:
+    """The kernels the running server's start-up chose (startup.json, engines/vllm_kernels.py);
+    empty when its start-up said nothing of them or orch did not start it."""
+    text = found.startup_text if found is not None else None
+    try:
+        data = json.loads(text or "")
+    except json.JSONDecodeError:
+        return {}
+    kernels = data.get("kernels") if isinstance(data, dict) else None
+    return kernels if isinstance(kernels, dict) else {}
+
+
 class OrchWheelStep(Step):
     name = "orch"
 

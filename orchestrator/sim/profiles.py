@@ -23,7 +23,7 @@ so throughput plateaus there as it did on the real hardware.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # Response length model shared by all profiles: a response ends by itself after
 # MEAN_RESPONSE_TOKENS tokens on average (reasoning included), spread uniformly by
@@ -73,8 +73,16 @@ class Profile:
     targets: dict[int, float]  # concurrency -> measured tok/s on the real deployment
     startup: StartupTimes = field(default_factory=StartupTimes)
     tensor_parallel: int = 1
+    # The kernels its vLLM chose, printed as vLLM prints them (sim/startup.py; the texts are
+    # in engines/vllm_kernels.py, which reads them back).
     attention_backend: str = "FLASH_ATTN"
-    moe_backend: str | None = None  # NvFp4 MoE backend (the one MoE choice 0.17.1 logs)
+    attention_candidates: tuple[str, ...] = ()  # the backends valid there (default: the one)
+    moe_backend: str | None = None  # the MoE oracle's choice ("Using ... MoE backend")
+    moe_kind: str = "NvFp4"  # which oracle: NvFp4, Fp8, WNA16 (the word in its line)
+    nvfp4_gemm: str | None = None  # NvFp4LinearBackend name: FLASHINFER_CUTLASS, MARLIN
+    fp8_linear: str | None = None  # the FP8 scaled-mm kernel ("Selected X for Fp8LinearMethod")
+    kv_cache_dtype: str = "auto"
+    fp4_marlin_fallback: bool = False  # no native FP4 kernel: weight-only Marlin, one warning
     weights_gib: float = 1.0
     kv_cache_gib: float = 1.0
     pcie_only: bool = False
@@ -111,8 +119,10 @@ KIMI_NVFP4 = Profile(
         api=3.0,
     ),
     tensor_parallel=8,
-    attention_backend="TRITON_MLA",
+    attention_backend="TRITON_MLA",  # SM120: the only MLA backend (the community passes it)
     moe_backend="FLASHINFER_CUTLASS",
+    nvfp4_gemm="FLASHINFER_CUTLASS",
+    kv_cache_dtype="fp8",
     weights_gib=71.2,
     kv_cache_gib=15.43,
     pcie_only=True,
@@ -142,7 +152,10 @@ MINIMAX_EP = Profile(
     ),
     tensor_parallel=4,
     attention_backend="FLASHINFER",
-    moe_backend=None,  # 0.17.1 logs the MoE choice for NVFP4 only
+    attention_candidates=("FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"),
+    moe_backend="FLASHINFER_CUTLASS",  # FP8 block-quantized experts (fused_moe/oracle/fp8.py)
+    moe_kind="Fp8",
+    fp8_linear="CutlassFp8BlockScaledMMKernel",
     weights_gib=53.6,
     kv_cache_gib=23.62,
     pcie_only=True,
@@ -172,7 +185,9 @@ KIMI_INT4 = Profile(
     ),
     tensor_parallel=8,
     attention_backend="TRITON_MLA",
-    moe_backend=None,  # 0.17.1 logs the MoE choice for NVFP4 only
+    moe_backend="MARLIN",  # INT4 (compressed-tensors W4A16) experts run on Marlin
+    moe_kind="WNA16",
+    kv_cache_dtype="fp8",
     weights_gib=74.3,
     kv_cache_gib=13.9,
     pcie_only=True,
@@ -213,13 +228,28 @@ TINY_CPU = Profile(
     targets={},  # no natural-length calibration: its answers run to max_tokens
     startup=StartupTimes(init=30.0, weights=0.1, shards=1, dynamo=5.0, compile=35.0,
                          kv_profile=1.0, cuda_graphs=0.0, api=3.0),
-    attention_backend="CPU_ATTN",
+    attention_backend="CPU_ATTN",  # vLLM's CPU platform logs no line for it: none printed
     weights_gib=0.005,
     kv_cache_gib=2.0,
 )
 
+# The NVFP4 deployment on GPUs without a native FP4 kernel: vLLM falls back to weight-only
+# FP4 on Marlin with one warning line (vLLM 0.33's docs), the silent cause of a slow run this
+# profile lets a test see. Its throughput is the NVFP4 profile's: the fallback's cost is not
+# modelled, what it prints is.
+KIMI_NVFP4_MARLIN = replace(
+    KIMI_NVFP4,
+    name="kimi-k2.5-nvfp4-marlin-fallback",
+    summary="Kimi-K2.5 NVFP4 as kimi-k2.5-nvfp4-8x-rtx-pro-6000, its FP4 GEMMs and experts "
+            "fallen back to weight-only Marlin (the warning vLLM prints); same throughput",
+    targets={},
+    moe_backend="MARLIN",
+    nvfp4_gemm="MARLIN",
+    fp4_marlin_fallback=True,
+)
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (KIMI_NVFP4, MINIMAX_EP, KIMI_INT4, INSTANT,
-                                                     TINY_CPU)}
+                                                     TINY_CPU, KIMI_NVFP4_MARLIN)}
 DEFAULT_PROFILE = KIMI_NVFP4.name
 
 

@@ -23,6 +23,26 @@ ROUTES = (
 )  # fmt: skip
 
 
+# vLLM's kernels (engines/vllm_kernels.py reads these lines): the NVFP4 GEMM kernel class
+# 0.32+ names for each backend 0.17.1 names, and the warning of a GPU without native FP4
+# (kernels/linear/nvfp4/marlin.py:34 in 0.33, utils/marlin_utils_fp4.py in 0.17.1).
+NVFP4_KERNELS = {
+    "FLASHINFER_CUTLASS": "FlashInferCutlassNvFp4LinearKernel",
+    "FLASHINFER_TRTLLM": "FlashInferTrtllmNvFp4LinearKernel",
+    "VLLM_CUTLASS": "CutlassNvFp4LinearKernel",
+    "MARLIN": "MarlinNvFp4LinearKernel",
+}
+MARLIN_FP4_WARNING = (
+    "Your GPU does not have native support for FP4 computation but FP4 quantization is being "
+    "used. Weight-only FP4 compression will be used leveraging the Marlin kernel. This may "
+    "degrade performance for compute-heavy workloads.")
+
+
+def graph_sizes(max_size: int = 512) -> list[int]:
+    """vLLM's default CUDA graph capture sizes: 1, 2, 4, then every 8 up to the largest."""
+    return [1, 2, 4, *range(8, max_size + 1, 8)]
+
+
 class StartupFailed(Exception):
     """The injected failure has been printed; the process exits with `code`."""
 
@@ -93,12 +113,17 @@ class Startup:
         log.info(api, "scheduler.py:231",
                  f"Chunked prefill is enabled with max_num_batched_tokens={o.max_num_batched_tokens}.")  # fmt: skip
         log.info(api, "vllm.py:747", "Asynchronous scheduling is enabled.")
+        if profile.kv_cache_dtype.startswith("fp8"):
+            self._kv_dtype_line(api)
         log.info(self.engine, "core.py:101",
                  f"Initializing a V1 LLM engine (v{o.version.text}) with config: model='{o.model}', "
                  f"speculative_config=None, tokenizer='{o.model}', skip_tokenizer_init=False, "
                  f"tokenizer_mode=auto, trust_remote_code=True, dtype=torch.bfloat16, "
                  f"max_seq_len={o.max_model_len}, tensor_parallel_size={self.tp}, "
-                 f"served_model_name={o.served_names[0]}, enable_prefix_caching=True")  # fmt: skip
+                 f"enforce_eager=False, kv_cache_dtype={profile.kv_cache_dtype}, "
+                 f"device_config={'cpu' if self.cpu else 'cuda'}, "
+                 f"served_model_name={o.served_names[0]}, enable_prefix_caching=True, "
+                 f"compilation_config={self._compilation_config()}")  # fmt: skip
         await self._sleep(times.init * 0.4)
         if self.worker is not None:
             log.info(self.engine, "multiproc_executor.py:136",
@@ -120,18 +145,18 @@ class Startup:
             self._fail("nccl", failures.NCCL_ERROR)
         proc = self.model_proc
         backend = profile.attention_backend
-        log.info(proc, "cuda.py:405",
-                 f"Using {backend} attention backend out of potential backends: ['{backend}'].")  # fmt: skip
+        if not self.cpu:  # vLLM's CPU platform picks CPU_ATTN without a line
+            candidates = ", ".join(f"'{b}'" for b in profile.attention_candidates or (backend,))
+            log.info(proc, "cuda.py:405",
+                     f"Using {backend} attention backend out of potential backends: [{candidates}].")  # fmt: skip
         log.info(proc, "gpu_model_runner.py:4281", f"Starting to load model {o.model}...")
         if fail == "flashinfer-mismatch":
             self._fail("flashinfer-mismatch", failures.FLASHINFER_MISMATCH)
-        if profile.moe_backend:
-            # Only the NVFP4 oracle names its choice in 0.17.1 (fused_moe/oracle/nvfp4.py).
-            log.info(proc, "nvfp4.py:257",
-                     f"Using '{profile.moe_backend}' NvFp4 MoE backend out of potential backends: "
-                     "['FLASHINFER_TRTLLM', 'FLASHINFER_CUTEDSL', 'FLASHINFER_CUTLASS', "
-                     "'VLLM_CUTLASS', 'MARLIN'].")  # fmt: skip
+        self._kernel_lines(proc)
         await self._load_weights(proc)
+        if profile.fp4_marlin_fallback:
+            log.warning(proc, "marlin.py:34" if o.version.new_wording else "marlin_utils_fp4.py:151",
+                        MARLIN_FP4_WARNING)
         await self._compile(proc)
         started = time.monotonic()
         await self._sleep(times.kv_profile)
@@ -146,6 +171,66 @@ class Startup:
                  f"init engine (profile, create kv cache, warmup model) took {init_took:.2f} seconds")  # fmt: skip
         await self._sleep(times.api)
         await self._api_server()
+
+    @property
+    def cpu(self) -> bool:
+        return self.o.profile.attention_backend == "CPU_ATTN"
+
+    def _compilation_config(self) -> str:
+        """The part of vLLM's config line that says how CUDA graphs are captured."""
+        if self.cpu:
+            return ("{'mode': <CompilationMode.DYNAMO_TRACE_ONCE: 2>, 'backend': 'inductor', "
+                    "'cudagraph_mode': <CUDAGraphMode.NONE: 0>, 'cudagraph_capture_sizes': [], "
+                    "'max_cudagraph_capture_size': None}")
+        sizes = graph_sizes()
+        return ("{'mode': <CompilationMode.VLLM_COMPILE: 3>, 'backend': 'inductor', "
+                "'cudagraph_mode': <CUDAGraphMode.PIECEWISE: 1>, "
+                f"'cudagraph_capture_sizes': [{', '.join(map(str, sizes))}], "
+                f"'max_cudagraph_capture_size': {max(sizes)}}}")
+
+    def _kv_dtype_line(self, proc: str) -> None:
+        """config/cache.py: a quantized KV cache is said once, as the config is made."""
+        dtype = self.o.profile.kv_cache_dtype
+        if self.o.version.new_wording:
+            self.log.info(proc, "cache.py:485",
+                          f"Using {dtype} data type to store kv cache. It reduces the GPU memory "
+                          "footprint and boosts the performance. Meanwhile, it may cause accuracy "
+                          "drop without a proper scaling factor")  # fmt: skip
+        else:
+            self.log.info(proc, "cache.py:224",
+                          "Using fp8 data type to store kv cache. It reduces the GPU memory "
+                          "footprint and boosts the performance. Meanwhile, it may cause accuracy "
+                          "drop without a proper scaling factor.")  # fmt: skip
+
+    def _kernel_lines(self, proc: str) -> None:
+        """The MoE oracle's choice and the quantized linear kernels, as vLLM names them."""
+        profile, log, new = self.o.profile, self.log, self.o.version.new_wording
+        moe = profile.moe_backend
+        if moe and profile.moe_kind == "NvFp4":
+            log.info(proc, "nvfp4.py:242" if new else "nvfp4.py:162",
+                     f"Using '{moe}' NvFp4 MoE backend out of potential backends: "
+                     "['FLASHINFER_TRTLLM', 'FLASHINFER_CUTEDSL', 'FLASHINFER_CUTLASS', "
+                     "'VLLM_CUTLASS', 'MARLIN'].")  # fmt: skip
+        elif moe and profile.moe_kind == "Fp8":
+            log.info(proc, "fp8.py:422" if new else "fp8.py:231",
+                     f"Using {moe} Fp8 MoE backend out of potential backends: ['AITER', "
+                     "'FLASHINFER_TRTLLM', 'FLASHINFER_CUTLASS', 'DEEPGEMM', 'VLLM_CUTLASS', "
+                     "'TRITON', 'MARLIN', 'BATCHED_DEEPGEMM', 'BATCHED_VLLM_CUTLASS', "
+                     "'BATCHED_TRITON', 'XPU'].")  # fmt: skip
+        elif moe and profile.moe_kind == "WNA16":
+            if new:
+                log.info(proc, "int_wna16.py:287", f"Using '{moe}' WNA16 MoE backend.")
+            else:  # 0.17.1 names the compressed-tensors method it picked
+                log.info(proc, "compressed_tensors_moe.py:191",
+                         "Using CompressedTensorsWNA16MarlinMoEMethod")
+        if profile.nvfp4_gemm:
+            kernel = NVFP4_KERNELS.get(profile.nvfp4_gemm, profile.nvfp4_gemm) if new else \
+                f"NvFp4LinearBackend.{profile.nvfp4_gemm}"
+            log.info(proc, "__init__.py:1303" if new else "nvfp4_utils.py:85",
+                     f"Using {kernel} for NVFP4 GEMM")
+        if profile.fp8_linear:
+            log.info(proc, "__init__.py:779" if new else "__init__.py:258",
+                     f"Selected {profile.fp8_linear} for Fp8LinearMethod")
 
     async def _load_weights(self, proc: str) -> None:
         times, log = self.o.profile.startup, self.log
@@ -208,9 +293,9 @@ class Startup:
     async def _cuda_graphs(self, proc: str) -> None:
         times, log = self.o.profile.startup, self.log
         started = time.monotonic()
-        total = 67
+        total = len(graph_sizes())
         desc = "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"
-        for done in (0, 34, 67):
+        for done in (0, total // 2, total):
             if done:
                 await self._sleep(times.cuda_graphs / 2)
             elapsed = time.monotonic() - started
