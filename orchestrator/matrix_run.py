@@ -232,13 +232,23 @@ def _cause(run: str | None) -> str | None:
             steps = read_record(steps_file, HostSteps)
             failed = next((s for s in steps.steps if s.status == "failed"), None)
             if failed is not None:
-                text = (failed.error or "failed").strip().splitlines()[0]
-                return f"{host}: {failed.step}: {text}"
+                return f"{host}: {failed.step}: {_said(failed.error or 'failed')}"
             if steps.error:
                 return f"{host}: {steps.error.strip().splitlines()[0]}"
     except RunFolderError:
         return None
     return None
+
+
+def _said(error: str) -> str:
+    """An error's first line, with the last line of the log it quotes that says "error"
+    (the server's own reason: `argument --max-num-seqs: expected ...`)."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "failed"
+    said = lines[0].removeprefix("localhost: ")
+    errors = [line for line in lines[1:] if "error" in line.lower()]
+    return f"{said}; the log says: {errors[-1]}" if errors else said
 
 
 def _resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
