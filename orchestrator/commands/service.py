@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps([row.to_json() for row in rows], indent=2))
         else:
             console.print(to_rich(status_table(rows), console.width))
-        for line, warn in kernel_lines(rows):
-            console.print(line, style="yellow" if warn else None, markup=False, soft_wrap=True)
+            for line, warn in kernel_lines(rows):
+                console.print(line, style="yellow" if warn else None, markup=False, soft_wrap=True)
         for row in rows:
             if row.apply:
                 console.print(f"{row.host}: an apply is in progress: {shown(row.apply, markup=True)}",

