@@ -8,9 +8,11 @@
                        and seconds; `orch compare` reads it (report/comparability.py)
 
 Two phases of an apply, around the others: `start` launches collect-env in the background
-on the host (it imports torch: seconds, on a busy CPU host half a minute), `finish` runs
+on the host (it imports torch: seconds, on a busy CPU host half a minute) when the server is
+about to start up (minutes on a GPU host: over by the time it serves), else `finish` runs it
+after the benchmark, so that it never competes with a measurement; `finish` runs
 `nvidia-smi -q` and takes what collect-env wrote, waiting for it at most until its time box
-ends; by then the start-up and the benchmark usually took longer. Nothing here fails a run:
+ends. Nothing here fails a run:
 a host without nvidia-smi, a venv without vLLM, a collect-env that fails or runs out of time
 is written down as such. The host side is in remote/facts.py (stdlib, Python 3.8).
 """
@@ -119,12 +121,18 @@ class EnvironmentCapture:
         if self.plan.python is None:
             self._collect_env[host] = "the plan has no python venv"
             return
+        launched = any(s.step == "service" and s.status == "changed" for s in outcome.steps)
+        if launched or self.plan.bench is None:  # a start-up to overlap, no sweep to disturb
+            self._begin(transport)
+
+    def _begin(self, transport: Transport) -> None:
+        assert self.plan.python is not None
         spec = {"dir": self._dir(), "venv": self.plan.python.venv, "timeout": self.timeout}
         try:
             answer = _call(transport, "start_collect_env", spec, timeout=60)
-            self._collect_env[host] = str(answer.get("collect_env") or "not started")
+            self._collect_env[transport.host] = str(answer.get("collect_env") or "not started")
         except OrchError as error:
-            self._collect_env[host] = f"could not be started: {error}"
+            self._collect_env[transport.host] = f"could not be started: {error}"
 
     def finish(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
         host = transport.host
@@ -140,6 +148,8 @@ class EnvironmentCapture:
 
     def _finish(self, transport: Transport, folder: RunFolder) -> str:
         host = transport.host
+        if host not in self._collect_env and self.plan.python is not None:
+            self._begin(transport)  # after the sweep: it ran on a server already up
         spec = {"dir": self._dir(), "wait": self.timeout + 5}
         answer = _call(transport, "environment_facts", spec, timeout=self.timeout + 60)
         why = self._collect_env.get(host, "not started")

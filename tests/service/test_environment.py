@@ -119,3 +119,19 @@ def test_a_failing_collect_env_and_a_venv_without_vllm(tmp_path: Path, venv: Pat
                                      "timeout_s": 20, "captured": False,
                                      "why": "no vLLM in the venv"}
     assert not (where / "collect-env.txt").exists()
+
+
+def test_beside_a_server_already_up_collect_env_waits_for_the_sweep_to_end(
+        tmp_path: Path, venv: Path) -> None:
+    """No start-up to overlap (the service step changed nothing): collect-env would compete
+    with the benchmark, so it runs when the phases end."""
+    plan = make_plan({"engine": "sim"}, python={"venv": str(venv)}, bench={"concurrency": [1]})
+    folder = RunFolder.create("env", "0" * 8, root=tmp_path / "runs")
+    capture = EnvironmentCapture(plan, folder)
+    transport, said = LocalTransport("local"), []
+    outcome, facts = HostOutcome("local"), Facts(host=HostFacts())
+    capture.start(transport, facts, outcome, said.append)
+    assert not (venv / ".orch" / "environment" / "collect-env.started").exists()
+    capture.finish(transport, facts, outcome, said.append)
+    env = read_record(folder.host("local").environment)["collect_env"]
+    assert isinstance(env, dict) and env["captured"] is True
