@@ -79,7 +79,7 @@ def _matrix(args: argparse.Namespace, folder: Path) -> int:
     from orchestrator.console import make_console
     from orchestrator.masking import mask
     from orchestrator.report.compare_tables import captions, comparison_tables
-    from orchestrator.report.matrix import compare_matrix, matrix_table
+    from orchestrator.report.matrix import compare_matrix, matrix_table, reasons
     from orchestrator.tables import split_groups, to_rich
 
     matrix = compare_matrix(folder, model_time=not args.wall_time, host=args.host)
@@ -97,6 +97,8 @@ def _matrix(args: argparse.Namespace, folder: Path) -> int:
             for part in split_groups(table):
                 console.print(to_rich(part, console.width))
     console.print(to_rich(matrix_table(matrix), console.width))
+    for line in reasons(matrix):
+        console.print(mask(line), markup=False, soft_wrap=True)
     if matrix.comparison is not None:
         console.print(mask(captions(matrix.comparison)), markup=False, soft_wrap=True)
         for warning in matrix.comparison.warnings:

@@ -247,15 +247,20 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     return MatrixComparison(folder, record, comparison, results, basis, unit)
 
 
+def reasons(matrix: MatrixComparison) -> list[str]:
+    """Why each variant ranks as it does (or not at all), one line each."""
+    return [f"{r.entry.index} {r.label}: {r.reason}" for r in matrix.results]
+
+
 def matrix_table(matrix: MatrixComparison) -> TableData:
-    """One row per variant: its status, peak, the figure it is ranked by, and why."""
+    """One row per variant: its status, peak and the figure it is ranked by (`reasons`
+    says why)."""
     joules = any(r.per_joule is not None for r in matrix.results)
     columns = [Column("#", "right"), Column("Variant"), Column("Status"),
                Column("Peak (tok/s)", "right"), Column("Peak at", priority=2),
                Column(f"Ranked by ({matrix.unit})", "right")]
     if joules:
         columns.append(Column("tok/J", "right", priority=1))
-    columns.append(Column("Why", prose=True))
     table = TableData(f"Matrix {matrix.record.plan}: {matrix.basis}", columns,
                       caption=f"Variants labelled by the values that vary; ranked by "
                               f"{matrix.unit} at the best level meeting {matrix.basis}.")
@@ -268,7 +273,6 @@ def matrix_table(matrix: MatrixComparison) -> TableData:
                _score(result.score, "").strip() if result.score is not None else MISSING]
         if joules:
             row.append(f"{result.per_joule:.2f}" if result.per_joule is not None else MISSING)
-        row.append(result.reason)
         if result is best:
             table.strong.add((len(table.rows), 1))
         table.add(row)
