@@ -161,6 +161,7 @@ class Lifecycle:
         return f"{len(self.plan.smoke)} passed"
 
     def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
+        from orchestrator.bench.gpu_telemetry import GpuSampler
         from orchestrator.bench.sweep import kept_levels, run_sweep
 
         assert self.plan.bench is not None and self.service_step is not None
@@ -184,6 +185,7 @@ class Lifecycle:
                                 message="resumed: " + ", ".join(lv.spec.label for lv in finished)
                                         + " finished before, kept as they are"))
         said: list[str] = []  # the diagnosis's words, for the error
+        gpus = GpuSampler(transport, self.plan.bench.gpu_telemetry)  # asks the host once
 
         def explain(level: str | None) -> dict[str, Any]:
             why, cause = self._diagnose_death(transport, host)
@@ -196,7 +198,7 @@ class Lifecycle:
                     self.plan.bench, base_url=base_url, model=step.spec.served_names[0],
                     api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
                     labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
-                    finished=finished, crash=crash, explain_death=explain,
+                    finished=finished, crash=crash, explain_death=explain, samplers=[gpus],
                 )
             if not result.server_died or result.crash is None:
                 break

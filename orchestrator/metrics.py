@@ -100,7 +100,14 @@ THROUGHPUTS: tuple[Metric, ...] = (
            "reasoning tokens / level duration"),
     Metric("content_throughput", "content tok/s", "Content throughput", "tok/s", "throughput", True,
            "content tokens (output - reasoning) / level duration"),
+    # Energy (a host with GPU telemetry): a rate per joule moves with the time scale as a
+    # throughput does (the joules are the sampled power over the level's wall time).
+    Metric("output_tokens_per_joule", "tok/J", "Output tokens per joule", "tok/J", "throughput",
+           True, "output tokens / the GPUs' energy over the level (sampled power, integrated)"),
+    Metric("output_tokens_per_s_per_w", "tok/s/W", "Output throughput per watt", "tok/s/W",
+           "throughput", True, "output throughput / the GPUs' mean total power during the level"),
 )
+ENERGY = ("output_tokens_per_joule", "output_tokens_per_s_per_w")
 
 METRICS: tuple[Metric, ...] = LATENCIES + THROUGHPUTS
 BY_NAME = {m.name: m for m in METRICS}

@@ -18,7 +18,9 @@
 - capped: the server never ran the concurrency asked for: its own running-requests gauge
   (vllm:num_requests_running, llama.cpp's requests_processing) peaked below C over a level it
   was sampled through (3 scrapes or more): `--max-num-seqs`, the KV cache or a slow client
-  held it down, and the level measured that lower load (`effective_concurrency` says how).
+  held it down, and the level measured that lower load (`effective_concurrency` says how);
+- gpu_throttled: a GPU's SM clock fell while it sat at its power limit or ran hot (the
+  level's `gpu_telemetry` block says which and how: gpu_figures.py holds the rule).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def level_flags(result: LevelResult) -> list[str]:
         flags.append("serialized")
     elif capped(result) is not None:
         flags.append("capped")
+    if (result.extra("gpu_telemetry") or {}).get("throttled"):
+        flags.append("gpu_throttled")
     return flags
 
 

@@ -196,6 +196,14 @@ class GpuSampler:
     def merge(self, repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         return merge_summaries(repeats)
 
+    def level_figures(self, block: Mapping[str, Any] | None,
+                      level: Mapping[str, Any]) -> dict[str, Any]:
+        """Tokens per joule and per second per watt: the level's, over what the GPUs drew."""
+        if block is None:
+            return {}
+        return energy_figures(block, level.get("total_output_tokens") or 0,
+                              level.get("duration") or 0.0)
+
 
 def _is_a_sampler(sampler: GpuSampler) -> Sampler:  # mypy checks the protocol here
     return sampler

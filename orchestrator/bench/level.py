@@ -211,6 +211,9 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[Repeat], warmup_records:
     stopped = stopped or ctx.stop.reason
     partial = stopped is not None or len(phases) < config.repeats
     figures = summary(pooled, total_duration)
+    blocks = {s.block: s.merge(sampled[s.block]) for s in ctx.samplers}
+    for sampler in ctx.samplers:
+        figures.update(sampler.level_figures(blocks[sampler.block], figures))
     if repeats:
         figures["max_output_tokens_per_s"] = max(r["max_output_tokens_per_s"] for r in repeats)
         figures["max_concurrent_requests"] = max(r["max_concurrent_requests"] for r in repeats)
@@ -248,7 +251,7 @@ def compose(ctx: Context, spec: LevelSpec, phases: list[Repeat], warmup_records:
             "client_cpu_s": cpu,
             "client_cpu_utilization": cpu / total_duration if total_duration > 0 else 0.0,
             "client_schedule_lag_ms": summarize([x * 1000 for x in lags]) if lags else None,
-            **{s.block: s.merge(sampled[s.block]) for s in ctx.samplers},
+            **blocks,
             "server_version": ctx.server.version,
             "simulated": ctx.server.simulated,
             "simulator_profile": ctx.server.profile,

@@ -49,6 +49,10 @@ _TAIL = (
     "normalized_mean_e2el_ms",
     "normalized_mean_ttft_ms",
     "normalized_mean_itl_ms",
+    # appended, so a spreadsheet's columns keep their places; empty without GPU telemetry
+    "output_tokens_per_joule",
+    "gpu_mean_power_w",
+    "gpu_energy_j",
 )
 
 
@@ -94,6 +98,8 @@ def csv_row(result: LevelResult, columns: Sequence[str]) -> dict[str, Any]:
             value = norm.get(column.removeprefix("normalized_"))
         elif column == "server_output_throughput":
             value = server.get(column)
+        elif column.startswith("gpu_"):
+            value = (result.extra("gpu_telemetry") or {}).get(column.removeprefix("gpu_"))
         elif column == "concurrency":
             value = result.max_concurrency
         elif column == "flags":

@@ -57,6 +57,13 @@ class Sampler(Protocol):
         """The level's block from its repeats' summaries (pure); None: nothing sampled."""
         ...
 
+    def level_figures(self, block: Mapping[str, Any] | None,
+                      level: Mapping[str, Any]) -> dict[str, Any]:
+        """Figures of the level itself that its block and the level's own figures make
+        together (pure): the GPU sampler's tokens per joule; {} for none. They join the
+        level's figures (model time included) under the names orchestrator/metrics.py gives."""
+        ...
+
 
 def check_blocks(samplers: Sequence[Sampler]) -> None:
     """Two samplers filling one block would overwrite each other's figures."""

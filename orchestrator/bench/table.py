@@ -32,7 +32,7 @@ def _ms(value: Any) -> str:
 
 _SHORT = {"throughput_drop": "drop", "client_saturated": "client CPU",
           "server_disagrees": "server differs", "serialized": "one at a time",
-          "no_scaling": "no gain from concurrency"}
+          "no_scaling": "no gain from concurrency", "gpu_throttled": "GPU throttled"}
 _SOURCES = {"counted": "tokens counted from chunks", "tokenizer": "tokens by the tokenizer",
             "mixed": "tokens partly counted"}
 
@@ -74,6 +74,7 @@ def render_table(
     rate_levels = any(r.mode == "rate" for r in results)
     percentiles = percentiles_of(results)
     goodput = any(r.request_goodput is not None for r in results)
+    energy = any(r.figure("output_tokens_per_joule") is not None for r in results)
     columns = [Column("Rate / Conc." if rate_levels else "Concurrency", "right"),
                Column("Throughput (tok/s)", "right"), Column("Avg latency (s)", "right")]
     # P50 and P99 stay longest; the ones between go first when the terminal is narrow
@@ -82,6 +83,8 @@ def render_table(
     columns += [Column("TTFT (ms)", "right", priority=1), Column("ITL (ms)", "right", priority=1)]
     if goodput:
         columns.append(Column("Goodput (req/s)", "right", priority=1))
+    if energy:
+        columns += [Column("tok/J", "right", priority=1), Column("GPU W", "right", priority=2)]
     notes_of = [_notes(r, knee) for r in results]
     if any(notes_of):
         columns.append(Column("Notes", prose=True))
@@ -89,6 +92,9 @@ def render_table(
                 "P50..P99: end-to-end latency percentiles."]
     if goodput:
         captions.append("Goodput: requests per second meeting every latency objective.")
+    if energy:
+        captions.append("tok/J: output tokens per joule the GPUs drew during the level "
+                        "(nvidia-smi power, integrated); GPU W: their mean total power.")
     if any(r.prompt_prefix == "shared" for r in results):
         captions.append("Prompts: the same for every request (--prompt-prefix shared): the "
                         "server's prefix cache may serve most of each prefill.")
@@ -122,6 +128,11 @@ def render_table(
         if goodput:
             value = f("request_goodput")
             row.append(f"{value:,.2f}" if isinstance(value, int | float) else "-")
+        if energy:
+            value = f("output_tokens_per_joule")
+            power = (result.extra("gpu_telemetry") or {}).get("mean_power_w")
+            row += [f"{value:,.3f}" if value is not None else "-",
+                    f"{power:,.0f}" if isinstance(power, int | float) else "-"]
         if any(notes_of):
             row.append(notes)
         table.add(row)

@@ -10,6 +10,7 @@ flags (see the warnings).
 from __future__ import annotations
 
 from orchestrator.report.comparison import Comparison
+from orchestrator.report.energy_table import energy_table
 from orchestrator.report.figures import at_throughput
 from orchestrator.report.latency_tables import latency_tables
 from orchestrator.report.level_table import (
@@ -149,6 +150,9 @@ def comparison_tables(comparison: Comparison) -> list[TableData]:
         *latency_tables(comparison),
         outcome_table(comparison),
     ]
+    energy = energy_table(comparison)
+    if energy is not None:
+        tables.insert(3, energy)  # beside the throughput it is made of
     if len(comparison.series) > 1:
         tables.append(equal_load_table(comparison))
     kernels = kernels_table(comparison)

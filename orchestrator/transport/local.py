@@ -130,16 +130,36 @@ class LocalTransport(Transport):
 
 
 class _LocalHeld(Held):
+    """A held local command's output, read from its pipe's descriptor into a buffer of our
+    own: a buffered readline after select would keep a burst's later lines (nvidia-smi
+    writes one per GPU at once) in Python's buffer, unseen by the next select."""
+
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
+        self.buffer = b""
+        self.ended = False
 
     def line(self, timeout: float | None = None) -> str | None:
         assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        if not ready:
-            return None
-        raw = self.process.stdout.readline()
-        return raw.decode(errors="replace").rstrip("\n") if raw else None
+        fd = self.process.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            if self.ended:
+                if not self.buffer:
+                    return None
+                rest, self.buffer = self.buffer, b""  # a last line without its newline
+                return rest.decode(errors="replace")
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if chunk:
+                self.buffer += chunk
+            else:
+                self.ended = True
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode(errors="replace")
 
     def release(self) -> None:
         with contextlib.suppress(OSError, ValueError):

@@ -14,6 +14,7 @@ from typing import Any, get_args
 from inmemory import run
 
 from orchestrator.bench.cli import GOODPUT_KEYS
+from orchestrator.bench.gpu_telemetry import energy_figures
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.record import METRIC_DEFINITIONS, RequestRecord, derive
 from orchestrator.bench.results import csv_columns, normalized, render_csv
@@ -62,6 +63,11 @@ def _level() -> dict[str, Any]:
                              percentile_metrics=CHOOSABLE, time_scale=SCALE)
     result |= {"level": "c2", "mode": "closed", "max_concurrency": 2, "request_rate": "inf",
                "partial": False, "flags": [], "simulated": True, "time_scale": SCALE}
+    # a GPU host's telemetry, and the energy figures its sampler adds to the level's
+    gpus = {"source": "nvidia-smi", "samples": 5, "window_s": 1.0, "energy_j": 900.0,
+            "mean_power_w": 900.0}
+    result |= {"gpu_telemetry": gpus,
+               **energy_figures(gpus, result["total_output_tokens"], result["duration"])}
     result["normalized"] = normalized(result, SCALE)
     return result
 
@@ -128,5 +134,6 @@ def test_the_csv_columns_are_those_users_have() -> None:
         "p95_tpot_ms,p99_tpot_ms,mean_itl_ms,p50_itl_ms,p90_itl_ms,p95_itl_ms,p99_itl_ms,"
         "total_output_tokens,total_reasoning_tokens,token_source,server_output_throughput,spread,"
         "client_cpu_utilization,flags,normalized_output_throughput,normalized_request_goodput,"
-        "normalized_mean_e2el_ms,normalized_mean_ttft_ms,normalized_mean_itl_ms"
+        "normalized_mean_e2el_ms,normalized_mean_ttft_ms,normalized_mean_itl_ms,"
+        "output_tokens_per_joule,gpu_mean_power_w,gpu_energy_j"
     )
