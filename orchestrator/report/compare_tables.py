@@ -86,20 +86,20 @@ def headline_table(comparison: Comparison) -> TableData:
         caption="Single stream: concurrency 1. Knee: smallest concurrency where doubling gains "
         "less than the threshold (5% unless the plan says otherwise).",
     )
-    base_single = base.single_stream.throughput if base.single_stream else None
-    base_peak = base.peak.throughput if base.peak else None
+    base_single = base.single_stream.output_throughput if base.single_stream else None
+    base_peak = base.peak.output_throughput if base.peak else None
     for index, s in enumerate(comparison.series):
-        single = s.single_stream.throughput if s.single_stream else None
+        single = s.single_stream.output_throughput if s.single_stream else None
         top = s.peak
         first = index == 0
         table.add(
             [
                 s.label,
                 with_ratio(single, base_single, tok_s, is_base=first),
-                with_ratio(top.throughput if top else None, base_peak, tok_s, is_base=first),
+                with_ratio(top.output_throughput if top else None, base_peak, tok_s, is_base=first),
                 at(top.key) if top else MISSING,
                 with_ratio(
-                    s.per_gpu(top.throughput if top else None), base.per_gpu(base_peak), tok_s, is_base=first
+                    s.per_gpu(top.output_throughput if top else None), base.per_gpu(base_peak), tok_s, is_base=first
                 ),
                 f"C={s.knee}" if s.knee is not None else s.knee_how,
             ]
@@ -112,8 +112,8 @@ def throughput_table(comparison: Comparison) -> TableData:
         comparison,
         "Throughput by load",
         [
-            ("output tok/s", lambda s, p: p.throughput, tok_s, HIGHER),
-            ("tok/s per GPU", lambda s, p: s.per_gpu(p.throughput), tok_s, HIGHER),
+            ("output tok/s", lambda s, p: p.output_throughput, tok_s, HIGHER),
+            ("tok/s per GPU", lambda s, p: s.per_gpu(p.output_throughput), tok_s, HIGHER),
         ],
     )
 

@@ -56,10 +56,10 @@ class Comparison:
         found: list[EqualLoad] = []
         for point in rising_part(self.baseline.points):
             others = [
-                s for s in self.series[1:] if at_throughput(s.points, point.throughput, "mean_e2el_ms") is not None
+                s for s in self.series[1:] if at_throughput(s.points, point.output_throughput, "mean_e2el_ms") is not None
             ]
             if others or len(self.series) == 1:
-                found.append(EqualLoad(point.throughput, point.level))
+                found.append(EqualLoad(point.output_throughput, point.level))
         if len(found) > MAX_EQUAL_LOAD_ROWS:
             step = (len(found) - 1) / (MAX_EQUAL_LOAD_ROWS - 1)
             found = [found[round(i * step)] for i in range(MAX_EQUAL_LOAD_ROWS)]
@@ -100,10 +100,10 @@ def _series_json(s: Series) -> dict[str, Any]:
         "model_time": s.model_time,
         "model": s.model,
         "gpus": {"count": s.gpus.count, "source": s.gpus.source},
-        "single_stream_throughput": single.throughput if single else None,
-        "peak_throughput": top.throughput if top else None,
+        "single_stream_throughput": single.output_throughput if single else None,
+        "peak_throughput": top.output_throughput if top else None,
         "peak_at": top.level if top else None,
-        "peak_throughput_per_gpu": s.per_gpu(top.throughput if top else None),
+        "peak_throughput_per_gpu": s.per_gpu(top.output_throughput if top else None),
         "knee": s.knee,
         "knee_how": s.knee_how,
         "levels": [asdict(p) for p in s.points],

@@ -39,7 +39,7 @@ class Point:
     level: str
     mode: str
     load: float
-    throughput: float  # output tok/s, reasoning included
+    output_throughput: float  # tok/s, reasoning included
     mean_e2el_ms: float | None
     p50_e2el_ms: float | None
     p99_e2el_ms: float | None
@@ -49,7 +49,7 @@ class Point:
     failed: int
     partial: bool
     flags: tuple[str, ...]
-    goodput: float | None = None  # request_goodput (req/s): only when SLOs were given
+    request_goodput: float | None = None  # req/s: only when SLOs were given
     # every `pNN_<latency>_ms` the level holds (see percentiles.py)
     percentiles: dict[str, float] = field(default_factory=dict)
     # every throughput of orchestrator/metrics.py the level holds (`orch compare --json`)
@@ -86,7 +86,7 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         level=result.level,
         mode=result.mode,
         load=float(load) if isinstance(load, int | float) else 0.0,
-        throughput=figure("output_throughput") or 0.0,
+        output_throughput=figure("output_throughput") or 0.0,
         mean_e2el_ms=figure("mean_e2el_ms"),
         p50_e2el_ms=figure("median_e2el_ms") if figure("median_e2el_ms") is not None else figure("p50_e2el_ms"),
         p99_e2el_ms=figure("p99_e2el_ms"),
@@ -96,7 +96,7 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         failed=result.failed,
         partial=result.partial,
         flags=tuple(result.flags),
-        goodput=figure("request_goodput"),
+        request_goodput=figure("request_goodput"),
         percentiles=level_percentiles(result, model_time=model_time),
         throughputs={m.name: v for m in THROUGHPUTS if (v := figure(m.name)) is not None},
         finish_reasons=_counts(result.extra("finish_reasons")),
@@ -126,7 +126,7 @@ def peak(points: Sequence[Point]) -> Point | None:
     """The level with the highest output throughput (complete levels before partial ones)."""
     usable = [p for p in points if p.completed]
     whole = [p for p in usable if not p.partial] or usable
-    return max(whole, key=lambda p: p.throughput, default=None)
+    return max(whole, key=lambda p: p.output_throughput, default=None)
 
 
 def knee(
@@ -135,7 +135,7 @@ def knee(
     """(knee concurrency, how it was found) — see the module docstring."""
     if recorded is not None:
         return recorded, "found by the auto sweep"
-    curve = {int(p.load): p.throughput for p in concurrency_points(points) if not p.partial}
+    curve = {int(p.load): p.output_throughput for p in concurrency_points(points) if not p.partial}
     if len(curve) < 2:
         return None, "too few levels"
     found = knee_of_sweep(curve, threshold)
@@ -149,14 +149,14 @@ def rising_part(points: Sequence[Point]) -> list[Point]:
     ordered = [p for p in concurrency_points(points) if not p.partial]
     if not ordered:
         return []
-    top = max(range(len(ordered)), key=lambda i: ordered[i].throughput)
+    top = max(range(len(ordered)), key=lambda i: ordered[i].output_throughput)
     return ordered[: top + 1]
 
 
 def at_throughput(points: Sequence[Point], target: float, metric: str) -> float | None:
     """`metric` of a run at output throughput `target`, interpolated between the two levels
     around it on the rising part of the curve; None outside the range measured."""
-    curve = [(p.throughput, p.value(metric)) for p in rising_part(points)]
+    curve = [(p.output_throughput, p.value(metric)) for p in rising_part(points)]
     for (t_lo, v_lo), (t_hi, v_hi) in itertools.pairwise(curve):
         if v_lo is None or v_hi is None:
             continue

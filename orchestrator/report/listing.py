@@ -58,9 +58,9 @@ def run_row(path: Path) -> RunRow:
         first = series[0]
         simulated = first.simulated
         one, top = first.single_stream, first.peak
-        single = one.throughput if one else None
+        single = one.output_throughput if one else None
         if top:
-            peak = top.throughput
+            peak = top.output_throughput
             at = f"C={top.load:g}" if top.key[0] == "c" else f"{top.load:g} req/s"
     engine = _engine(run.engine, simulated)
     return RunRow(path, run.name, [h.name for h in run.hosts], run.status, engine, single, peak,

@@ -159,35 +159,35 @@ def _objective_result(entry: VariantEntry, series: Series, objective: Objective,
         return VariantResult(entry, series, None, None,
                              f"no level at {objective.describe_range()} meets it ("
                              + "; ".join(misses[:3]) + ("; ..." if len(misses) > 3 else "") + ")")
-    top = max(qualifying, key=lambda p: p.throughput)
-    score = series.per_gpu(top.throughput) if per_gpu else top.throughput
+    top = max(qualifying, key=lambda p: p.output_throughput)
+    score = series.per_gpu(top.output_throughput) if per_gpu else top.output_throughput
     held = ", ".join(f"{c.stat} {c.metric.upper()} {(top.value(c.key) or 0) / 1000:.2f}s"
                      for c in objective.conditions)
     per = f" ({tok_s(score or 0)} per GPU)" if per_gpu else ""
     missed = f"; misses it at {misses[-1]}" if misses else ""
     return VariantResult(entry, series, score, top,
-                         f"{tok_s(top.throughput)} output tok/s{per} at C={top.load:g}, "
+                         f"{tok_s(top.output_throughput)} output tok/s{per} at C={top.load:g}, "
                          f"where {held}{missed}", _per_joule(series, top))
 
 
 def _plain_result(entry: VariantEntry, series: Series, goodput: bool, unit: str) -> VariantResult:
     usable = [p for p in series.points if p.completed]
     if goodput:
-        scored = [p for p in usable if p.goodput is not None]
-        top = max(scored, key=lambda p: p.goodput or 0.0, default=None)
+        scored = [p for p in usable if p.request_goodput is not None]
+        top = max(scored, key=lambda p: p.request_goodput or 0.0, default=None)
         if top is None:
             return VariantResult(entry, series, None, None, "no goodput recorded")
-        return VariantResult(entry, series, top.goodput, top,
-                             f"{top.goodput or 0:,.2f} req/s meeting the SLOs at C={top.load:g} "
-                             f"({tok_s(top.throughput)} output tok/s)", _per_joule(series, top))
+        return VariantResult(entry, series, top.request_goodput, top,
+                             f"{top.request_goodput or 0:,.2f} req/s meeting the SLOs at C={top.load:g} "
+                             f"({tok_s(top.output_throughput)} output tok/s)", _per_joule(series, top))
     top = series.peak
     if top is None:
         return VariantResult(entry, series, None, None, "no complete level")
     per_gpu = series.gpus.count is not None
-    score = series.per_gpu(top.throughput) if per_gpu else top.throughput
+    score = series.per_gpu(top.output_throughput) if per_gpu else top.output_throughput
     per = f" ({tok_s(score or 0)} per GPU)" if per_gpu else ""
     return VariantResult(entry, series, score, top,
-                         f"peak {tok_s(top.throughput)} output tok/s{per} at C={top.load:g}",
+                         f"peak {tok_s(top.output_throughput)} output tok/s{per} at C={top.load:g}",
                          _per_joule(series, top))
 
 
@@ -268,7 +268,7 @@ def matrix_table(matrix: MatrixComparison) -> TableData:
     for result in matrix.results:
         peak = result.series.peak if result.series else None
         row = [str(result.entry.index), result.label, result.entry.status,
-               tok_s(peak.throughput) if peak else MISSING,
+               tok_s(peak.output_throughput) if peak else MISSING,
                f"C={peak.load:g}" if peak else MISSING,
                _score(result.score, "").strip() if result.score is not None else MISSING]
         if joules:

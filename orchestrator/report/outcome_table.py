@@ -33,7 +33,7 @@ def failed_cell(point: Point) -> str:
 
 def outcome_table(comparison: Comparison) -> TableData:
     series = comparison.series
-    with_goodput = any(p.goodput is not None for s in series for p in s.points)
+    with_goodput = any(p.request_goodput is not None for s in series for p in s.points)
     with_failures = any(p.failed for s in series for p in s.points)  # a column of zeros says less than a line
     groups = (["failed"] if with_failures else []) + ["finish reasons"] + (["goodput (req/s)"] if with_goodput else [])
     columns = [Column(load_header(comparison), "right")]
@@ -53,8 +53,8 @@ def outcome_table(comparison: Comparison) -> TableData:
         row += [(counts(p.finish_reasons) or MISSING) if p else MISSING for p in points]
         if with_goodput:
             base_point = base.point_at(key)
-            base_value = base_point.goodput if base_point else None
-            values = [p.goodput if p else None for p in points]
+            base_value = base_point.request_goodput if base_point else None
+            values = [p.request_goodput if p else None for p in points]
             row += [with_ratio(v, base_value, req_s, is_base=i == 0) for i, v in enumerate(values)]
             mark_best(table, len(table.rows), values, len(row) - len(values), HIGHER)
         table.add(row)

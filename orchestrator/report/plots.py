@@ -70,7 +70,7 @@ def knee_marks(series: Sequence[Series]) -> list[KneeMark]:
     for index, s in enumerate(series):
         point = s.point_at(("c", float(s.knee))) if s.knee is not None else None
         if point is not None and point.completed:
-            marks.append(KneeMark(index, point.load, point.throughput, f"knee C={s.knee}"))
+            marks.append(KneeMark(index, point.load, point.output_throughput, f"knee C={s.knee}"))
     return marks
 
 
@@ -78,7 +78,7 @@ def throughput_figure(comparison: Comparison) -> Any:
     """Output throughput against concurrency; a ring and a note at each run's knee."""
     figure, (axes,) = canvas()
     for index, s in enumerate(comparison.series):
-        xs, ys = _pairs(concurrency_points(s.points), lambda p: p.load, lambda p: p.throughput)
+        xs, ys = _pairs(concurrency_points(s.points), lambda p: p.load, lambda p: p.output_throughput)
         _line(axes, xs, ys, index)
     for mark in knee_marks(comparison.series):
         axes.plot([mark.concurrency], [mark.throughput], linestyle="none", marker="o", markersize=12,
@@ -86,7 +86,7 @@ def throughput_figure(comparison: Comparison) -> Any:
         axes.annotate(mark.text, (mark.concurrency, mark.throughput), xytext=(-14, 12), textcoords="offset points",
                       ha="right", fontsize=8.5, color=colour(mark.run), fontweight="bold")  # fmt: skip
     concurrency_axis(axes)
-    top = max((p.throughput for s in comparison.series for p in concurrency_points(s.points)), default=0.0)
+    top = max((p.output_throughput for s in comparison.series for p in concurrency_points(s.points)), default=0.0)
     axes.set_ylim(0, top * 1.15 or 1.0)  # headroom for the knee notes
     style(axes, "Output throughput" + time_note(comparison), "concurrency", "output tokens / s")
     run_legend(figure, comparison)
@@ -100,7 +100,7 @@ def latency_figure(comparison: Comparison) -> Any:
     for index, s in enumerate(comparison.series):
         ordered = concurrency_points(s.points)
         for attribute, line in (("p50_e2el_ms", "-"), ("p99_e2el_ms", "--")):
-            xs, ys = _pairs(ordered, lambda p: p.throughput, _seconds(attribute))
+            xs, ys = _pairs(ordered, lambda p: p.output_throughput, _seconds(attribute))
             _line(axes, xs, ys, index, line)
     style(axes, "Latency against throughput" + time_note(comparison), "output tokens / s", "latency (s)")
     run_legend(figure, comparison, [("-", "P50"), ("--", "P99")])

@@ -100,7 +100,7 @@ def test_compare_by_plan_name_takes_the_latest_complete_run(runs: Runs, capsys: 
         assert series["gpus"] == {"count": GPUS[name], "source": f"plan: TP {GPUS[name]}"}
         measured = levels(runs.sim[name])
         for point in series["levels"]:
-            assert point["throughput"] == pytest.approx(model_tok_s(measured[int(point["load"])]))
+            assert point["output_throughput"] == pytest.approx(model_tok_s(measured[int(point["load"])]))
         assert series["single_stream_throughput"] == pytest.approx(model_tok_s(measured[1]))
         peak = max(model_tok_s(level) for level in measured.values())
         assert series["peak_throughput"] == pytest.approx(peak)
@@ -118,7 +118,7 @@ def test_compare_warns_when_runs_are_not_comparable(runs: Runs, capsys: pytest.C
     assert real["gpus"] == {"count": 8, "source": "plan: TP 8"}
     measured = levels(runs.real)
     for point in real["levels"]:  # wall time: the raw figures
-        assert point["throughput"] == pytest.approx(measured[int(point["load"])]["output_throughput"])
+        assert point["output_throughput"] == pytest.approx(measured[int(point["load"])]["output_throughput"])
 
 
 def test_compare_tables_render_ratios_to_the_baseline(runs: Runs) -> None:

@@ -89,9 +89,9 @@ def test_simulated_figures_are_compared_in_model_time() -> None:
     comparison = compare([run("a", engine="sim", levels=[level(1, simulated=True), level(2, simulated=True)])])
     series: Series = comparison.series[0]
     assert series.model_time and series.time_scale == 0.05
-    assert [p.throughput for p in series.points] == [2.5, 5.0]
+    assert [p.output_throughput for p in series.points] == [2.5, 5.0]
     wall = compare([comparison.series[0].run], model_time=False).series[0]
-    assert [p.throughput for p in wall.points] == [50.0, 100.0]
+    assert [p.output_throughput for p in wall.points] == [50.0, 100.0]
 
 
 def test_labels_say_the_host_and_the_stamp_when_needed() -> None:

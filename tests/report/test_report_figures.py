@@ -54,8 +54,8 @@ def test_model_time_uses_the_normalized_block_and_wall_time_the_raw_one() -> Non
     raw = result(4, 2000.0, e2el=500.0, normalized={"time_scale": 0.05, "output_throughput": 100.0, "mean_e2el_ms": 10000.0})
     model = point_of(raw)
     wall = point_of(raw, model_time=False)
-    assert (model.throughput, model.mean_e2el_ms) == (100.0, 10000.0)
-    assert (wall.throughput, wall.mean_e2el_ms) == (2000.0, 500.0)
+    assert (model.output_throughput, model.mean_e2el_ms) == (100.0, 10000.0)
+    assert (wall.output_throughput, wall.mean_e2el_ms) == (2000.0, 500.0)
     # figures the normalized block does not hold come from the level itself
     assert model.completed == 4 and model.p99_e2el_ms == 750.0
 
@@ -77,9 +77,9 @@ def test_rate_levels_are_keyed_by_rate() -> None:
 def test_single_stream_and_peak(pairs: list[tuple[float, float]], expected_single: float | None, expected_peak: float) -> None:
     points = curve(*pairs)
     one = single_stream(points)
-    assert (one.throughput if one else None) == expected_single
+    assert (one.output_throughput if one else None) == expected_single
     top = peak(points)
-    assert top is not None and top.throughput == expected_peak
+    assert top is not None and top.output_throughput == expected_peak
 
 
 def test_peak_prefers_complete_levels_over_a_partial_one() -> None:
@@ -128,12 +128,12 @@ def test_interpolated_latency_lies_between_its_neighbours(throughputs: list[floa
     target = min(rising[-1], rising[0] + (rising[-1] - rising[0]) * where)
     value = at_throughput(points, target, "mean_e2el_ms")
     assert value is not None
-    below = max((p for p in points if p.throughput <= target), key=lambda p: p.throughput)
-    above = min((p for p in points if p.throughput >= target), key=lambda p: p.throughput)
+    below = max((p for p in points if p.output_throughput <= target), key=lambda p: p.output_throughput)
+    above = min((p for p in points if p.output_throughput >= target), key=lambda p: p.output_throughput)
     low, high = sorted((below.mean_e2el_ms or 0.0, above.mean_e2el_ms or 0.0))
     assert low - 1e-6 <= value <= high + 1e-6
     for p in points:  # measured points are reproduced exactly
-        assert at_throughput(points, p.throughput, "mean_e2el_ms") == pytest.approx(p.mean_e2el_ms)
+        assert at_throughput(points, p.output_throughput, "mean_e2el_ms") == pytest.approx(p.mean_e2el_ms)
 
 
 def plan(service: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Plan:
