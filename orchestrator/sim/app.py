@@ -20,6 +20,7 @@ from orchestrator.sim.http11 import Request, Responder
 from orchestrator.sim.logs import VllmLog
 from orchestrator.sim.metrics import EngineMetrics, render
 from orchestrator.sim.options import SimOptions
+from orchestrator.sim.profiles import KV_BLOCK_SIZE
 from orchestrator.sim.scheduler import Sequence
 from orchestrator.sim.sinks import ChatStream, ChatWhole, CompletionStream, CompletionWhole
 from orchestrator.sim.textgen import build_script
@@ -107,9 +108,9 @@ class SimApp:
         }
         cache = {
             "block_size": "16",
-            "cache_dtype": "auto",
+            "cache_dtype": self.o.cache_dtype,
             "gpu_memory_utilization": "0.9",
-            "num_gpu_blocks": str(self.o.profile.kv_cache_tokens // 16),
+            "num_gpu_blocks": str(self.o.kv_cache_tokens // KV_BLOCK_SIZE),
         }
         text = render(self.metrics, self.model, self.engine.counts(), info, cache)
         responder.send(200, text.encode(), wire.METRICS_CONTENT_TYPE)

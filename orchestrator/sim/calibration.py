@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.sim.profiles import Profile
+from orchestrator.sim.profiles import Profile, kv_cache_tokens
 from orchestrator.sim.scheduler import Scheduler, Sequence
 from orchestrator.sim.textgen import build_script, chat_prompt_tokens
 
@@ -43,12 +43,17 @@ def batch_run(
     first_key: int = 0,
     max_num_seqs: int | None = None,
     ignore_eos: bool = False,
+    kv_cache_dtype: str | None = None,
 ) -> BatchResult:
-    """C requests at once on a fresh engine; keys first_key.. as the server's counter gives."""
+    """C requests at once on a fresh engine; keys first_key.. as the server's counter gives.
+
+    `kv_cache_dtype` is `--kv-cache-dtype` (None: the profile's): it sizes the KV cache, which
+    bounds how many sequences run at once (the rest wait, or are preempted when it fills).
+    """
     scheduler = Scheduler(
         profile=profile,
         max_num_seqs=max_num_seqs or profile.max_num_seqs,
-        kv_capacity=profile.kv_cache_tokens,
+        kv_capacity=kv_cache_tokens(profile, kv_cache_dtype),
     )
     prompt_tokens = chat_prompt_tokens([prompt])
     sequences = []

@@ -1,8 +1,9 @@
 """`orch sim serve` arguments: the simulator's own flags plus any `vllm serve` flag.
 
-Flags the simulator does not model (tensor-parallel-size, kv-cache-dtype, ...) are accepted
-permissively as `--flag`, `--flag value` or `--flag=value` and reported once in the log, so
-one plan's service section can launch either engine.
+Flags the simulator does not model (tensor-parallel-size, compilation-config, ...) are
+accepted permissively as `--flag`, `--flag value` or `--flag=value` and reported once in the
+log, so one plan's service section can launch either engine. `--kv-cache-dtype` is modelled:
+the KV cache holds the profile's memory in tokens of that many bytes (profiles.kv_cache_tokens).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.sim.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
+from orchestrator.sim.profiles import (
+    DEFAULT_PROFILE,
+    KV_CACHE_DTYPE_BYTES,
+    PROFILES,
+    Profile,
+    get_profile,
+    kv_cache_tokens,
+)
 from orchestrator.sim.versions import DEFAULT_VLLM_VERSION, VllmVersion, parse_version
 
 FAILURES = ("flashinfer-mismatch", "cuda-oom", "kv-cache", "nccl", "trust-remote-code", "port-in-use")
@@ -75,6 +83,17 @@ class SimOptions:
     master_addr: str = "127.0.0.1"
     master_port: int = 29501
     headless: bool = False
+    kv_cache_dtype: str = ""  # "" = the profile's (what its deployment passed)
+
+    @property
+    def cache_dtype(self) -> str:
+        """--kv-cache-dtype, or the profile's when it was not given."""
+        return self.kv_cache_dtype or self.profile.kv_cache_dtype
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        """The KV cache's capacity in tokens at this cache dtype ("GPU KV cache size")."""
+        return kv_cache_tokens(self.profile, self.cache_dtype)
 
     @property
     def world_size(self) -> int:
@@ -201,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-num-seqs", type=_positive_int, default=None, help="running-batch limit")
     add("--max-model-len", type=parse_model_len, default=None, help="context length")
     add("--max-num-batched-tokens", type=_positive_int, default=None, help="prefill budget")
+    add("--kv-cache-dtype", choices=sorted(KV_CACHE_DTYPE_BYTES), default=None,
+        help="KV cache dtype: auto is the model's bf16 (2 bytes), fp8 one byte, so twice the "
+             "tokens (default: the profile's)")  # fmt: skip
     add("--reasoning-parser", default=None, help="reasoning parser (e.g. kimi_k2)")
     add("--api-key", default=None, help="required Bearer key on /v1 (or VLLM_API_KEY)")
     add("--vllm-version", type=_version, default=DEFAULT_VLLM_VERSION, help="wire format version")
@@ -358,4 +380,5 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
         master_addr=args.master_addr,
         master_port=args.master_port,
         headless=args.headless,
+        kv_cache_dtype=args.kv_cache_dtype or "",
     )

@@ -66,7 +66,7 @@ class Profile:
     step_base_s: float  # t0: step time independent of the batch
     step_per_seq_s: float  # k: extra step time per running sequence
     prefill_per_token_s: float  # prefill cost per prompt token, charged in the admitting step
-    kv_cache_tokens: int  # KV cache capacity ("GPU KV cache size")
+    kv_cache_tokens: int  # KV cache capacity ("GPU KV cache size") at its `kv_cache_dtype`
     max_num_seqs: int  # default running-batch limit
     max_model_len: int  # default context length
     peak_concurrency: int  # where the peak target was measured
@@ -81,7 +81,7 @@ class Profile:
     moe_kind: str = "NvFp4"  # which oracle: NvFp4, Fp8, WNA16 (the word in its line)
     nvfp4_gemm: str | None = None  # NvFp4LinearBackend name: FLASHINFER_CUTLASS, MARLIN
     fp8_linear: str | None = None  # the FP8 scaled-mm kernel ("Selected X for Fp8LinearMethod")
-    kv_cache_dtype: str = "auto"
+    kv_cache_dtype: str = "auto"  # what its deployment passed (the default of `orch sim serve`)
     fp4_marlin_fallback: bool = False  # no native FP4 kernel: weight-only Marlin, one warning
     weights_gib: float = 1.0
     kv_cache_gib: float = 1.0
@@ -251,6 +251,34 @@ KIMI_NVFP4_MARLIN = replace(
 PROFILES: dict[str, Profile] = {p.name: p for p in (KIMI_NVFP4, MINIMAX_EP, KIMI_INT4, INSTANT,
                                                      TINY_CPU, KIMI_NVFP4_MARLIN)}
 DEFAULT_PROFILE = KIMI_NVFP4.name
+
+
+# Bytes per element of each vLLM --kv-cache-dtype (0.17.1's and 0.32's choices: config/cache.py's
+# CacheDType). `auto` stores the model's dtype, bf16 in every profile; the quantized ones store
+# one byte (fp8, int8) or half of one (the 4-bit ones), their scales left out.
+MODEL_DTYPE_BYTES = 2.0
+KV_CACHE_DTYPE_BYTES: dict[str, float] = {
+    "auto": MODEL_DTYPE_BYTES, "bfloat16": 2.0, "float16": 2.0,
+    "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0, "fp8_ds_mla": 1.0,
+    "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0, "turboquant_k8v4": 0.75,
+    "int4_per_token_head": 0.5, "nvfp4": 0.5, "nvfp4_4over6": 0.5, "nvfp4_ds_mla": 0.5,
+    "turboquant_4bit_nc": 0.5, "ultraquant_4bit": 0.5, "turboquant_k3v4_nc": 0.4375,
+    "turboquant_3bit_nc": 0.375,
+}  # fmt: skip
+KV_BLOCK_SIZE = 16  # tokens per KV block (vLLM's default block size)
+
+
+def kv_cache_tokens(profile: Profile, kv_cache_dtype: str | None = None) -> int:
+    """The profile's KV cache in tokens at `kv_cache_dtype` (None: the profile's own dtype).
+
+    The same memory holds tokens in inverse proportion to their bytes per element: a profile
+    measured with an fp8 cache holds half as many tokens at `auto` (bf16), as vLLM reports.
+    Whole blocks of KV_BLOCK_SIZE tokens, as vLLM allocates them.
+    """
+    dtype = kv_cache_dtype or profile.kv_cache_dtype
+    scale = KV_CACHE_DTYPE_BYTES[profile.kv_cache_dtype] / KV_CACHE_DTYPE_BYTES[dtype]
+    blocks = int(profile.kv_cache_tokens * scale) // KV_BLOCK_SIZE
+    return blocks * KV_BLOCK_SIZE
 
 
 def get_profile(name: str) -> Profile:

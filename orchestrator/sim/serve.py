@@ -176,7 +176,7 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
     scheduler = Scheduler(
         profile=options.profile,
         max_num_seqs=options.max_num_seqs,
-        kv_capacity=options.profile.kv_cache_tokens,
+        kv_capacity=options.kv_cache_tokens,
         max_batched_tokens=options.max_num_batched_tokens,
         observer=metrics,
     )

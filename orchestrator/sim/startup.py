@@ -113,14 +113,13 @@ class Startup:
         log.info(api, "scheduler.py:231",
                  f"Chunked prefill is enabled with max_num_batched_tokens={o.max_num_batched_tokens}.")  # fmt: skip
         log.info(api, "vllm.py:747", "Asynchronous scheduling is enabled.")
-        if profile.kv_cache_dtype.startswith("fp8"):
-            self._kv_dtype_line(api)
+        self._kv_dtype_line(api)
         log.info(self.engine, "core.py:101",
                  f"Initializing a V1 LLM engine (v{o.version.text}) with config: model='{o.model}', "
                  f"speculative_config=None, tokenizer='{o.model}', skip_tokenizer_init=False, "
                  f"tokenizer_mode=auto, trust_remote_code=True, dtype=torch.bfloat16, "
                  f"max_seq_len={o.max_model_len}, tensor_parallel_size={self.tp}, "
-                 f"enforce_eager=False, kv_cache_dtype={profile.kv_cache_dtype}, "
+                 f"enforce_eager=False, kv_cache_dtype={o.cache_dtype}, "
                  f"device_config={'cpu' if self.cpu else 'cuda'}, "
                  f"served_model_name={o.served_names[0]}, enable_prefix_caching=True, "
                  f"compilation_config={self._compilation_config()}")  # fmt: skip
@@ -190,13 +189,15 @@ class Startup:
 
     def _kv_dtype_line(self, proc: str) -> None:
         """config/cache.py: a quantized KV cache is said once, as the config is made."""
-        dtype = self.o.profile.kv_cache_dtype
+        dtype = self.o.cache_dtype
+        if dtype in ("auto", "bfloat16", "float16"):
+            return
         if self.o.version.new_wording:
             self.log.info(proc, "cache.py:485",
                           f"Using {dtype} data type to store kv cache. It reduces the GPU memory "
                           "footprint and boosts the performance. Meanwhile, it may cause accuracy "
                           "drop without a proper scaling factor")  # fmt: skip
-        else:
+        elif dtype.startswith("fp8"):  # 0.17.1 says it of the fp8 caches only
             self.log.info(proc, "cache.py:224",
                           "Using fp8 data type to store kv cache. It reduces the GPU memory "
                           "footprint and boosts the performance. Meanwhile, it may cause accuracy "
@@ -278,7 +279,7 @@ class Startup:
 
     def _kv_lines(self) -> None:
         o, log = self.o, self.log
-        tokens = o.profile.kv_cache_tokens
+        tokens = o.kv_cache_tokens  # at --kv-cache-dtype
         concurrency = tokens / o.max_model_len
         if o.version.new_wording:
             log.info(self.engine, "kv_cache_utils.py:1291",

@@ -56,10 +56,12 @@ def test_orch_sim_serve_takes_vllm_flags(tmp_path: Path) -> None:
             except httpx.ConnectError:
                 time.sleep(0.05)
         text = log.read_text()
-        for flag in ("--tensor-parallel-size 8", "--trust-remote-code", "--kv-cache-dtype fp8",
+        for flag in ("--tensor-parallel-size 8", "--trust-remote-code",
                      '--compilation-config {"cudagraph_mode": "PIECEWISE"}', "--tool-call-parser kimi_k2"):
             assert f"Ignoring vLLM flag {flag} (not modelled by the simulator)" in text
         assert "'tensor_parallel_size': 8" in text  # non-default args, as vLLM prints them
+        assert "Ignoring vLLM flag --kv-cache-dtype" not in text  # modelled: it sizes the cache
+        assert "'kv_cache_dtype': 'fp8'" in text and "kv_cache_dtype=fp8," in text
         assert "(Worker_TP7 pid=" in text  # the flag still shapes the log
     finally:
         process.terminate()

@@ -17,8 +17,8 @@ from orchestrator.sim.options import build_parser, parse_serve_args, split_argv
         (["m", "-tp", "8", "-O3", "--compilation-config", '{"cudagraph_mode":"PIECEWISE"}'],
          ["m"], [("tp", "8"), ("O3", None), ("compilation-config", '{"cudagraph_mode":"PIECEWISE"}')]),
         (["m", "--foo", "-1", "--no-enable-prefix-caching"], ["m"], [("foo", "-1"), ("no-enable-prefix-caching", None)]),
-        (["m", "--served-model-name", "a", "b", "--kv-cache-dtype", "fp8"],
-         ["m", "--served-model-name", "a", "b"], [("kv-cache-dtype", "fp8")]),
+        (["m", "--served-model-name", "a", "b", "--kv-cache-dtype", "fp8", "--swap-space", "4"],
+         ["m", "--served-model-name", "a", "b", "--kv-cache-dtype", "fp8"], [("swap-space", "4")]),
     ],
 )  # fmt: skip
 def test_split_argv(argv: list[str], known: list[str], ignored: list[tuple[str, str | None]]) -> None:
