@@ -218,6 +218,16 @@ def _run(
         environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env
         if folder is not None:
             after.append(environment.start)
+        gate = compiled.gate
+        if gate is not None and gate.topology.node(host).role == "worker" and \
+                "service" not in options.skip:
+            # It stays in the run until the head's ends, and answers for itself if that
+            # failed: a worker cut off after its start is no `changed` in the recap.
+            from orchestrator.cluster.watch import NodeWatch
+            from orchestrator.service.step import ServiceStep
+
+            after.append(NodeWatch(gate, host, [s for s in compiled.unit_steps(host)
+                                                if isinstance(s, ServiceStep)]))
         if plan.service is not None or plan.collect:
             from orchestrator.lifecycle import Lifecycle
             from orchestrator.service.step import ServiceStep
@@ -231,11 +241,10 @@ def _run(
                                    resume=options.resume is not None))
         if folder is not None:
             after.append(environment.finish)
-        gate = compiled.gate
         on_end = None
         if gate is not None:
             def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
-                gate.withdraw(outcome.host, _why_ended(outcome))
+                gate.withdraw(outcome.host, _why_ended(outcome), failed=outcome.failed)
         jobs.append(HostJob(host, steps, after=after, lock=lock, on_end=on_end))
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"

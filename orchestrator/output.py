@@ -139,7 +139,12 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
         table.add_column(label, justify="right")
     table.add_column("trips", justify="right")
     table.add_column("time", justify="right", no_wrap=True)
+    reasons = Text()
     for outcome in outcomes:
+        why = failure_reason(outcome)
+        if why is not None:
+            reasons.append(("\n" if reasons else "") + f"{outcome.host}: ", style="bold")
+            reasons.append(why, style="red")
         counts = {label: 0 for label in ("ok", "changed", "pending", "failed", "skipped")}
         for step in outcome.steps:
             counts[step.status] += 1
@@ -159,7 +164,28 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
             str(outcome.round_trips),
             f"{outcome.seconds:.2f}s",
         )
+    if reasons:
+        table.caption = reasons
+        table.caption_justify = "left"
     return table
+
+
+def failure_reason(outcome: HostOutcome) -> str | None:
+    """Why a host failed, in one line for the recap: the host's own error (it could not be
+    reached, it was cut off), else its first failed step's. None when it did not fail."""
+    if outcome.error:
+        why = outcome.error
+        prefix = f"{outcome.host}: "
+        why = why.removeprefix(prefix)
+    else:
+        step = next((s for s in outcome.steps if s.status == "failed"), None)
+        if step is None:
+            return None
+        why = f"{step.step}: " + (step.error or "failed").removeprefix(f"{outcome.host}: ")
+    lines = [line.strip() for line in why.splitlines() if line.strip()] or [why]
+    cause = next((line for line in lines[1:] if line.startswith("cause:")), None)
+    said = lines[0] if cause is None else f"{lines[0]} {cause}"
+    return said if len(said) <= 240 else said[:239] + "…"
 
 
 def print_diffs(console: Console, outcomes: list[HostOutcome]) -> None:

@@ -57,6 +57,7 @@ class Gate:
         self._cond = threading.Condition()
         self._votes: dict[str, Vote] = {}
         self._gone: dict[str, str] = {}  # host -> why it left the run
+        self._failed: set[str] = set()  # the hosts whose run ended in a failure
         self._marks: dict[str, set[str]] = {}
         self._decision: Decision | None = None
 
@@ -73,11 +74,19 @@ class Gate:
                 self._decision = self._decide()
             return self._decision
 
-    def withdraw(self, host: str, why: str) -> None:
+    def withdraw(self, host: str, why: str, *, failed: bool = True) -> None:
         """`host` ended its run (for good or not): waiting for its vote or marks is over."""
         with self._cond:
+            if host not in self._gone and failed:
+                self._failed.add(host)
             self._gone.setdefault(host, why)
             self._cond.notify_all()
+
+    def ended(self, host: str) -> tuple[bool, str]:
+        """Wait until `host` ends its run: whether it failed, and why it ended."""
+        with self._cond:
+            self._await(lambda: host in self._gone, f"the run of {host}")
+            return host in self._failed, self._gone[host]
 
     def _all_in(self) -> bool:
         return all(n.host in self._votes or n.host in self._gone for n in self.topology.nodes)

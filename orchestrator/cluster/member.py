@@ -28,9 +28,10 @@ from orchestrator.cluster.ray_status import (
     parse_ray_status,
 )
 from orchestrator.cluster.topology import Node, Topology
+from orchestrator.cluster.watch import parse_unit_state, unit_state_command
 from orchestrator.errors import OrchError
 from orchestrator.probe import Facts
-from orchestrator.service.step import GroupDecision
+from orchestrator.service.step import GroupDecision, ServiceStep
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
 
@@ -48,6 +49,9 @@ class Member:
     pins: tuple[str, ...] = ()  # names the plan pins (compared across nodes too)
     join_timeout: float = 600.0
     also_stop: list[Command] = field(default_factory=list)  # stopped before this one
+    # The head's server under Ray: the head's Ray node, whose death ends the wait for the
+    # cluster at once (a Ray node that cannot start would otherwise be waited for in vain).
+    ray_node: ServiceStep | None = None
 
     @property
     def topology(self) -> Topology:
@@ -99,7 +103,7 @@ class Member:
             if decision.restart:  # the head's server under Ray: after every Ray node
                 self.gate.wait_for(everyone, "up:ray-node")
             wait_for_ray(transport, self.topology, self.venv_bin, self.join_timeout,
-                         gpus=self.topology.world_size)
+                         gpus=self.topology.world_size, head_node=self.ray_node)
         return wait
 
 
@@ -108,8 +112,11 @@ def ray_status_command(topology: Topology, venv_bin: str) -> Command:
 
 
 def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeout: float,
-                 *, gpus: int, sleep: Callable[[float], None] = time.sleep) -> RayStatus:
-    """Until `ray status` on the head shows every node and `gpus` GPUs."""
+                 *, gpus: int, sleep: Callable[[float], None] = time.sleep,
+                 head_node: ServiceStep | None = None) -> RayStatus:
+    """Until `ray status` on the head shows every node and `gpus` GPUs. With `head_node`
+    (the head's Ray node), a head that does not answer because its Ray node died ends the
+    wait at once, with the last line of that node's log."""
     deadline = time.monotonic() + timeout
     status: RayStatus | None = None
     text = ""
@@ -119,6 +126,8 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
         status = parse_ray_status(result.stdout)
         if status is not None and status.complete(len(topology.nodes), gpus):
             return status
+        if status is None and head_node is not None:
+            _head_node_alive(transport, head_node)
         if time.monotonic() > deadline:
             break
         sleep(_POLL_S)
@@ -134,6 +143,20 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
         hint=f"a worker that never joined: its Ray log (orch logs PLAN --limit {worker} --unit "
              "ray) names the cause; check that the nodes reach "
              f"{topology.ray_address} and that their ray versions match")
+
+
+def _head_node_alive(transport: Transport, head_node: ServiceStep) -> None:
+    """A ClusterError when the head's Ray node is dead (nothing will answer for it)."""
+    result = transport.run(unit_state_command(head_node), check=False, timeout=60)
+    state, error_line = parse_unit_state(result.stdout)
+    if state != "dead":
+        return
+    said = f"; its log: {error_line}" if error_line else ""
+    raise ClusterError(
+        f"the head's Ray node (unit {head_node.paths.name}) died before the cluster "
+        f"formed{said}",
+        hint="orch logs PLAN --unit ray shows its whole log (a port taken by another "
+             "program, a Ray argument in service.nodes.ray_args, its temp folder)")
 
 
 def _not_joined(

@@ -40,15 +40,17 @@ def member_steps(plan: Plan, spec: LaunchSpec, secrets: Mapping[str, str], gate:
         also_stop = [stop_command("process", server_paths)]
         if plan.service.backend in ("auto", "systemd"):
             also_stop.append(stop_command("systemd", server_paths))
-        steps.append(ServiceStep(
+        ray_node = ServiceStep(
             plan, ray_spec, secrets, file_digests=file_digests, force_restart=force_restart,
             unit=RAY_UNIT, member=Member(gate, node, "ray-node", venv_bin, pins, timeout,
                                          also_stop if node.role == "head" else []),
-            checks_server=node.role == "head"))
+            checks_server=node.role == "head")
+        steps.append(ray_node)
         if node.role == "head":
             steps.append(ServiceStep(
                 plan, server_spec, secrets, file_digests=file_digests, force_restart=force_restart,
-                member=Member(gate, node, "server", venv_bin, pins, timeout)))
+                member=Member(gate, node, "server", venv_bin, pins, timeout,
+                              ray_node=ray_node)))
         return steps
     steps.append(ServiceStep(
         plan, server_spec, secrets, file_digests=file_digests, force_restart=force_restart,
