@@ -131,12 +131,11 @@ class Lifecycle:
                             message="the server was started again: the figures of this "
                                     "resumed run span two start-ups"))
         ready = done.readiness
-        self._startup(outcome.host, Startup(
-            seconds=round(ready.seconds, 3), restarts=ready.restarts, phases=ready.phases,
-            facts=ready.facts, url=base_url))
+        startup = Startup(seconds=round(ready.seconds, 3), restarts=ready.restarts,
+                          phases=ready.phases, facts=ready.facts, url=base_url)
+        self._startup(outcome.host, startup)
         outcome.extra["startup_s"] = round(ready.seconds, 3)
-        took = ", ".join(f"{p['phase']} {p['duration_s']:.1f}s" for p in ready.phases
-                         if p.get("duration_s") and p["phase"] not in ("ready",))
+        took = startup.took()
         return f"{base_url} serves {done.model}" + (f"; {took}" if took else "")
 
     def _smoke(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:

@@ -87,15 +87,34 @@ class HostFactsRecord(Record):
     record_files: dict[str, int] = Field(default_factory=dict)  # RECORD files checked, hashed
 
 
+class StartupPhase(Record):
+    """One start-up phase as service/phases.py tracked it: times in seconds since launch,
+    `duration_s` by the controller's clock, `vllm_seconds` as vLLM printed it; the phase's
+    own figures (KV-cache tokens, ...) stay extra keys."""
+
+    phase: str
+    label: str = ""
+    start_s: float | None = None
+    end_s: float | None = None
+    duration_s: float | None = None
+    vllm_seconds: float | None = None
+
+
 class Startup(Record):
-    """startup.json: how the service became ready."""
+    """startup.json: how the service became ready (in the run folder, and beside the
+    service on its host, where the next `orch plan` reads what a restart costs)."""
 
     url: str | None = None
     already_running: bool = False
     seconds: float | None = None
     restarts: int = 0
-    phases: list[dict[str, Any]] = Field(default_factory=list)
+    phases: list[StartupPhase] = Field(default_factory=list)
     facts: dict[str, Any] = Field(default_factory=dict)
+
+    def took(self) -> str:
+        """The phases that took time, as one line: `weights 17.0s, compile 3.1s`."""
+        return ", ".join(f"{p.phase} {p.duration_s:.1f}s" for p in self.phases
+                         if p.duration_s and p.phase != "ready")
 
 
 class DiagnosisRecord(Record):

@@ -9,7 +9,6 @@ takes a live transport and the plan; nothing here prints.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -23,6 +22,7 @@ from orchestrator.lock import Holder, lock_path
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
 from orchestrator.probe import Facts, ProbeRequest, Process, ServiceFacts, probe
+from orchestrator.runs.records import Startup
 from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import (
     Backend,
@@ -106,10 +106,10 @@ def ready(
         max_restarts=plan.service.restart.max_restarts, emit=emit,
     )
     # Kept on the host, so the next `orch plan` can say what a restart would cost.
-    took = {"seconds": round(readiness.seconds, 1),
-            "phases": {p["phase"]: p["duration_s"] for p in readiness.phases if p.get("duration_s")},
-            "kernels": readiness.facts.get("kernels") or {}}  # orch status shows them
-    transport.put(json.dumps(took).encode(), step.paths.startup_file)
+    took = Startup(seconds=round(readiness.seconds, 1), restarts=readiness.restarts,
+                   phases=readiness.phases,  # and the kernels, which orch status shows
+                   facts={"kernels": readiness.facts.get("kernels") or {}})
+    transport.put(took.model_dump_json().encode(), step.paths.startup_file)
     said_kernels(transport.host, readiness.facts.get("kernels"), emit)
     return Ready(base_url, model, readiness=readiness)
 

@@ -21,10 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from orchestrator.engines import engine
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
 from orchestrator.probe import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
+from orchestrator.runs.records import Startup
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service import spec_diff
 from orchestrator.service.backends import (
@@ -163,26 +166,27 @@ def record_of(found: ServiceFacts | OtherInstance | None) -> ServiceRecord | Non
     )
 
 
-def last_startup_s(found: ServiceFacts | None) -> float | None:
-    """Seconds the last start-up took (startup.json, written when it became ready)."""
+def last_startup(found: ServiceFacts | None) -> Startup | None:
+    """How the running server's last start-up went (the startup.json beside it, written when
+    it became ready); None when orch did not start it, or an older orch wrote another form."""
     text = found.startup_text if found is not None else None
     try:
-        data = json.loads(text or "")
-    except json.JSONDecodeError:
+        return Startup.model_validate_json(text or "")
+    except ValidationError:
         return None
-    seconds = data.get("seconds") if isinstance(data, dict) else None
-    return float(seconds) if isinstance(seconds, int | float) else None
+
+
+def last_startup_s(found: ServiceFacts | None) -> float | None:
+    """Seconds the last start-up took."""
+    startup = last_startup(found)
+    return startup.seconds if startup is not None else None
 
 
 def last_kernels(found: ServiceFacts | None) -> dict[str, Any]:
-    """The kernels the running server's start-up chose (startup.json, engines/vllm_kernels.py);
-    empty when its start-up said nothing of them or orch did not start it."""
-    text = found.startup_text if found is not None else None
-    try:
-        data = json.loads(text or "")
-    except json.JSONDecodeError:
-        return {}
-    kernels = data.get("kernels") if isinstance(data, dict) else None
+    """The kernels the running server's start-up chose (engines/vllm_kernels.py); empty when
+    its start-up said nothing of them or orch did not start it."""
+    startup = last_startup(found)
+    kernels = startup.facts.get("kernels") if startup is not None else None
     return kernels if isinstance(kernels, dict) else {}
 
 
