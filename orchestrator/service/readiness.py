@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.engines.vllm_phases import PhaseTracker
 from orchestrator.errors import CrashLoop, ServiceError, ServiceHung, StartupFailed, StartupTimeout
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.plan.models import Health
 from orchestrator.server_client import CHAT_ANSWERED, ServerClient
 from orchestrator.service.backends import Backend, ServicePaths, watch_command
 from orchestrator.service.diagnosis import Diagnosis, diagnose, tail
-from orchestrator.service.phases import PhaseTracker
 from orchestrator.transport.base import Transport
 
 TAIL_LINES = 30

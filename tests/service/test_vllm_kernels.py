@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator.engines.vllm_kernels import KernelLog, describe, read_kernels
-from orchestrator.service.phases import PhaseTracker
+from orchestrator.engines.vllm_phases import PhaseTracker
 
 LOGS = Path(__file__).parent / "logs"
 W0 = "(Worker_TP0 pid=41601) INFO 03-02 09:14:47 [cuda.py:367] "

@@ -15,11 +15,11 @@ import pytest
 from plan_fixtures import make_plan
 
 from orchestrator.checks import run_smoke
+from orchestrator.engines.vllm_phases import ORDER, PhaseTracker
 from orchestrator.plan.models import SmokeCheck
 from orchestrator.server_client import ServerClient
 from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.launch import render_env_file, render_launch
-from orchestrator.service.phases import ORDER, PhaseTracker
 
 testing = pytest.importorskip("orchestrator.sim.testing", reason="the simulator has not landed")
 
