@@ -78,9 +78,12 @@ def select(matrix: MatrixPlan, spec: str | None) -> set[int]:
     return kept
 
 
-def plan_matrix(matrix: MatrixPlan, options: ApplyOptions) -> int:
-    """The listing, then what apply would change first (check mode of the first variant)."""
+def plan_matrix(matrix: MatrixPlan, options: ApplyOptions, *, limit: str | None = None) -> int:
+    """The listing (of the variants `--limit-variants` keeps), then what apply would change
+    first (check mode of the first of them)."""
     console = make_console(stderr=options.json_lines)
+    chosen = select(matrix, limit)
+    matrix = dataclasses.replace(matrix, variants=[v for v in matrix.variants if v.index in chosen])
     table, said = listing(matrix, options.runs_dir)
     console.print(to_rich(table, console.width))
     for line in said:

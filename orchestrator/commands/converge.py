@@ -44,9 +44,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--fail-fast", action="store_true",
                             help="a plan with a matrix: stop at the first variant that fails "
                                  "(default: record its cause and run the next)")
-        parser.add_argument("--limit-variants", metavar="SPEC", default=None,
-                            help="a plan with a matrix: only these variants, by number as orch "
-                                 "plan lists them (1,3 or 2-4) or by value (max-num-seqs=64)")
+    parser.add_argument("--limit-variants", metavar="SPEC", default=None,
+                        help="a plan with a matrix: only these variants, by number as orch "
+                             "plan lists them (1,3 or 2-4) or by value (max-num-seqs=64)")
     parser.set_defaults(check=check, parser=parser)
 
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             from orchestrator.matrix_run import apply_matrix, plan_matrix
 
             if options.check:
-                return plan_matrix(matrix, options)
+                return plan_matrix(matrix, options, limit=args.limit_variants)
             return apply_matrix(matrix, options, fail_fast=args.fail_fast,
                                 limit=args.limit_variants)
     return execute(options)

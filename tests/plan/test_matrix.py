@@ -5,7 +5,10 @@ restarts least, `--limit-variants`, and the objective's grammar."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +157,20 @@ def test_limit_variants_by_number_and_by_value(tmp_path: Path) -> None:
                       ("max-num-seqs=1", "no variant matches"), ("a-b", "cannot read")]:
         with pytest.raises(UsageError, match=re.escape(said)):
             select(matrix, bad)
+
+
+def test_orch_plan_lists_only_the_variants_limit_keeps(tmp_path: Path) -> None:
+    path = write(tmp_path, {"service.args.max-num-seqs": [64, 128],
+                            "service.args.kv-cache-dtype": ["fp8", "auto"]})
+    said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "plan", str(path),
+                           "--limit-variants", "kv-cache-dtype=auto"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200"})
+    text = said.stdout + said.stderr
+    assert "2 variants" in text, text
+    rows = [line.split("│")[1].strip() for line in text.splitlines() if "max-num-seqs=" in line
+            and line.startswith("│")]
+    assert rows == ["2", "4"], text  # the numbers orch plan gives the whole matrix
 
 
 def test_no_earlier_run_gives_no_estimate(tmp_path: Path) -> None:
