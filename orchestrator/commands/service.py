@@ -97,15 +97,16 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             import json
 
+            # JSON only: an apply in progress is each row's `apply`, not a line after them
             print(json.dumps([row.to_json() for row in rows], indent=2))
         else:
             console.print(to_rich(status_table(rows), console.width))
             for line, warn in kernel_lines(rows):
                 console.print(line, style="yellow" if warn else None, markup=False, soft_wrap=True)
-        for row in rows:
-            if row.apply:
-                console.print(f"{row.host}: an apply is in progress: {shown(row.apply, markup=True)}",
-                              soft_wrap=True)
+            for row in rows:
+                if row.apply:
+                    console.print(f"{row.host}: an apply is in progress: "
+                                  f"{shown(row.apply, markup=True)}", soft_wrap=True)
         from orchestrator.exit_codes import ExitCode
 
         return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY

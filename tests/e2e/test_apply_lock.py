@@ -4,6 +4,7 @@ once naming the first (or waits with --wait), a lock whose apply died is taken o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -123,6 +124,9 @@ def test_status_shows_an_apply_in_progress(setup: tuple[Path, Path, Path]) -> No
     try:
         status = orch("status", plan, "-i", inventory, cwd=tmp)
         assert "an apply is in progress: alice@other-controller" in " ".join(status.stdout.split())
+        data = orch("status", plan, "-i", inventory, "--json", cwd=tmp)
+        rows = json.loads(data.stdout)  # JSON only: the apply in progress is a field
+        assert rows[0]["apply"].startswith("alice@other-controller")
     finally:
         lock.release()
     status = orch("status", plan, "-i", inventory, cwd=tmp)
