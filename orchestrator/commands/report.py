@@ -1,5 +1,9 @@
 """`orch report RUN|PLAN ...`: write one self-contained HTML page comparing the runs
-(tables, plots, plan diffs, host facts) and print where it is."""
+(tables, plots, plan diffs, host facts) and print where it is.
+
+One matrix run (its folder, or a plan whose runs hold one: its latest) gets the page of its
+variants, labelled by the values that vary, with a matrix section first: the best variant
+for the objective, why each ranks as it does, and a plot per metric with a line per variant."""
 
 from __future__ import annotations
 
@@ -31,9 +35,24 @@ def run(args: argparse.Namespace) -> int:
         refuse_inside_run(args.output, "-o")
     else:
         refuse_inside_run(args.runs_dir, "--runs-dir")
-    paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
-    comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)
+    matrix = None
+    if len(args.refs) == 1:
+        from orchestrator.report.matrix import compare_matrix, matrix_ref
+
+        folder = matrix_ref(args.refs[0], args.runs_dir)
+        if folder is not None:
+            matrix = compare_matrix(folder, model_time=not args.wall_time, host=args.host)
+    if matrix is not None:
+        if matrix.comparison is None:
+            from orchestrator.errors import RunFolderError
+
+            raise RunFolderError(f"no variant of the matrix {matrix.folder} has benchmark results",
+                                 hint=f"orch compare {matrix.folder} says why each one has none")
+        comparison = matrix.comparison
+    else:
+        paths = [resolve_run(ref, args.runs_dir) for ref in args.refs]
+        comparison = compare_runs(paths, model_time=not args.wall_time, host=args.host)
     out = args.output or default_report_path(args.runs_dir, comparison)
-    written = write_report(comparison, out)
+    written = write_report(comparison, out, matrix=matrix)
     print(mask(str(written)))
     return 0

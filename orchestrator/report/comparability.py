@@ -39,7 +39,10 @@ FLAG_MEANINGS = {
     "spread": "repeats disagree by more than 10%",
     "client_saturated": "the benchmark client used over 90% of a core; latencies may be inflated",
     "server_disagrees": "the server's token count differs from the client's by over 10%",
+    "gpu_throttled": "a GPU throttled (its SM clock fell at the power limit or when hot); "
+                     "see the GPU telemetry",
 }
+CAPPED = "the server ran fewer requests at once than the load asked for (capped)"
 
 
 def _show(value: Any) -> str:
@@ -264,6 +267,9 @@ def _health(series: Sequence[Series]) -> list[str]:
             levels = [p.level for p in s.points if flag in p.flags]
             if levels:
                 out.append(f"{s.label} at {', '.join(levels)}: {meaning}")
+        for p in s.points:
+            if p.capped:  # the figure reached, level by level: each has its own
+                out.append(f"{s.label} at {p.level}: {p.capped}: {CAPPED}")
         if s.simulated and not s.model_time:
             out.append(f"{s.label}: simulated, but the results have no model-time figures; shown in wall time")
         if s.gpus.count is None:

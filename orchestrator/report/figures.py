@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.bench.auto import knee_of_sweep
 from orchestrator.metrics import THROUGHPUTS
 from orchestrator.report.percentiles import level_percentiles
@@ -57,6 +58,10 @@ class Point:
     finish_reasons: dict[str, int] = field(default_factory=dict)  # successful requests
     errors: dict[str, int] = field(default_factory=dict)  # failed requests by kind
     error_message: str | None = None  # what the server said most often (status, reason, body)
+    # C asked against what ran (asked, client_in_flight, max_running, max_waiting, scrapes),
+    # and when the server ran less than asked, that in words: "8 asked, at most 4 running, 4 waiting"
+    effective_concurrency: dict[str, float | int | None] | None = None
+    capped: str | None = None
 
     @property
     def key(self) -> LoadKey:
@@ -102,6 +107,8 @@ def point_of(result: LevelResult, *, model_time: bool = True) -> Point:
         finish_reasons=_counts(result.extra("finish_reasons")),
         errors=_counts(result.extra("errors")),
         error_message=_top_message(result.error_messages),
+        effective_concurrency=result.effective_concurrency or effective_concurrency(result),
+        capped=capped(result) if "capped" in result.flags else None,
     )
 
 

@@ -1,7 +1,10 @@
-"""`orch report`: one self-contained HTML page of a comparison.
+"""`orch report`: one self-contained HTML page of a comparison (or of a matrix run).
 
 Tables, plots (PNG as `data:` URIs), the per-request distributions, the server's view per
-level, the plan diffs between consecutive runs, the benchmark settings and the host facts.
+level and through each run's knee level (with the load asked against the load run), the GPU
+telemetry and energy, the plan diffs between consecutive runs, the benchmark settings and
+the host facts. A matrix run gets a section of its own first: its variants, the best for
+its objective and why, and a plot per metric with a line per variant.
 Inline CSS, no script, no external request of any kind: the file can be mailed, archived or
 opened offline. Every piece of text is masked and escaped (`tables.text`); the page as a
 whole is not masked, so a secret can never corrupt an image.
@@ -21,6 +24,11 @@ from orchestrator.errors import OrchError
 from orchestrator.report.compare_tables import captions, comparison_tables
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import KNEE
+from orchestrator.report.effective_table import effective_table
+from orchestrator.report.gpu_levels import gpu_table, telemetry_notes
+from orchestrator.report.knee_timeline import knee_timelines
+from orchestrator.report.matrix import MatrixComparison, matrix_table, reasons
+from orchestrator.report.matrix_plots import matrix_plots
 from orchestrator.report.plan_diff import diff_plans, diff_table
 from orchestrator.report.plots import Plot, comparison_plots
 from orchestrator.report.run_context import host_facts_html, host_groups, settings_table
@@ -90,7 +98,8 @@ def _warnings(comparison: Comparison) -> str:
 
 
 # Plots shown in a section of their own; the rest go under "Plots".
-OWN_SECTION = ("cdf", "server")
+OWN_SECTION = ("cdf", "server", "energy", "timeline")
+ENERGY_TABLE = "Energy by load"  # orch compare's table (energy_table.py): in the GPU section here
 
 
 def _figure(plot: Plot) -> str:
@@ -121,7 +130,7 @@ def _distributions(comparison: Comparison, plots: Sequence[Plot]) -> str:
     return _plots([p for p in plots if p.name == "cdf"]) + to_html(table)
 
 
-def _server(plots: Sequence[Plot]) -> str:
+def _server(comparison: Comparison, plots: Sequence[Plot]) -> str:
     shown = [p for p in plots if p.name == "server"]
     if not shown:
         return "<p>No server metrics in these runs (<code>bench.metrics_interval: null</code>, or /metrics did not answer).</p>"
@@ -130,7 +139,40 @@ def _server(plots: Sequence[Plot]) -> str:
         "<code>metrics_interval</code> during it. KV-cache usage near 100%, waiting requests and preemptions "
         "say why throughput stops growing.</p>"
     )
-    return _plots(shown) + note
+    parts = [_plots(shown), note]
+    timeline = [p for p in plots if p.name == "timeline"]
+    if timeline:
+        levels = "; ".join(f"{t.label}: {t.level} ({'its knee' if t.basis == KNEE else 'its highest level'})"
+                           for t in knee_timelines(comparison))
+        caption = ("The same gauges sample by sample through one level of each run (the dotted line: the "
+                   "concurrency asked), and the power all its GPUs drew where they were sampled. " + levels)
+        parts += [f"<h3>{text('Through the knee level, over time')}</h3>", _plots(timeline),
+                  f'<p class="caption">{text(caption)}</p>']
+    effective = effective_table(comparison)
+    if effective is not None:
+        parts.append(to_html(effective))
+    return "".join(parts)
+
+
+def _gpus(comparison: Comparison, energy: Sequence[TableData], plots: Sequence[Plot]) -> str:
+    notes = telemetry_notes(comparison.series)
+    table = gpu_table(comparison)
+    parts = []
+    if table is None:
+        parts.append("<p>No GPU telemetry in these runs (<code>bench.gpu_telemetry</code> samples nvidia-smi "
+                     "on the host during every level).</p>")
+    else:
+        parts += [_tables(energy), _plots([p for p in plots if p.name == "energy"]), to_html(table)]
+    if notes:
+        parts.append("<ul>" + "".join(f"<li>{text(n)}</li>" for n in notes) + "</ul>")
+    return "".join(parts)
+
+
+def _matrix(matrix: MatrixComparison) -> str:
+    best = matrix.best_line()
+    lines = "".join(f"<li>{text(line)}</li>" for line in reasons(matrix))
+    return (f"<p><strong>{text(best)}</strong></p>{to_html(matrix_table(matrix))}<ul>{lines}</ul>"
+            + _plots(matrix_plots(matrix)))
 
 
 def _diffs(comparison: Comparison) -> str:
@@ -158,21 +200,32 @@ def _definitions(comparison: Comparison) -> str:
     return "<p>No metric definitions recorded.</p>"
 
 
-def render_report(comparison: Comparison, plots: Sequence[Plot], *, generated: str | None = None) -> str:
-    """The whole page as text."""
+def render_report(comparison: Comparison, plots: Sequence[Plot], *, generated: str | None = None,
+                  matrix: MatrixComparison | None = None) -> str:
+    """The whole page as text (a matrix run's when `matrix` is given: its section first)."""
     names = " vs ".join(s.label for s in comparison.series)
+    if matrix is not None:
+        varying = ", ".join(key.rsplit(".", 1)[-1] for key in matrix.record.varying)
+        names = f"Matrix {matrix.record.plan}: {len(matrix.results)} variants" + (f" of {varying}" if varying else "")
     stamp = generated or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     tables = comparison_tables(comparison)
-    summary, levels = tables[:2], tables[2:]
+    summary, rest = tables[:2], tables[2:]
+    levels = [t for t in rest if t.title != ENERGY_TABLE]
+    energy = [t for t in rest if t.title == ENERGY_TABLE]
     body = [
         f"<header><h1>{text(names)}</h1>",
         f'<p class="meta">{text(f"Generated {stamp} by orch {__version__}. {captions(comparison)}")}</p></header>',
+    ]
+    if matrix is not None:
+        body.append(_section("matrix", "Matrix", _matrix(matrix)))
+    body += [
         _section("warnings", "Comparability", _warnings(comparison)),
         _section("summary", "Summary", _tables(summary)),
         _section("plots", "Plots", _plots([p for p in plots if p.name not in OWN_SECTION])),
         _section("levels", "By load level", _tables(levels)),
         _section("distributions", "Per-request distributions", _distributions(comparison, plots)),
-        _section("server", "The server's view", _server(plots)),
+        _section("server", "The server's view", _server(comparison, plots)),
+        _section("gpus", "GPU telemetry and energy", _gpus(comparison, energy, plots)),
         _section("diff", "What changed between the plans", _diffs(comparison)),
         _section("settings", "Benchmark settings", to_html(settings_table(comparison))),
         _section("hosts", "Host facts", "".join(host_facts_html(*group) for group in host_groups(comparison.series))),
@@ -194,9 +247,9 @@ def default_report_path(root: Path, comparison: Comparison) -> Path:
     return root / "reports" / f"{stamp}-{names}.html"
 
 
-def write_report(comparison: Comparison, out: Path) -> Path:
+def write_report(comparison: Comparison, out: Path, *, matrix: MatrixComparison | None = None) -> Path:
     """Render the page (plots included) and write it atomically to `out`."""
-    page = render_report(comparison, comparison_plots(comparison))
+    page = render_report(comparison, comparison_plots(comparison), matrix=matrix)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         temporary = out.with_name(f".{out.name}.tmp")

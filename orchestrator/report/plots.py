@@ -6,7 +6,10 @@
   concurrency, one panel per percentile (percentile_plots.py);
 - the CDFs of TTFT and latency at each run's knee or highest level (distribution_plots.py);
 - the server's KV-cache usage, running and waiting requests and preemptions per level
-  (server_plots.py).
+  (server_plots.py);
+- output tokens per joule against concurrency, where GPU telemetry exists (energy_plots.py);
+- KV-cache usage, running and waiting requests and the GPUs' power over time through each
+  run's knee level (timeline_plots.py).
 
 Closed and batch levels only: rate levels have no concurrency to plot against.
 """
@@ -20,7 +23,9 @@ from typing import Any
 from orchestrator.metrics import LATENCIES
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distribution_plots import distribution_figure
+from orchestrator.report.energy_plots import any_energy, energy_figure
 from orchestrator.report.figures import Point, concurrency_points
+from orchestrator.report.knee_timeline import knee_timelines
 from orchestrator.report.percentile_plots import percentile_figure
 from orchestrator.report.plot_canvas import (
     Plot,
@@ -35,6 +40,7 @@ from orchestrator.report.plot_canvas import (
 from orchestrator.report.series import Series
 from orchestrator.report.server_load import any_server_view
 from orchestrator.report.server_plots import server_figure
+from orchestrator.report.timeline_plots import timeline_figure
 
 __all__ = ["KneeMark", "Plot", "comparison_plots", "knee_marks", "latency_figure", "percentile_figure", "throughput_figure"]
 
@@ -126,8 +132,14 @@ def comparison_plots(comparison: Comparison) -> list[Plot]:
              png(percentile_figure(comparison, m.name)), wide=True)
         for m in LATENCIES if m.plot
     ]  # fmt: skip
+    if any_energy(comparison):
+        plots.append(Plot("energy", "Output tokens per joule against concurrency", png(energy_figure(comparison))))
     if comparison.distributions:
         plots.append(Plot("cdf", "Per-request TTFT and latency (CDF)", png(distribution_figure(comparison)), wide=True))
     if any_server_view(comparison.series):
         plots.append(Plot("server", "The server's view per level", png(server_figure(comparison)), wide=True))
+    timelines = knee_timelines(comparison)
+    if timelines:
+        plots.append(Plot("timeline", "Through each run's knee level: the server's gauges and GPU power over time",
+                          png(timeline_figure(comparison, timelines)), wide=True))
     return plots

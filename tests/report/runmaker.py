@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.sweep import run_sweep
 from orchestrator.compile import resolved_plan_yaml
 from orchestrator.plan.loader import LoadedPlan, load_plan
@@ -165,8 +166,10 @@ def running_sims(plans: Sequence[LoadedPlan]) -> Iterator[list[Server]]:
                     server.process.wait()
 
 
-def record_run(root: Path, server: Server, *, status: str = "complete", simulated: bool = True) -> Path:
-    """Benchmark `server` with the plan's bench section into a new run folder under `root`."""
+def record_run(root: Path, server: Server, *, status: str = "complete", simulated: bool = True,
+               samplers: Sequence[Sampler] = ()) -> Path:
+    """Benchmark `server` with the plan's bench section into a new run folder under `root`
+    (`samplers` beside the /metrics scraper, as apply adds the GPU sampler)."""
     loaded = server.loaded
     plan = loaded.plan
     assert plan.bench is not None and plan.service is not None
@@ -186,6 +189,7 @@ def record_run(root: Path, server: Server, *, status: str = "complete", simulate
         model=None,
         api_key=None,
         out_dir=folder.host("localhost").bench.root,
+        samplers=samplers,
     )
     folder.finish(status)
     return folder.path
@@ -198,11 +202,15 @@ def make_sim_runs(
     time_scale: float = 0.005,
     concurrency: Sequence[int] = (1, 2, 4, 8),
     variants: Sequence[tuple[LoadedPlan, Path]] = (),
+    variant_samplers: Sequence[Sequence[Sampler]] = (),
 ) -> tuple[dict[str, Path], list[Path]]:
     """One complete simulated run per shipped sim plan (name -> run folder), and one run of
-    each variant plan under its own root; the simulators start together."""
+    each variant plan under its own root (with its samplers from `variant_samplers`, in
+    order); the simulators start together."""
     plans = [sim_plan(SIM_PLANS[name], time_scale=time_scale, concurrency=concurrency) for name in names]
     with running_sims([*plans, *(plan for plan, _ in variants)]) as servers:
         pivots = {name: record_run(root, server) for name, server in zip(names, servers, strict=False)}
-        others = [record_run(where, server) for (_, where), server in zip(variants, servers[len(names):], strict=True)]
+        extra = [*variant_samplers, *([()] * (len(variants) - len(variant_samplers)))]
+        others = [record_run(where, server, samplers=samplers)
+                  for (_, where), server, samplers in zip(variants, servers[len(names):], extra, strict=True)]
     return pivots, others

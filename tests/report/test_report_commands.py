@@ -19,7 +19,7 @@ from runmaker import Runs
 
 from orchestrator.cli import main
 from orchestrator.errors import RunFolderError
-from orchestrator.report.comparability import FLAG_MEANINGS
+from orchestrator.report.comparability import CAPPED, FLAG_MEANINGS
 from orchestrator.report.compare_tables import comparison_tables
 from orchestrator.report.comparison import compare_runs
 from orchestrator.tables import to_rich
@@ -147,8 +147,8 @@ def test_compare_resolves_a_plan_file_and_writes_plots(runs: Runs, tmp_path: Pat
     data = cli_json(capsys, "compare", plan_file, "sim-kimi-int4", "--runs-dir", str(runs.root), "--plots", str(plots), "--json")
     assert [s["run"] for s in data["series"]] == [str(runs.sim["kimi-nvfp4"]), str(runs.sim["kimi-int4"])]
     assert sorted(p.name for p in plots.iterdir()) == [
-        "cdf.png", "itl.png", "latency.png", "server.png", "throughput.png", "ttft.png"]
-    wide = {"cdf.png", "itl.png", "server.png", "ttft.png"}  # a row of panels
+        "cdf.png", "itl.png", "latency.png", "server.png", "throughput.png", "timeline.png", "ttft.png"]
+    wide = {"cdf.png", "itl.png", "server.png", "timeline.png", "ttft.png"}  # a row of panels
     for path in plots.iterdir():
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size == ((1540, 462) if path.name in wide else (770, 462))
@@ -227,5 +227,5 @@ def test_a_plan_folder_means_its_latest_complete_run(runs: Runs, capsys: pytest.
     assert [s["run"] for s in data["series"]] == [str(runs.sim["kimi-nvfp4"])]
     # only the run's own level flags, which a loaded machine can raise (the simulator's
     # sweep runs beside the suite's other worker): nothing about comparing unlike runs
-    measured = tuple(FLAG_MEANINGS.values())
+    measured = (*FLAG_MEANINGS.values(), CAPPED)
     assert data["warnings"] == [w for w in data["warnings"] if w.endswith(measured)]

@@ -30,6 +30,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 
 
 HALF, WIDE = (770, 462), (1540, 462)  # one plot; a row of panels across the page
+# in page order: throughput, latency, TTFT, ITL; the CDFs; the server per level, through the
+# knee; tokens per joule (the varied run's GPUs were sampled)
+IMAGES = [HALF, HALF, WIDE, WIDE, WIDE, WIDE, WIDE, HALF]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def test_the_page_is_self_contained(page: Path) -> None:
         with Image.open(io.BytesIO(base64.b64decode(ref.split(",", 1)[1]))) as image:
             assert image.format == "PNG"
             sizes.append(image.size)
-    assert sizes == [HALF, HALF, WIDE, WIDE, WIDE, WIDE]
+    assert sizes == IMAGES
 
 
 def test_chromium_renders_tables_and_images_without_any_request(page: Path) -> None:
@@ -76,16 +79,18 @@ def test_chromium_renders_tables_and_images_without_any_request(page: Path) -> N
     facts = seen.facts
     assert facts["headings"] == [
         "Comparability", "Summary", "Plots", "By load level", "Per-request distributions", "The server's view",
-        "What changed between the plans", "Benchmark settings", "Host facts", "Metric definitions",
+        "GPU telemetry and energy", "What changed between the plans", "Benchmark settings", "Host facts",
+        "Metric definitions",
     ]  # fmt: skip
     captions = facts["captions"]
     # too wide for the page, a table shows one table per group of columns ("...: P50 TTFT (ms)")
     for title in ("Runs", "Headline", "Throughput by load", "Latency by load: P50 latency (s)",
                   "Time to first token by load: P99 TTFT (ms)", "Inter-token latency by load: P90 ITL (ms)",
-                  "Requests by load", "Latency at equal load", "Where each run's distribution comes from"):  # fmt: skip
+                  "Requests by load", "Latency at equal load", "Where each run's distribution comes from",
+                  "Load asked against load run", "Energy by load", "GPU telemetry by level"):  # fmt: skip
         assert any(caption.startswith(title) for caption in captions), (title, captions)
     assert facts["rows"] >= 100
-    assert [(i["width"], i["height"]) for i in facts["images"]] == [HALF, HALF, WIDE, WIDE, WIDE, WIDE]
+    assert [(i["width"], i["height"]) for i in facts["images"]] == IMAGES
     assert all(i["complete"] and i["data"] for i in facts["images"])
     assert facts["overflowing"] == 0 and facts["width"] <= 1400  # nothing to scroll sideways
     with Image.open(shot) as image:

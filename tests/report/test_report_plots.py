@@ -31,6 +31,7 @@ def test_a_knee_that_is_a_measured_level_is_marked() -> None:
 def test_the_plots_of_real_runs(runs: Runs) -> None:
     plots = comparison_plots(compare_runs([runs.sim["kimi-nvfp4"], runs.varied]))
     assert [(p.name, p.wide) for p in plots] == [
-        ("throughput", False), ("latency", False), ("ttft", True), ("itl", True), ("cdf", True), ("server", True),
+        ("throughput", False), ("latency", False), ("ttft", True), ("itl", True), ("energy", False), ("cdf", True),
+        ("server", True), ("timeline", True),
     ]  # fmt: skip
     assert all(p.png.startswith(b"\x89PNG\r\n\x1a\n") for p in plots)
