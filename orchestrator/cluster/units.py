@@ -8,12 +8,10 @@ from collections.abc import Mapping
 from orchestrator.cluster.gate import Gate
 from orchestrator.cluster.member import Member
 from orchestrator.plan.models import Plan
-from orchestrator.service.backends import ServicePaths, stop_command
+from orchestrator.service.backends import RAY_UNIT, ServicePaths, stop_command
 from orchestrator.service.launch import LaunchSpec
 from orchestrator.service.step import ServiceStep
 from orchestrator.steps.base import Step
-
-RAY_UNIT = "ray"
 
 
 def member_steps(plan: Plan, spec: LaunchSpec, secrets: Mapping[str, str], gate: Gate,

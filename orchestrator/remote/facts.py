@@ -720,15 +720,31 @@ def _owned_process(pidfile: str) -> Tuple[Optional[int], Optional[Dict[str, Any]
 
 def _other_instance(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The service of the same name started from another state folder (another venv): the
-    host's registry names the folder that last started it."""
+    host's registry lists every folder that started it, the latest last. The one that counts
+    is the one running on the plan's port (a replace stops it), else the latest running one,
+    else the latest: a plan whose own venv runs the name on another port still finds the
+    one on its port."""
     if not spec.get("registry") or not spec.get("state_dir"):
         return None
-    folder = (_read(os.path.expanduser(spec["registry"])) or "").strip()
-    if not folder or folder == spec["state_dir"]:
+    listed = (_read(os.path.expanduser(spec["registry"])) or "").split("\n")
+    folders = [f for f in dict.fromkeys(line.strip() for line in listed)
+               if f and f != spec["state_dir"]]
+    found = []
+    for folder in folders:
+        pid, process, _ = _owned_process(os.path.join(folder, "pid"))
+        text = _read(os.path.join(folder, "spec.json"))
+        try:
+            port = json.loads(text or "{}").get("port")
+        except (ValueError, AttributeError):
+            port = None
+        found.append(({"state_dir": folder, "pid": pid, "process": process, "spec": text},
+                      port))
+    if not found:
         return None
-    pid, process, _ = _owned_process(os.path.join(folder, "pid"))
-    return {"state_dir": folder, "pid": pid, "process": process,
-            "spec": _read(os.path.join(folder, "spec.json"))}
+    live = [(other, port) for other, port in found if other["process"] is not None]
+    on_port = [other for other, port in live if spec.get("port") is not None
+               and port == spec.get("port")]
+    return (on_port or [other for other, _ in live] or [found[-1][0]])[-1]
 
 
 def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:

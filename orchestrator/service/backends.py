@@ -31,6 +31,7 @@ Backend = Literal["systemd", "process"]
 
 
 REGISTRY_DIR = "~/.orch/services"  # one entry per service name on a host
+RAY_UNIT = "ray"  # a multi-node server's Ray node: the unit <name>-ray beside it
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,21 @@ def _record_pid(pidfile: str) -> str:
     return f"""echo "$! $(sed 's/.*) //' /proc/$!/stat | cut -d' ' -f20)" > {pidfile}"""
 
 
+REGISTRY_KEEP = 16  # state folders remembered per name (a pivot back and forth repeats them)
+
+
 def _register(paths: ServicePaths) -> Command:
-    """Claim the service's name on the host for this state folder (service names are
-    validated to a safe set; only $HOME is left to the shell)."""
+    """Claim the service's name on the host for this state folder: it goes last in the
+    name's entry, which lists every folder that started the name (the latest last), so a
+    later plan finds the one on its port whichever ran since (service names are validated to
+    a safe set; only $HOME is left to the shell)."""
     folder = REGISTRY_DIR.removeprefix("~/")
+    entry = f'"$HOME"/{folder}/{quoted(paths.name)}'
+    state = quoted(paths.state_dir)
     return Command.script(
-        f'mkdir -p "$HOME"/{folder} && printf \'%s\\n\' {quoted(paths.state_dir)} > '
-        f'"$HOME"/{folder}/{quoted(paths.name)}')
+        f'mkdir -p "$HOME"/{folder} && {{ grep -vxF -- {state} {entry} 2>/dev/null; '
+        f"printf '%s\\n' {state}; }} | tail -n {REGISTRY_KEEP} > {entry}.tmp.$$ && "
+        f"mv {entry}.tmp.$$ {entry}")
 
 
 def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Command:

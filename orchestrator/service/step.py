@@ -31,6 +31,7 @@ from orchestrator.runs.records import Startup
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service import spec_diff
 from orchestrator.service.backends import (
+    RAY_UNIT,
     Backend,
     ServicePaths,
     describe_survivors,
@@ -349,9 +350,15 @@ class ServiceStep(Step):
         stops: list[Command] = []
         if replaced and other is not None:
             before = record_of(other)
-            stops.append(stop_command((before.backend if before else None) or "process",
-                                      ServicePaths(self.paths.name, other.state_dir),
+            old_backend = (before.backend if before else None) or "process"
+            stops.append(stop_command(old_backend, ServicePaths(self.paths.name, other.state_dir),
                                       engine=self.spec.engine))
+            # A multi-node plan's server had a Ray node beside it in its venv: it goes too
+            # (else it outlives the replace, unseen by the new plan's status and stop).
+            ray = ServicePaths.for_venv(_venv_of(other.state_dir), f"{self.paths.name}-{RAY_UNIT}")
+            stops.append(Command("test", "!", "-d", ray.state_dir) + Command.script("||") +
+                         Command.script("{") + stop_command(old_backend, ray, engine="ray") +
+                         Command.script("; }"))
         if recorded_backend != self.backend:
             # Moving between backends: stop what the old one started.
             stops.append(stop_command(recorded_backend, self.paths, engine=self.spec.engine))

@@ -26,10 +26,11 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_VENVS = "/tmp/orch-sim"
 # The demo's order, then the Ray plan (the pivot the issue tried: after kimi-int4), the
-# matrix and back to a one-node plan, then the vllm-cpu twin (on a port of its own); a plan
-# shipped later runs after these.
-ORDER = ["kimi-nvfp4", "minimax-m2.5", "kimi-int4", "kimi-k2.5-2x8-ray", "kimi-nvfp4-matrix",
-         "kimi-nvfp4", "vllm-cpu"]
+# vllm-cpu twin beside it (a port of its own, the Ray plan's server left running), back to a
+# one-node plan on the Ray plan's port (it replaces that server and its Ray node, although its
+# own venv runs the name on the other port), then the matrix; a plan shipped later runs after.
+ORDER = ["kimi-nvfp4", "minimax-m2.5", "kimi-int4", "kimi-k2.5-2x8-ray", "vllm-cpu",
+         "kimi-nvfp4", "kimi-nvfp4-matrix"]
 SHORT = ["bench.concurrency=[1,2]", "bench.requests_per_level=2", "bench.max_tokens=32",
          "bench.warmup=0", "service.sim.time_scale=0.01", "service.sim.startup_time_scale=0.001"]
 
@@ -64,6 +65,7 @@ class Host:
         self.ports: dict[int, int] = {}  # shipped port -> this test's
         self.ray_port = free_port()
         self.applied: list[tuple[Path, list[str]]] = []
+        self.name = f"in-turn-{tmp.name[-10:]}"  # the host's service registry is shared
 
     def sets(self, plan: Path) -> tuple[list[str], Any]:
         resolved = load_plan(plan).plan
@@ -72,7 +74,7 @@ class Host:
         assert venv.startswith(SHIPPED_VENVS + "/"), venv  # the shipped plans share these
         port = self.ports.setdefault(resolved.service.port, free_port())
         sets = [*SHORT, f"python.venv={self.tmp}{venv.removeprefix(SHIPPED_VENVS)}",
-                f"service.port={port}"]
+                f"service.port={port}", f"service.name={self.name}"]
         if resolved.service.nodes is not None:
             from fixtures.realpkgs import ray_wheelhouse
 
@@ -95,29 +97,7 @@ class Host:
 
 
 def test_the_shipped_simulated_plans_apply_one_after_another(tmp_path: Path) -> None:
-    # The Ray node a one-node plan leaves behind is the first known pivot bug below.
-    apply_in_turn(Host(tmp_path), plans_in_turn(), ray_node_too=False)
-
-
-KNOWN_PIVOT_BUGS = [
-    pytest.param(["kimi-k2.5-2x8-ray", "kimi-nvfp4"], id="ray-then-one-node", marks=pytest.mark.xfail(
-        strict=True, reason="service/step.py: a one-node plan that replaces a Ray plan's "
-        "service (another venv, the same port) stops its server but leaves its Ray node "
-        "(NAME-ray) running, which the new plan's orch status and orch stop do not see")),
-    pytest.param(["kimi-k2.5-2x8-ray", "vllm-cpu", "kimi-nvfp4"], id="beside-its-own",
-                 marks=pytest.mark.xfail(
-        strict=True, reason="service/step.py: when the plan's venv has a service of this name "
-        "(vllm-cpu's, on another port), the one of that name from another venv on the plan's "
-        "port (the Ray plan's) is not replaced: preflight fails with 'port ... is already in "
-        "use by pid ...'")),
-]
-
-
-@pytest.mark.parametrize("names", KNOWN_PIVOT_BUGS)
-def test_known_pivot_bugs(tmp_path: Path, names: list[str]) -> None:
-    """Two pivots between shipped plans that the service step gets wrong today (the reasons
-    say how); strict: a fix makes them pass, and then they become part of the test above."""
-    apply_in_turn(Host(tmp_path), [plan(name) for name in names], ray_node_too=True)
+    apply_in_turn(Host(tmp_path), plans_in_turn(), ray_node_too=True)
 
 
 def apply_in_turn(host: Host, plans: list[Path], *, ray_node_too: bool) -> None:
@@ -133,12 +113,12 @@ def apply_in_turn(host: Host, plans: list[Path], *, ray_node_too: bool) -> None:
             assert "Traceback" not in output, output
             venv = f"{tmp_path}{resolved.python.venv.removeprefix(SHIPPED_VENVS)}"
             port = host.ports[resolved.service.port]
-            pid = host.server_pid(venv, resolved.service.name)
+            pid = host.server_pid(venv, host.name)
             assert pid is not None and _alive(pid), f"{plan.name}: no server running\n{output}"
             before = running.get(port)
             if before is not None and before[1] != pid:  # the pivot replaced the one before
                 assert not _alive(before[1]), f"{plan.name} left {before} running\n{output}"
-                ray = host.server_pid(before[0], f"{resolved.service.name}-ray")
+                ray = host.server_pid(before[0], f"{host.name}-ray")
                 if ray_node_too and before[0] != venv and ray is not None:  # its Ray node
                     assert not _alive(ray), f"{plan.name} left the Ray node {ray}\n{output}"
             running[port] = (venv, pid)
