@@ -152,11 +152,12 @@ class Lifecycle:
                     self.folder.write_smoke(host, check.name, result.to_json())
                 if not result.passed:
                     failed.append(f"{check.name}: " + "; ".join(result.failures))
+            why = ""
             if failed and not _healthy(client):  # the engine died under the checks: say why
-                failed.append("the server is gone or unhealthy"
-                              + self._diagnose_death(transport, host)[0])
+                why = "\n  the server is gone or unhealthy" + self._diagnose_death(transport, host)[0]
         if failed:
-            raise SmokeFailed(f"{host}: {len(failed)} smoke check(s) failed:\n  " + "\n  ".join(failed))
+            raise SmokeFailed(f"{host}: {len(failed)} of {len(self.plan.smoke)} smoke check(s) "
+                              "failed:\n  " + "\n  ".join(failed) + why)
         return f"{len(self.plan.smoke)} passed"
 
     def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:

@@ -7,7 +7,12 @@
                        versions and GPU names `nvidia-smi -q` states, collect-env's exit code
                        and seconds; `orch compare` reads it (report/comparability.py)
 
-Two phases of an apply, around the others: `start` launches collect-env in the background
+A re-apply that changed nothing on the host (no step changed; the same packages, kernel, OS,
+GPUs and driver as the plan's last run that captured them, its `key`) keeps that capture:
+its files are copied into the new run folder on the controller, no command is run on the
+host (a no-op re-apply stays at its two round trips and does not wait for collect-env).
+
+Otherwise, two phases of an apply, around the others: `start` launches collect-env in the background
 on the host (it imports torch: seconds, on a busy CPU host half a minute) when the server is
 about to start up (minutes on a GPU host: over by the time it serves), else `finish` runs it
 after the benchmark, so that it never competes with a measurement; `finish` runs
@@ -19,8 +24,11 @@ is written down as such. The host side is in remote/facts.py (stdlib, Python 3.8
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError
@@ -115,6 +123,8 @@ class EnvironmentCapture:
     folder: RunFolder | None
     timeout: int = COLLECT_ENV_TIMEOUT
     _collect_env: dict[str, str] = field(default_factory=dict)  # host -> started, or why not
+    _keys: dict[str, str] = field(default_factory=dict)  # host -> what its environment is
+    _kept: dict[str, Path] = field(default_factory=dict)  # host -> an earlier run's capture
 
     def _dir(self) -> str:
         venv = self.plan.python.venv if self.plan.python is not None else "~/.orch"
@@ -127,6 +137,12 @@ class EnvironmentCapture:
         if self.plan.python is None:
             self._collect_env[host] = "the plan has no python venv"
             return
+        self._keys[host] = key = environment_key(facts)
+        if not any(s.status == "changed" for s in outcome.steps):
+            earlier = earlier_capture(self.folder, host, key)
+            if earlier is not None:  # nothing moved on the host: that capture holds
+                self._kept[host] = earlier
+                return
         launched = any(s.step == "service" and s.status == "changed" for s in outcome.steps)
         if launched or self.plan.bench is None:  # a start-up to overlap, no sweep to disturb
             self._begin(transport)
@@ -154,13 +170,24 @@ class EnvironmentCapture:
 
     def _finish(self, transport: Transport, folder: RunFolder) -> str:
         host = transport.host
+        where = folder.host(host).environment
+        earlier = self._kept.get(host)
+        if earlier is not None:
+            record = read_record(earlier)
+            for name in (SMI_FILE, COLLECT_ENV_FILE):
+                if (earlier / name).is_file():
+                    where.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(earlier / name, where / name)
+            record["kept_from"] = str(earlier.parents[2].name)  # that run's folder
+            write_file(where / RECORD_FILE, dumps(record))
+            return f"unchanged since run {record['kept_from']}: its capture kept; " + describe(record)
         if host not in self._collect_env and self.plan.python is not None:
             self._begin(transport)  # after the sweep: it ran on a server already up
         spec = {"dir": self._dir(), "wait": self.timeout + 5}
         answer = _call(transport, "environment_facts", spec, timeout=self.timeout + 60)
         why = self._collect_env.get(host, "not started")
         record = summarize(answer, collect_env=why, timeout=self.timeout)
-        where = folder.host(host).environment
+        record["key"] = self._keys.get(host)
         smi = answer.get("nvidia_smi") or {}
         if smi.get("text"):
             write_file(where / SMI_FILE, str(smi["text"]))
@@ -169,6 +196,28 @@ class EnvironmentCapture:
             write_file(where / COLLECT_ENV_FILE, str(env.get("text") or ""))
         write_file(where / RECORD_FILE, dumps(record))
         return describe(record)
+
+
+def environment_key(facts: Facts) -> str:
+    """What a capture depends on, as a digest: the venv's packages, the kernel, the OS, the
+    GPUs and their driver."""
+    host = facts.host
+    parts = [facts.venv.freeze() if facts.venv is not None else "", host.kernel, host.os,
+             repr([(g.name, g.driver) for g in host.gpus or ()])]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def earlier_capture(folder: RunFolder, host: str, key: str) -> Path | None:
+    """The environment folder of the plan's latest earlier run whose capture of `host` has
+    this key (run folders sort by time: runs/<plan>/<UTC stamp>-...)."""
+    runs = sorted((p for p in folder.path.parent.iterdir() if p.is_dir() and p != folder.path),
+                  reverse=True)
+    for run in runs[:20]:
+        where = run / "hosts" / host / "environment"
+        record = read_record(where)
+        if record:
+            return where if record.get("key") == key else None
+    return None
 
 
 def read_record(path: Any) -> dict[str, Any]:

@@ -156,6 +156,12 @@ def test_crash_during_smoke_is_reported(env: dict[str, Any]) -> None:
     assert result.returncode == 1
     assert "smoke" in result.stdout and "failed" in result.stdout
     assert "EngineDeadError" in result.stdout or "died" in result.stdout or "error" in result.stdout.lower()
+    said = " ".join(result.stdout.split())
+    checks = len(yaml.safe_load(Path(env["plan"]).read_text()).get("smoke") or [])
+    # the checks that failed are counted as checks; the server's death is said beside them
+    found = re.search(r"(\d+) of (\d+) smoke check\(s\) failed", said)
+    assert found is not None and 1 <= int(found[1]) <= int(found[2]) == checks, said
+    assert "the server is gone or unhealthy" in said
 
 
 def test_a_crash_mid_sweep_is_diagnosed_there_and_then(env: dict[str, Any]) -> None:
