@@ -180,7 +180,7 @@ class EnvironmentCapture:
                     shutil.copyfile(earlier / name, where / name)
             record["kept_from"] = str(earlier.parents[2].name)  # that run's folder
             write_file(where / RECORD_FILE, dumps(record))
-            return f"unchanged since run {record['kept_from']}: its capture kept; " + describe(record)
+            return f"as in run {record['kept_from']}, its capture kept; " + describe(record)
         if host not in self._collect_env and self.plan.python is not None:
             self._begin(transport)  # after the sweep: it ran on a server already up
         spec = {"dir": self._dir(), "wait": self.timeout + 5}

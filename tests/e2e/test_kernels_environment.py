@@ -93,7 +93,7 @@ def test_kernels_and_environment_through_apply_status_and_compare(
     # command on the host (a no-op stays a no-op), the run folder as complete as the first.
     again = orch("apply", write(env, "kimi-k2.5-nvfp4-marlin-fallback"), cwd=env["tmp"])
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"environment ok unchanged since run {first.name}: its capture kept" in \
+    assert f"environment ok as in run {first.name}, its capture kept" in \
         " ".join(again.stdout.split()), again.stdout
     kept = last_run(env["tmp"]) / "hosts" / "localhost" / "environment"
     assert (kept / "nvidia-smi-q.txt").read_text() == SMI_Q.read_text()
