@@ -15,20 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
-from fixtures.orchcli import last_run, orch, write_inventory
+from fixtures.orchcli import alive, last_run, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
 from fixtures.wheels import make_wheel
 
 pytestmark = pytest.mark.slow
 SAME = ("backend", "launch_spec", "environment", "packages", "config_files")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _freeze(run: Path) -> list[str]:
@@ -93,7 +85,7 @@ def test_a_locked_redeploy_after_a_host_crash_restores_packages_files_and_server
             {k: spec_before["fingerprint"][k] for k in SAME}
         assert spec_after["argv"] == spec_before["argv"]
         new_pid = int((state / "pid").read_text().split()[0])
-        assert new_pid != pid and _alive(new_pid)
+        assert new_pid != pid and alive(new_pid)
         summary = json.loads(next((new / "hosts" / "h1" / "bench").rglob("summary.json")).read_text())
         assert [row["level"] for row in summary["levels"]] == ["c1", "c2"]
 

@@ -5,7 +5,6 @@ simulator as the server (process backend)."""
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fixtures.orchcli import orch, write_inventory
+from fixtures.orchcli import alive, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -44,14 +43,6 @@ def write(state: dict[str, Any], venv: str) -> Path:
     return path
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _server_pid(state: dict[str, Any], venv: str) -> int:
     pidfile = state["tmp"] / f"venv-{venv}" / ".orch" / "service" / state["name"] / "pid"
     return int(pidfile.read_text().split()[0])
@@ -75,13 +66,13 @@ def test_a_plan_that_moves_the_service_to_another_venv_replaces_it(env: dict[str
     second = orch("apply", moved, "-i", env["inventory"], cwd=env["tmp"])
     assert second.returncode == 0, second.stdout + second.stderr
     new = _server_pid(env, "b")
-    assert new != old and not _alive(old) and _alive(new)
+    assert new != old and not alive(old) and alive(new)
 
     # The old plan's status and stop find the service of that name where it now runs.
     status = orch("status", write(env, "a"), "-i", env["inventory"], "--json", cwd=env["tmp"])
     assert f'"pid": {new}' in status.stdout, status.stdout + status.stderr
     stopped = orch("stop", write(env, "a"), "-i", env["inventory"], cwd=env["tmp"])
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not _alive(new)
+    assert not alive(new)
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", env["port"])) != 0  # the port is free

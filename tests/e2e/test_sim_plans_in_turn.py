@@ -11,13 +11,12 @@ reached as the shipped plans reach it (`connection: local`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from fixtures.orchcli import orch
+from fixtures.orchcli import alive, orch
 from fixtures.sshd import free_port
 
 from orchestrator.plan.loader import load_plan
@@ -45,14 +44,6 @@ def plans_in_turn() -> list[Path]:
 
 def plan(name: str) -> Path:
     return ROOT / "plans" / "sim" / f"{name}.yaml"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 class Host:
@@ -114,13 +105,13 @@ def apply_in_turn(host: Host, plans: list[Path], *, ray_node_too: bool) -> None:
             venv = f"{tmp_path}{resolved.python.venv.removeprefix(SHIPPED_VENVS)}"
             port = host.ports[resolved.service.port]
             pid = host.server_pid(venv, host.name)
-            assert pid is not None and _alive(pid), f"{plan.name}: no server running\n{output}"
+            assert pid is not None and alive(pid), f"{plan.name}: no server running\n{output}"
             before = running.get(port)
             if before is not None and before[1] != pid:  # the pivot replaced the one before
-                assert not _alive(before[1]), f"{plan.name} left {before} running\n{output}"
+                assert not alive(before[1]), f"{plan.name} left {before} running\n{output}"
                 ray = host.server_pid(before[0], f"{host.name}-ray")
                 if ray_node_too and before[0] != venv and ray is not None:  # its Ray node
-                    assert not _alive(ray), f"{plan.name} left the Ray node {ray}\n{output}"
+                    assert not alive(ray), f"{plan.name} left the Ray node {ray}\n{output}"
             running[port] = (venv, pid)
     finally:
         for plan, sets in reversed(host.applied):
