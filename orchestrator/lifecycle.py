@@ -8,6 +8,7 @@ A failure ends the later phases of that host (collect still runs) and never the 
 from __future__ import annotations
 
 import base64
+import contextlib
 import signal
 import threading
 import time
@@ -161,7 +162,9 @@ class Lifecycle:
         return f"{len(self.plan.smoke)} passed"
 
     def _bench(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
+        from orchestrator.bench.dcgm import DcgmSampler, answers
         from orchestrator.bench.gpu_telemetry import GpuSampler
+        from orchestrator.bench.samplers import Sampler
         from orchestrator.bench.sweep import kept_levels, run_sweep
 
         assert self.plan.bench is not None and self.service_step is not None
@@ -185,44 +188,54 @@ class Lifecycle:
                                 message="resumed: " + ", ".join(lv.spec.label for lv in finished)
                                         + " finished before, kept as they are"))
         said: list[str] = []  # the diagnosis's words, for the error
-        gpus = GpuSampler(transport, self.plan.bench.gpu_telemetry)  # asks the host once
+        smi = GpuSampler(transport, self.plan.bench.gpu_telemetry)  # asks the host once
+        gpus: Sampler = smi
+        forwards = contextlib.ExitStack()
+        dcgm_port = self.plan.bench.dcgm_port
+        if smi.interval and not smi.available and dcgm_port:
+            # No nvidia-smi to run: the host's DCGM exporter, if it has one, says the same.
+            local = forwards.enter_context(transport.forward(dcgm_port))
+            url = f"http://127.0.0.1:{local}/metrics"
+            if answers(url):
+                gpus = DcgmSampler(url, smi.interval)
 
         def explain(level: str | None) -> dict[str, Any]:
             why, cause = self._diagnose_death(transport, host)
             said[:] = [why]
             return {"level": level, "cause": cause, "relaunched": relaunches}
 
-        while True:
-            with _BENCH_LOCK:
-                result = run_sweep(
-                    self.plan.bench, base_url=base_url, model=step.spec.served_names[0],
-                    api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
-                    labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
-                    finished=finished, crash=crash, explain_death=explain, samplers=[gpus],
-                )
-            if not result.server_died or result.crash is None:
-                break
-            crash = result.crash
-            if crash["cause"] is not None or relaunches >= budget:
-                self.console.print(result.render(title=f"{self.plan.name} on {host}",
-                                                 width=self.console.width))
-                outcome.extra["bench_dir"] = str(out_dir)
-                at = f" at {crash['level']}" if crash["level"] else ""
-                raise BenchError(f"{host}: the sweep stopped early{at} ({result.stopped})"
-                                 f"{said[0]}; finished levels are in {out_dir}")
-            relaunches += 1
-            crash = {**crash, "relaunched": relaunches}
-            finished = [level for level in result.levels if not level.partial]
-            label = crash["level"] or "the next level"
-            if crash["level"] is not None:  # its partial records kept apart, marked
-                _keep_apart(out_dir, crash["level"])
-            emit(PhaseEvent(host, phase="bench", status="changed",
-                            message=f"the server died during {label} with no known cause; "
-                                    f"relaunch {relaunches}/{budget}, then {label} again from "
-                                    "its start"))
-            control.relaunch(transport, step)
-            control.ready(transport, step, self.plan, base_url=base_url, api_key=self.api_key,
-                          launched=True, emit=emit)
+        with forwards:  # the DCGM exporter's port, while the sweep reads it
+            while True:
+                with _BENCH_LOCK:
+                    result = run_sweep(
+                        self.plan.bench, base_url=base_url, model=step.spec.served_names[0],
+                        api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
+                        labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
+                        finished=finished, crash=crash, explain_death=explain, samplers=[gpus],
+                    )
+                if not result.server_died or result.crash is None:
+                    break
+                crash = result.crash
+                if crash["cause"] is not None or relaunches >= budget:
+                    self.console.print(result.render(title=f"{self.plan.name} on {host}",
+                                                     width=self.console.width))
+                    outcome.extra["bench_dir"] = str(out_dir)
+                    at = f" at {crash['level']}" if crash["level"] else ""
+                    raise BenchError(f"{host}: the sweep stopped early{at} ({result.stopped})"
+                                     f"{said[0]}; finished levels are in {out_dir}")
+                relaunches += 1
+                crash = {**crash, "relaunched": relaunches}
+                finished = [level for level in result.levels if not level.partial]
+                label = crash["level"] or "the next level"
+                if crash["level"] is not None:  # its partial records kept apart, marked
+                    _keep_apart(out_dir, crash["level"])
+                emit(PhaseEvent(host, phase="bench", status="changed",
+                                message=f"the server died during {label} with no known cause; "
+                                        f"relaunch {relaunches}/{budget}, then {label} again from "
+                                        "its start"))
+                control.relaunch(transport, step)
+                control.ready(transport, step, self.plan, base_url=base_url, api_key=self.api_key,
+                              launched=True, emit=emit)
         self.console.print(result.render(title=f"{self.plan.name} on {host}",
                                          width=self.console.width))
         outcome.extra["bench_dir"] = str(out_dir)

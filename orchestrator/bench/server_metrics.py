@@ -142,6 +142,7 @@ class Scraper:
     url: str
     interval: float | None
     headers: Mapping[str, str] = field(default_factory=dict)
+    wanted: tuple[str, ...] = _WANTED  # the metric names kept (line prefixes)
     block: ClassVar[str] = "server_metrics"
     repeat_keys: ClassVar[tuple[str, ...]] = ("server_output_throughput",)
     origin_ns: int = 0
@@ -163,7 +164,7 @@ class Scraper:
         if response.status_code != 200:
             self.failures += 1
             return
-        lines = [line for line in response.text.splitlines() if line.startswith(_WANTED)]
+        lines = [line for line in response.text.splitlines() if line.startswith(self.wanted)]
         self._raw.append((((before + after) / 2 - self.origin_ns) / 1e9, lines))
 
     def _loop(self, interval: float, stop: threading.Event) -> None:

@@ -611,6 +611,13 @@ class Bench(StrictModel):
                     "level's `gpu_telemetry` and its energy; null turns it off. A host without "
                     "nvidia-smi records no GPU telemetry.",
     )
+    dcgm_port: int | None = Field(
+        9400,
+        ge=1,
+        le=65535,
+        description="Where the host's DCGM exporter serves /metrics, read for the GPU telemetry "
+                    "when the host has no nvidia-smi (a container); null: never.",
+    )
     slo: Slo = Field(default_factory=Slo, description="Latency objectives for goodput.")
     percentiles: list[float] = Field(
         default_factory=lambda: list(DEFAULT_PERCENTILES),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from fixtures.sshd import SshServer, free_port
 pytestmark = pytest.mark.slow
 
 
-def _plan(tmp_path: Path, name: str, telemetry: str | None) -> Path:
+def _plan(tmp_path: Path, name: str, telemetry: str | None, **bench: object) -> Path:
     plan = tmp_path / f"{name}.yaml"
     plan.write_text(yaml.safe_dump({
         "name": name, "hosts": "all",
@@ -30,7 +32,7 @@ def _plan(tmp_path: Path, name: str, telemetry: str | None) -> Path:
                             "startup_time_scale": 0.001}},
         "health": {"startup_timeout": "60s", "poll_interval": "0.2s"},
         "bench": {"concurrency": [1, 4], "requests_per_level": 8, "warmup": 0, "max_tokens": 64,
-                  "ignore_eos": True, "gpu_telemetry": telemetry},
+                  "ignore_eos": True, "gpu_telemetry": telemetry, **bench},
     }))
     return plan
 
@@ -78,3 +80,24 @@ def test_a_host_without_nvidia_smi_records_none_and_runs(tmp_path: Path, sshd: S
         assert "tok/J" not in applied.stdout
     finally:
         orch("stop", plan, "-i", inventory, cwd=tmp_path)
+
+
+def test_a_host_with_a_dcgm_exporter_and_no_nvidia_smi_is_read_through_it(
+        tmp_path: Path, sshd: SshServer) -> None:
+    port = free_port()  # the exporter listens on the host (loopback); orch forwards to it
+    exporter = Path(__file__).parents[1] / "fixtures" / "fake_dcgm_exporter.py"
+    with subprocess.Popen([sys.executable, str(exporter), str(port)], stdout=subprocess.PIPE,
+                          text=True) as served:
+        assert served.stdout is not None and served.stdout.readline().strip() == "ready"
+        inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
+        plan = _plan(tmp_path, "dcgm", "0.2s", dcgm_port=port)
+        try:
+            applied = orch("apply", plan, "-i", inventory, cwd=tmp_path)
+            assert applied.returncode == 0, applied.stdout + applied.stderr
+            level = json.loads((last_run(tmp_path) / "hosts/h1/bench/level-c4.json").read_text())
+            gpu = level["gpu_telemetry"]
+            assert gpu["source"] == "dcgm-exporter" and gpu["gpu_count"] == 2, gpu
+            assert level["output_tokens_per_joule"] > 0
+        finally:
+            orch("stop", plan, "-i", inventory, cwd=tmp_path)
+            served.terminate()

@@ -1,0 +1,125 @@
+"""GPU telemetry from NVIDIA's DCGM exporter, for a host that has one and no nvidia-smi the
+sampler can run (a container, a Kubernetes node): `DcgmSampler` scrapes its `/metrics`
+(port 9400 by default, reached through the transport's port forward) every interval of a
+repeat, as the server's `/metrics` is scraped (server_metrics.py `Scraper`), and fills the
+same `gpu_telemetry` block as the nvidia-smi sampler, with `source: dcgm-exporter`: its
+samples become `gpu<index>.<figure>` snapshots and gpu_figures.py summarizes them.
+
+The exporter's default counters (dcgm-exporter's default-counters.csv) map as:
+DCGM_FI_DEV_POWER_USAGE (W) -> power, DCGM_FI_DEV_GPU_UTIL (%) -> utilization,
+DCGM_FI_DEV_MEM_COPY_UTIL (%) -> memory utilization, DCGM_FI_DEV_FB_USED and _FB_FREE (MiB)
+-> memory used and total, DCGM_FI_DEV_GPU_TEMP (C) -> temperature, DCGM_FI_DEV_SM_CLOCK
+(MHz) -> SM clock, DCGM_FI_DEV_POWER_MGMT_LIMIT (W, when exported) -> the power limit.
+Each line names its GPU by the `gpu` label, with `UUID` and `modelName`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+
+from orchestrator.bench.gpu_figures import (
+    WindowEnd,
+    energy_figures,
+    merge_summaries,
+    summarize_samples,
+)
+from orchestrator.bench.samplers import Sampler, Snapshot
+from orchestrator.bench.server_metrics import Scraper
+
+DEFAULT_PORT = 9400
+FIELDS = {
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
+    "DCGM_FI_DEV_GPU_UTIL": "util_pct",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "mem_util_pct",
+    "DCGM_FI_DEV_FB_USED": "mem_used_mib",
+    "DCGM_FI_DEV_FB_FREE": "mem_free_mib",
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+}
+_LINE = re.compile(r"^(DCGM_FI_DEV_\w+)\{([^}]*)\}\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_dcgm(lines: Sequence[str]) -> tuple[dict[str, float], dict[int, tuple[str, str]]]:
+    """One scrape's lines -> values keyed `gpu<index>.<figure>`, and each GPU's (UUID,
+    model name). Lines without a `gpu` label, unknown fields and garbage are skipped; the
+    memory total is used + free."""
+    values: dict[str, float] = {}
+    gpus: dict[int, tuple[str, str]] = {}
+    for line in lines:
+        match = _LINE.match(line.strip())
+        if match is None or match.group(1) not in FIELDS:
+            continue
+        labels = dict(_LABEL.findall(match.group(2)))
+        try:
+            index, value = int(labels.get("gpu", "")), float(match.group(3))
+        except ValueError:
+            continue
+        values[f"gpu{index}.{FIELDS[match.group(1)]}"] = value
+        gpus.setdefault(index, (labels.get("UUID", ""), labels.get("modelName", "")))
+    for index in gpus:
+        used, free = values.get(f"gpu{index}.mem_used_mib"), values.pop(f"gpu{index}.mem_free_mib", None)
+        if used is not None and free is not None:
+            values[f"gpu{index}.mem_total_mib"] = used + free
+    return values, gpus
+
+
+def answers(url: str) -> bool:
+    """Whether a DCGM exporter serves `url` (one GET, a second at most)."""
+    try:
+        response = httpx.get(url, timeout=1.0)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and "DCGM_FI_DEV_" in response.text
+
+
+@dataclass
+class DcgmSampler(Scraper):
+    """The exporter's `/metrics` at `url`, every `interval` seconds of a repeat."""
+
+    wanted: tuple[str, ...] = tuple(FIELDS)
+    gpus: dict[int, tuple[str, str]] = field(default_factory=dict)
+    block: ClassVar[str] = "gpu_telemetry"
+    repeat_keys: ClassVar[tuple[str, ...]] = ("mean_power_w", "energy_j")
+    _end_s: float = 0.0
+
+    def stop(self) -> None:
+        self._end_s = (time.perf_counter_ns() - self.origin_ns) / 1e9
+        super().stop()
+
+    def snapshots(self) -> list[Snapshot]:
+        out: list[Snapshot] = []
+        for t, lines in self._raw:
+            values, gpus = parse_dcgm(lines)
+            self.gpus.update(gpus)
+            if values:
+                out.append(Snapshot(t, values))
+        problem = "" if out else f"the DCGM exporter gave no sample ({self.failures} scrape(s) failed)"
+        return [*out, WindowEnd(max(self._end_s, out[-1].t_s if out else 0.0), {}, problem)]
+
+    def summarize(self, snapshots: Sequence[Snapshot]) -> dict[str, Any]:
+        if not self.interval:
+            return {"source": "off"}
+        return {**summarize_samples(snapshots, self.gpus, interval_s=self.interval),
+                "source": "dcgm-exporter"}
+
+    def merge(self, repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+        return merge_summaries(repeats)
+
+    def level_figures(self, block: Mapping[str, Any] | None,
+                      level: Mapping[str, Any]) -> dict[str, Any]:
+        if block is None:
+            return {}
+        return energy_figures(block, level.get("total_output_tokens") or 0,
+                              level.get("duration") or 0.0)
+
+
+def _is_a_sampler(sampler: DcgmSampler) -> Sampler:  # mypy checks the protocol here
+    return sampler
