@@ -15,10 +15,11 @@
   the rest, and the wait shows up as TTFT;
 - no_scaling: at twice the load or more, throughput is within 10% of the lowest level's:
   more concurrency buys nothing on this server;
-- capped: the server never ran the concurrency asked for: its own running-requests gauge
-  (vllm:num_requests_running, llama.cpp's requests_processing) peaked below C over a level it
-  was sampled through (3 scrapes or more): `--max-num-seqs`, the KV cache or a slow client
-  held it down, and the level measured that lower load (`effective_concurrency` says how);
+- capped: the level never ran the concurrency asked for: requests waited on the server while
+  its running-requests gauge (vllm:num_requests_running, llama.cpp's requests_processing)
+  stayed below C (3 scrapes or more), or the client never held C in flight: `--max-num-seqs`,
+  the KV cache or a slow client held it down, and the level measured that lower load
+  (`effective_concurrency` says how);
 - gpu_throttled: a GPU's SM clock fell while it sat at its power limit or ran hot (the
   level's `gpu_telemetry` block says which and how: gpu_figures.py holds the rule).
 """
@@ -76,19 +77,24 @@ def effective_concurrency(result: LevelResult) -> dict[str, float | int | None] 
 
 
 def capped(result: LevelResult) -> str | None:
-    """The level's load fell short of its C on the server: in words ("8 asked, at most 4
-    running, 4 waiting"); None when it did not, or it cannot be told."""
+    """The level's load fell short of its C: in words ("8 asked, at most 4 running, 4
+    waiting"); None when it did not, or it cannot be told. The server capped it when requests
+    waited while fewer than C ran (a gauge sampled 3 times or more: its peak, not a moment of
+    a batch level's tail, where the last long answers run alone); the client did when it never
+    held C in flight although the level had C requests or more."""
     seen = effective_concurrency(result)
-    if seen is None or (seen["scrapes"] or 0) < MIN_SCRAPES or result.completed < 2:
+    if seen is None or result.completed < 2:
         return None
     asked, running = int(seen["asked"] or 0), seen["max_running"] or 0.0
-    if running >= asked:
+    waiting, held = seen["max_waiting"] or 0.0, seen["client_in_flight"]
+    by_server = (seen["scrapes"] or 0) >= MIN_SCRAPES and waiting > 0 and running < asked
+    by_client = held is not None and held < asked <= result.completed + result.failed
+    if not (by_server or by_client):
         return None
     words = f"{asked} asked, at most {running:g} running"
-    if seen["max_waiting"]:
-        words += f", {seen['max_waiting']:g} waiting"
-    held = seen["client_in_flight"]
-    if held is not None and held < asked:
+    if waiting:
+        words += f", {waiting:g} waiting"
+    if by_client:
         words += f" (the client held at most {held:g})"
     return words
 

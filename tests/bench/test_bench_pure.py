@@ -98,6 +98,14 @@ def test_throughput_drops(levels: list[tuple[float, float]], drops: list[int]) -
           "server_metrics": {"max_running": 2, "max_waiting": 2, "scrapes": 2}}, []),
         ({"mode": "closed", "max_concurrency": 4, "completed": 8, "max_generating": 4,
           "server_metrics": {"max_running": 4, "max_waiting": 0, "scrapes": 5}}, []),
+        # a batch level's tail: one long answer runs alone at every scrape, nothing waits
+        ({"mode": "batch", "max_concurrency": 4, "completed": 4, "max_generating": 4,
+          "max_concurrent_requests": 4,
+          "server_metrics": {"max_running": 1, "max_waiting": 0, "scrapes": 5}}, []),
+        # the client never held its C (and the level had C requests): capped, by the client
+        ({"mode": "closed", "max_concurrency": 8, "completed": 16, "max_generating": 3,
+          "max_concurrent_requests": 3,
+          "server_metrics": {"max_running": 3, "max_waiting": 0, "scrapes": 5}}, ["capped"]),
     ],
 )
 def test_level_flags(result: dict[str, object], flags: list[str]) -> None:
