@@ -60,7 +60,8 @@ def test_the_sampler_fills_the_gpu_telemetry_block(exporter: str) -> None:
     block = sampler.merge([sampler.summarize(sampler.snapshots())])
     assert block is not None and block["source"] == "dcgm-exporter"
     assert block["gpu_count"] == 2 and block["samples"] >= 4
-    assert block["energy_j"] > 0 and block["max_power_w"] > block["mean_power_w"] > 0
+    # the stand-in ramps for 0.5 s from its start: a late (loaded) repeat sees it flat
+    assert block["energy_j"] > 0 and block["max_power_w"] >= block["mean_power_w"] > 0
     assert [g["name"] for g in block["gpus"]] == ["NVIDIA RTX PRO 6000 Blackwell Server Edition"] * 2
     figures = sampler.level_figures(block, {"total_output_tokens": 4000, "duration": 0.8})
     assert figures["output_tokens_per_joule"] is not None and figures["output_tokens_per_joule"] > 0
