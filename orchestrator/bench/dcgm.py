@@ -25,7 +25,7 @@ import httpx
 
 from orchestrator.bench.gpu_figures import (
     WindowEnd,
-    energy_figures,
+    level_energy,
     merge_summaries,
     summarize_samples,
 )
@@ -115,10 +115,7 @@ class DcgmSampler(Scraper):
 
     def level_figures(self, block: Mapping[str, Any] | None,
                       level: Mapping[str, Any]) -> dict[str, Any]:
-        if block is None:
-            return {}
-        return energy_figures(block, level.get("total_output_tokens") or 0,
-                              level.get("duration") or 0.0)
+        return level_energy(block, level)
 
 
 def _is_a_sampler(sampler: DcgmSampler) -> Sampler:  # mypy checks the protocol here

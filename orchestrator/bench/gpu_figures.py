@@ -382,6 +382,14 @@ def merge_summaries(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     return merged
 
 
+def level_energy(block: Mapping[str, Any] | None, level: Mapping[str, Any]) -> dict[str, Any]:
+    """A GPU sampler's `level_figures` (samplers.py): `energy_figures` from the level's own
+    figures; {} when telemetry was off."""
+    if block is None:
+        return {}
+    return energy_figures(block, level.get("total_output_tokens") or 0, level.get("duration") or 0.0)
+
+
 def energy_figures(block: Mapping[str, Any] | None, output_tokens: float,
                    duration_s: float) -> dict[str, float | None]:
     """The level's energy and its output tokens per joule and per second per watt, from its

@@ -34,6 +34,7 @@ from orchestrator.bench.gpu_figures import (
     WindowEnd,
     energy_figures,
     group_lines,
+    level_energy,
     merge_summaries,
     summarize_samples,
     without_cut_round,
@@ -198,11 +199,7 @@ class GpuSampler:
 
     def level_figures(self, block: Mapping[str, Any] | None,
                       level: Mapping[str, Any]) -> dict[str, Any]:
-        """Tokens per joule and per second per watt: the level's, over what the GPUs drew."""
-        if block is None:
-            return {}
-        return energy_figures(block, level.get("total_output_tokens") or 0,
-                              level.get("duration") or 0.0)
+        return level_energy(block, level)
 
 
 def _is_a_sampler(sampler: GpuSampler) -> Sampler:  # mypy checks the protocol here

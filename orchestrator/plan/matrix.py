@@ -21,6 +21,7 @@ from typing import Any
 from orchestrator.errors import PlanError
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.matrix_spec import MAX_VARIANTS, canonical, dotted_key
+from orchestrator.plan.meaning import sections_of
 from orchestrator.plan.models import Plan
 from orchestrator.plan.objective import Objective, parse_objective
 
@@ -219,9 +220,12 @@ _NOT_SERVICE = ("bench", "smoke", "collect", "description", "matrix", "name", "e
 
 
 def install_key(plan: Plan) -> str:
+    """What the install depends on: the sections that make the python step (said on the
+    plan model's fields), and the commands that run before it."""
     data = plan.model_dump(mode="json")
     early = [c for c in data.get("commands", []) if c.get("when") == "before_install"]
-    return json.dumps([data.get("python"), data.get("install"), early], sort_keys=True)
+    return json.dumps([*(data.get(name) for name in sections_of(Plan, "python")), early],
+                      sort_keys=True)
 
 
 def service_key(plan: Plan) -> str:

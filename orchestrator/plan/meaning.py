@@ -5,8 +5,8 @@ plan/models.py) and read back from the model, instead of lists kept beside it:
   loader makes it absolute: templates, datasets, tokenizers);
 - HOST_VARS: a part of the plan that reaches one host and may differ per host, where
   `${host.NAME}` may stand (plan/host_vars.py);
-- makes_step("python"): the host step a section converges (compile.py builds the steps; what
-  a change to a path costs, an install or a restart, is read from here: `step_of`).
+- makes_step("python"): the host step a section converges (compile.py builds the steps; the
+  sections an install depends on are read from here: `sections_of`, used by plan/matrix.py).
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ HOST_VARS = Meaning(host_vars=True)
 
 def makes_step(name: str) -> Meaning:
     return Meaning(step=name)
+
+
+def sections_of(model: type[BaseModel], step: str) -> tuple[str, ...]:
+    """The top-level fields of `model` that make `step` (`python` -> python, install)."""
+    return tuple(name for name, info in model.model_fields.items()
+                 if any(isinstance(m, Meaning) and m.step == step for m in info.metadata))
 
 
 def step_of(model: type[BaseModel], path: str) -> str | None:

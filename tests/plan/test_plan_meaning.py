@@ -8,7 +8,15 @@ from pathlib import Path
 from orchestrator.compile import compile_plan
 from orchestrator.plan.host_vars import ALLOWED
 from orchestrator.plan.loader import load_plan
-from orchestrator.plan.meaning import Meaning, controller_path, expand, host_vars, patterns, step_of
+from orchestrator.plan.meaning import (
+    Meaning,
+    controller_path,
+    expand,
+    host_vars,
+    patterns,
+    sections_of,
+    step_of,
+)
 from orchestrator.plan.models import Plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +46,7 @@ def test_the_step_a_path_belongs_to_is_said_on_its_section() -> None:
     assert step_of(Plan, "files") == "files" and step_of(Plan, "commands") == "commands"
     assert step_of(Plan, "bench.concurrency") is None  # runs after the steps: costs no step
     assert step_of(Plan, "no.such.path") is None
+    assert sections_of(Plan, "python") == ("python", "install")  # what an install depends on
 
 
 def test_every_step_a_section_names_is_a_step_compile_builds() -> None:
