@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from fixtures import vllm_cpu
 from fixtures.orchcli import last_run, orch
-from fixtures.served import generated_tokens
+from fixtures.served import generated_tokens, running_requests
 from fixtures.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +129,10 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
     """SIGKILL of the EngineCore: its API server logs the EngineDeadError and exits. No line
     says why (a signal), so the server is relaunched, the level runs again from its start and
     the sweep finishes; the run says where it died and what the log showed."""
-    long_sweep = ["--set", "bench.concurrency=[2]", "--set", "bench.requests_per_level=80",
+    # A level long enough (160 x 64 tokens, ~20 s here) that the kill lands well inside it
+    # on a faster machine too: killed after the level's end, the engine takes its server down
+    # only at the next request, which the finished sweep never sends.
+    long_sweep = ["--set", "bench.concurrency=[2]", "--set", "bench.requests_per_level=160",
                   "--set", "bench.max_tokens=64", "--skip", "smoke"]
     command = [sys.executable, "-m", "orchestrator.cli", "apply", str(PLAN),
                *deployment.sets(*long_sweep)]
@@ -137,7 +140,7 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
     before = generated_tokens(deployment.port)
     with subprocess.Popen(command, cwd=deployment.workdir, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as apply:
-        engine = _wait_for_tokens_then_find_engine(deployment, before + 2000, timeout=300)
+        engine = _wait_for_tokens_then_find_engine(deployment, before + 300, timeout=300)
         os.kill(engine, signal.SIGKILL)
         output, _ = apply.communicate(timeout=300)
     assert apply.returncode == 0, output[-3000:]
@@ -148,7 +151,7 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
     assert [(d["key"], d["level"]) for d in diagnosis] == [("engine-core-exited", "warning")]
     bench = run / "hosts" / "localhost" / "bench"
     level = json.loads((bench / "level-c2.json").read_text())
-    assert (level["completed"], level["failed"], level["partial"]) == (80, 0, False)
+    assert (level["completed"], level["failed"], level["partial"]) == (160, 0, False)
     assert json.loads((bench / "interrupted-1-level-c2.json").read_text())["partial"] is True
     summary = json.loads((bench / "summary.json").read_text())
     assert summary["crash"] == {"level": "c2", "cause": None, "relaunched": 1}
@@ -156,10 +159,11 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
 
 def _wait_for_tokens_then_find_engine(deployment: Deployment, tokens: float,
                                       timeout: float) -> int:
-    """The EngineCore's pid, once the sweep has made the server generate `tokens`."""
+    """The EngineCore's pid, once the sweep has made the server generate `tokens` and while
+    requests are in flight."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if generated_tokens(deployment.port) >= tokens:
+        if generated_tokens(deployment.port) >= tokens and running_requests(deployment.port):
             engines = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True,
                                      text=True).stdout.split()
             assert len(engines) == 1, engines
