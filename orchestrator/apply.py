@@ -18,7 +18,7 @@ from orchestrator.errors import RunFolderError, UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.inventory import Inventory, load_inventory
-from orchestrator.lock import Holder, lock_path
+from orchestrator.lock import Holder, lock_paths
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.secrets import resolve_secrets
@@ -212,7 +212,8 @@ def _run(
     holder = Holder.me(str(folder.path) if folder else None, _command_name(options))
     for host, steps in compiled.steps.items():
         lock = None if options.check else LockRequest(
-            lock_path(plan.python.venv if plan.python else None, plan.name, host), holder,
+            lock_paths(plan.python.venv if plan.python else None, plan.name,
+                       plan.service.name if plan.service else None, host), holder,
             wait=options.wait, break_lock=options.break_lock)
         after: list[Phase] = []
         environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env

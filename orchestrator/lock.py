@@ -1,17 +1,22 @@
-"""One apply at a time per host and service: a lock taken ON the host, so two controllers
-collide as surely as two terminals of one controller.
+"""One apply at a time per host and venv, and per host and service: locks taken ON the host,
+so two controllers collide as surely as two terminals of one controller.
 
-The lock is an flock(2) on `<venv>/.orch/apply-<host>.lock` (`~/.orch/locks/<plan>-<host>.lock`
-for a plan without a venv; named after the inventory host, since a venv or a home folder may
-live on a filesystem several hosts share), held by a small program that `Transport.hold` keeps running for the whole
-apply. It writes who holds it into the file (user, controller, pid, run folder, since) and
-waits for its input to close: when the apply ends, or its connection or its process dies,
-the program ends and the kernel releases the lock. A dead apply's lock is therefore released
-by itself; one whose holder survived (an SSH session the host has not noticed is dead yet)
-is recognised when it names this controller and a process that no longer runs, and taken
-over. `--break-lock` takes over any lock, for the case nothing else can tell.
+An apply holds flock(2)s on `<venv>/.orch/apply-<host>.lock` (one install at a time into a
+venv; `~/.orch/locks/<plan>-<host>.lock` for a plan without one) and, for a plan with a
+service, `~/.orch/locks/service-<name>-<host>.lock` (a service is (host, name): two plans that
+put it in different venvs replace each other's, so their applies must not overlap). Files are
+named after the inventory host, since a venv or a home folder may live on a filesystem several
+hosts share. One small program takes them in that order (so two applies cannot each hold one
+and wait for the other's) and `Transport.hold` keeps it running for the whole apply. It writes
+who holds them into each file (user, controller, pid, run folder, since) and waits for its
+input to close: when the apply ends, or its connection or its process dies, the program ends
+and the kernel releases the locks. A dead apply's locks are therefore released by themselves;
+one whose holder survived (an SSH session the host has not noticed is dead yet) is recognised
+when it names this controller and a process that no longer runs, and taken over.
+`--break-lock` takes over any lock, for the case nothing else can tell.
 
-The probe reads the same file (`service_facts`): `orch status` shows an apply in progress.
+The probe reads the service's file (`service_facts`): `orch status` shows an apply of the
+service in progress, from whichever venv.
 """
 
 from __future__ import annotations
@@ -33,11 +38,8 @@ from orchestrator.transport.command import Command
 LOCK_TIMEOUT_S = 60.0  # to start the lock program and hear from it (not the waiting itself)
 _PROGRAM = r"""
 import fcntl, json, os, signal, sys, time
-path, holder, wait, evict = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "wait", sys.argv[4]
-path = os.path.expanduser(path)
-os.makedirs(os.path.dirname(path), exist_ok=True)
-fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-def current():
+paths, holder, wait, evict = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", sys.argv[4]
+def current(fd):
     os.lseek(fd, 0, 0)
     return os.read(fd, 65536).decode("utf-8", "replace").replace("\n", " ").strip() or "{}"
 if evict.isdigit():
@@ -47,26 +49,34 @@ if evict.isdigit():
                 os.kill(int(evict), signal.SIGKILL)
     except OSError:
         pass
-told = False
-while True:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        break
-    except OSError:
-        if not wait:
-            print("busy " + current(), flush=True)
-            sys.exit(0)
-        if not told:
-            print("waiting " + current(), flush=True)
-            told = True
-        time.sleep(0.5)
+fds = []
+for path in paths:
+    path = os.path.expanduser(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if not wait:
+                print("busy " + json.dumps([path, current(fd)]), flush=True)
+                sys.exit(0)
+            if not told:
+                print("waiting " + json.dumps([path, current(fd)]), flush=True)
+                told = True
+            time.sleep(0.5)
+    fds.append(fd)
 holder["host_pid"] = os.getpid()
-os.ftruncate(fd, 0)
-os.lseek(fd, 0, 0)
-os.write(fd, json.dumps(holder).encode())
+for fd in fds:
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, 0)
+    os.write(fd, json.dumps(holder).encode())
 print("locked", flush=True)
 sys.stdin.read()
-os.ftruncate(fd, 0)
+for fd in fds:
+    os.ftruncate(fd, 0)
 """
 
 
@@ -123,34 +133,57 @@ class Holder:
 
 
 def lock_path(venv: str | None, plan_name: str, host: str) -> str:
+    """The venv's lock (the plan's own for a plan without a venv)."""
     name = safe_name(host)
     if venv:
         return f"{venv.rstrip('/')}/.orch/apply-{name}.lock"
     return f"~/.orch/locks/{plan_name}-{name}.lock"
 
 
-def _command(path: str, holder: Holder, *, wait: bool, evict: int | None) -> Command:
-    return Command("python3", "-S", "-c", _PROGRAM, path, json.dumps(asdict(holder)),
-                   "wait" if wait else "once", str(evict or "-"), "orch-apply-lock")
+def service_lock_path(service: str, host: str) -> str:
+    """The service's lock: the same for every plan that names the service."""
+    return f"~/.orch/locks/service-{safe_name(service)}-{safe_name(host)}.lock"
+
+
+def lock_paths(venv: str | None, plan_name: str, service: str | None,
+               host: str) -> tuple[str, ...]:
+    """The locks an apply holds on a host, in the order they are taken."""
+    first = lock_path(venv, plan_name, host)
+    return (first,) if service is None else (first, service_lock_path(service, host))
+
+
+def _command(paths: tuple[str, ...], holder: Holder, *, wait: bool, evict: int | None) -> Command:
+    return Command("python3", "-S", "-c", _PROGRAM, json.dumps(list(paths)),
+                   json.dumps(asdict(holder)), "wait" if wait else "once", str(evict or "-"),
+                   "orch-apply-lock")
+
+
+def _busy(answer: str) -> tuple[str, Holder | None]:
+    """The lock file a `busy`/`waiting` answer names, and who holds it."""
+    try:
+        path, text = json.loads(answer.split(" ", 1)[1])
+        return str(path), Holder.parse(str(text))
+    except (IndexError, ValueError, TypeError):
+        return "?", None
 
 
 class HostLock:
-    """A lock being taken: started at once, its answer read when it is needed (so taking it
+    """Locks being taken: started at once, the answer read when it is needed (so taking them
     costs no round trip of its own: it overlaps the probe)."""
 
-    def __init__(self, transport: Transport, path: str, holder: Holder, *, wait: bool,
-                 break_lock: bool, on_wait: Callable[[Holder | None], None]) -> None:
+    def __init__(self, transport: Transport, paths: tuple[str, ...], holder: Holder, *,
+                 wait: bool, break_lock: bool, on_wait: Callable[[Holder | None], None]) -> None:
         self.transport = transport
-        self.path = path
+        self.paths = paths
         self.holder = holder
         self.wait = wait
         self.break_lock = break_lock
         self.on_wait = on_wait
-        self.held: Held | None = transport.hold(_command(path, holder, wait=wait, evict=None))
+        self.held: Held | None = transport.hold(_command(paths, holder, wait=wait, evict=None))
         self.taken = False
 
     def acquire(self) -> None:
-        """Block until the lock is ours; LockBusy names the holder otherwise."""
+        """Block until the locks are ours; LockBusy names the holder otherwise."""
         assert self.held is not None
         while True:
             answer = self.held.line(timeout=None if self.wait else LOCK_TIMEOUT_S)
@@ -158,22 +191,22 @@ class HostLock:
                 self.taken = True
                 return
             if answer is not None and answer.startswith("waiting "):
-                self.on_wait(Holder.parse(answer[8:]))
+                self.on_wait(_busy(answer)[1])
                 continue
-            holder = Holder.parse(answer[5:]) if answer and answer.startswith("busy ") else None
+            path, holder = _busy(answer) if answer and answer.startswith("busy ") else ("?", None)
             self.held.release()
             self.held = None
             if holder is not None and (self.break_lock or holder.is_gone()):
                 self.held = self.transport.hold(
-                    _command(self.path, self.holder, wait=True, evict=holder.host_pid))
+                    _command(self.paths, self.holder, wait=True, evict=holder.host_pid))
                 self.break_lock = False
                 continue
             if holder is None:
-                raise LockBusy(f"{self.transport.host}: could not take the apply lock {self.path}"
-                               f" (the lock program said {answer!r})",
+                raise LockBusy(f"{self.transport.host}: could not take the apply lock "
+                               f"{self.paths[0]} (the lock program said {answer!r})",
                                hint="the host needs python3 on its PATH")
             raise LockBusy(
-                f"{self.transport.host}: another apply holds {self.path}: {holder.describe()}",
+                f"{self.transport.host}: another apply holds {path}: {holder.describe()}",
                 hint="wait for it (`--wait`), or if that apply is gone for good, `--break-lock`",
             )
 

@@ -95,9 +95,9 @@ class HostOutcome:
 
 @dataclass(frozen=True)
 class LockRequest:
-    """The apply lock to hold on each host (not in check mode)."""
+    """The apply locks to hold on each host (not in check mode)."""
 
-    path: str
+    paths: tuple[str, ...]
     holder: Holder
     wait: bool = False
     break_lock: bool = False
@@ -150,7 +150,7 @@ def converge_host(
                                 message=f"waiting for {who}"))
 
             # Started now, its answer read after the probe: the two overlap.
-            lock = HostLock(transport, request.path, request.holder, wait=request.wait,
+            lock = HostLock(transport, request.paths, request.holder, wait=request.wait,
                             break_lock=request.break_lock, on_wait=waiting)
         _converge(transport, job, outcome, check=check, emit=emit, lock=lock)
     except OrchError as error:

@@ -18,7 +18,7 @@ from orchestrator.engines.vllm_kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.vllm_kernels import describe as describe_kernels
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.inventory import Inventory
-from orchestrator.lock import Holder, lock_path
+from orchestrator.lock import Holder, service_lock_path
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
 from orchestrator.probe import Facts, ProbeRequest, Process, ServiceFacts, probe
@@ -147,7 +147,7 @@ class ServiceHandle:
         assert plan.service is not None and plan.python is not None
         name = plan.service.name if unit is None else f"{plan.service.name}-{unit}"
         paths = ServicePaths.for_venv(plan.python.venv, name)
-        lock = lock_path(plan.python.venv, plan.name, transport.host)
+        lock = service_lock_path(plan.service.name, transport.host)  # from any venv
         wanted = service_request(paths, plan.service, lock, port=unit is None)
         request = ProbeRequest(venv=plan.python.venv, service=wanted) if unit is None else \
             ProbeRequest(venv=plan.python.venv, units={unit: wanted})

@@ -1,6 +1,7 @@
-"""One apply at a time per host and service, over the loopback sshd: a second apply fails at
-once naming the first (or waits with --wait), a lock whose apply died is taken over, and
-`orch status` shows an apply in progress. The lock is held by a real program on the host."""
+"""One apply at a time per host and venv and per host and service, over the loopback sshd: a
+second apply fails at once naming the first (or waits with --wait), also when it puts the same
+service in another venv; a lock whose apply died is taken over, and `orch status` shows an
+apply of the service in progress. The locks are held by a real program on the host."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
 
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.lock import Holder, HostLock, lock_path
+from orchestrator.lock import Holder, HostLock, lock_path, service_lock_path
 from orchestrator.transport import connect
 
 pytestmark = pytest.mark.slow
@@ -36,9 +37,10 @@ def setup(tmp_path: Path, sshd: SshServer) -> tuple[Path, Path, Path]:
 
 
 def hold(path: str, holder: Holder) -> HostLock:
-    """Take the lock as another apply would (from this machine, which is also the host)."""
+    """Take a lock as another apply would (from this machine, which is also the host)."""
     transport = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
-    lock = HostLock(transport, path, holder, wait=False, break_lock=False, on_wait=lambda h: None)
+    lock = HostLock(transport, (path,), holder, wait=False, break_lock=False,
+                    on_wait=lambda h: None)
     lock.acquire()
     return lock
 
@@ -118,9 +120,10 @@ def test_status_shows_an_apply_in_progress(setup: tuple[Path, Path, Path]) -> No
     plan = tmp / "service.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "locked", "hosts": "all", "python": {"venv": str(tmp / "venv")},
-        "service": {"model": "m", "backend": "process", "port": 1},
+        "service": {"name": "orch-vllm-locked", "model": "m", "backend": "process", "port": 1},
     }))
-    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), other())
+    # the service's lock, as an apply of the same service from another venv holds it
+    lock = hold(service_lock_path("orch-vllm-locked", "h1"), other())
     try:
         status = orch("status", plan, "-i", inventory, cwd=tmp)
         assert "an apply is in progress: alice@other-controller" in " ".join(status.stdout.split())
@@ -131,3 +134,25 @@ def test_status_shows_an_apply_in_progress(setup: tuple[Path, Path, Path]) -> No
         lock.release()
     status = orch("status", plan, "-i", inventory, cwd=tmp)
     assert "apply is in progress" not in status.stdout
+
+
+def test_an_apply_of_the_same_service_from_another_venv_waits_for_the_first(
+        setup: tuple[Path, Path, Path]) -> None:
+    """A service is (host, name): a plan that moves it to another venv replaces the running
+    one, so its apply must not overlap one from the old venv (their venv locks differ)."""
+    tmp, inventory, _ = setup
+    plan = tmp / "moved.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "moved", "hosts": "all", "python": {"venv": str(tmp / "other-venv")},
+        "service": {"name": "orch-vllm-locked", "model": "m", "backend": "process", "port": 1},
+    }))
+    lock = hold(service_lock_path("orch-vllm-locked", "h1"), other())
+    try:
+        result = orch("apply", plan, "-i", inventory, cwd=tmp)
+        assert result.returncode == 75, result.stdout + result.stderr
+        said = " ".join(result.stdout.split())
+        assert "another apply holds" in said and "service-orch-vllm-locked-h1.lock" in said
+        assert "alice@other-controller (pid 4242" in said
+        assert not (tmp / "other-venv" / "bin").exists()  # nothing was installed
+    finally:
+        lock.release()
