@@ -176,6 +176,14 @@ def wait_ready(
                               f"{health.request_timeout:g} s each; the process is alive)",
                               diagnose(log), log)
             if ready:
+                if status is None or status.name != "ready":
+                    # It came up between this poll's log read and its health check: the lines
+                    # since (its last phases, vLLM's own figures) belong in the record too.
+                    rest = transport.run(watch_command(backend, paths, offset), check=False,
+                                         timeout=60)
+                    new = decoder.decode(parse_watch(rest.stdout)[1])
+                    log += new
+                    tracker.feed_text(new, time.time())
                 return Readiness(
                     seconds=time.monotonic() - started, phases=tracker.summary(),
                     restarts=restarts, log=log, facts=dict(tracker.facts),
