@@ -116,15 +116,16 @@ def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> G
     first = plans[hosts[0]]
     assert first.service is not None and first.service.nodes is not None
     nodes = first.service.nodes
-    addresses = {}
-    for host in hosts:
+    addresses, ray_args = {}, {}
+    for host in hosts:  # what may hold `${host.X}`: each host's own
         service = plans[host].service
         assert service is not None and service.nodes is not None
         addresses[host] = service.nodes.address
+        ray_args[host] = service.nodes.ray_args
     topology = build_topology(
         backend=nodes.backend, hosts=hosts, head=nodes.head, addresses=addresses,
         args=first.service.args, extra_args=first.service.extra_args, gpus_per_node=nodes.gpus, ray_port=nodes.ray_port,
-        master_port=nodes.master_port, ray_args=nodes.ray_args, know_hosts=know_hosts)
+        master_port=nodes.master_port, ray_args=ray_args, know_hosts=know_hosts)
     return Gate(topology, check_gpus=engine(first.service.engine).uses_gpus)
 
 

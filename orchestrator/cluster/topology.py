@@ -34,6 +34,7 @@ class Node:
     host: str  # inventory name
     rank: int  # 0 is the head
     address: str  # where the other nodes reach it
+    ray_args: tuple[str, ...] = ()  # its own: `${host.X}` in them is filled per host
 
     @property
     def role(self) -> Role:
@@ -49,7 +50,6 @@ class Topology:
     pipeline: int
     ray_port: int
     master_port: int
-    ray_args: tuple[str, ...] = ()
 
     @property
     def head(self) -> Node:
@@ -98,7 +98,7 @@ class Topology:
             argv += ["--head", f"--port={self.ray_port}", "--include-dashboard=false"]
         else:
             argv += [f"--address={self.ray_address}"]
-        return argv + list(self.ray_args)
+        return argv + list(node.ray_args)
 
     def server_flags(self, node: Node) -> list[str]:
         """The `vllm serve` flags that make `node` part of the group."""
@@ -134,11 +134,12 @@ def layout(args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout
 def build(
     *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
     addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
-    ray_port: int, master_port: int, ray_args: list[str], know_hosts: bool = True,
-    extra_args: Sequence[str] = (),
+    ray_port: int, master_port: int, ray_args: Sequence[str] | Mapping[str, Sequence[str]],
+    know_hosts: bool = True, extra_args: Sequence[str] = (),
 ) -> Topology:
     """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
-    what cannot work: an unknown head, a bad address, a layout the GPUs cannot hold."""
+    what cannot work: an unknown head, a bad address, a layout the GPUs cannot hold.
+    `ray_args`: one list for every node, or each host's own."""
     if head is not None and head not in hosts:
         raise PlanError(f"the head {head!r} is not among the plan's hosts ({', '.join(hosts)})",
                         field="service.nodes.head", expected="one of the plan's hosts")
@@ -170,9 +171,11 @@ def build(
                         expected="tensor and pipeline parallel sizes only")
     topology = Topology(
         backend=backend,
-        nodes=tuple(Node(h, rank, addresses[h]) for rank, h in enumerate(ordered)),
+        nodes=tuple(Node(h, rank, addresses[h],
+                         tuple(ray_args[h] if isinstance(ray_args, Mapping) else ray_args))
+                    for rank, h in enumerate(ordered)),
         gpus_per_node=gpus_per_node, tensor=sizes.tensor, pipeline=sizes.pipeline,
-        ray_port=ray_port, master_port=master_port, ray_args=tuple(ray_args),
+        ray_port=ray_port, master_port=master_port,
     )
     if gpus_per_node is not None and know_hosts:  # `orch validate` does not know the hosts
         problem = topology.layout_problem(gpus_per_node)

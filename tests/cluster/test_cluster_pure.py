@@ -202,3 +202,27 @@ def test_the_nodes_not_joined_are_named_by_host_from_the_drivers_answer() -> Non
     declared = [("a", "10.0.0.1"), ("b", "10.0.0.2"), ("c", "10.0.0.3")]
     assert not_joined(declared, alive) == [("b", "10.0.0.2")]
     assert parse_alive_addresses("Traceback ...\nConnectionError: no GCS") is None
+
+
+def test_each_ray_node_gets_its_own_host_variables_in_ray_args(tmp_path: Path) -> None:
+    """`${host.X}` in service.nodes.ray_args is filled per node (not with the head's values
+    for every node)."""
+    from orchestrator.compile import compile_plan
+    from orchestrator.inventory import Inventory
+    from orchestrator.plan.loader import load_plan
+
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({
+        "name": "pair", "hosts": "all", "python": {"venv": str(tmp_path / "v")},
+        "service": {"engine": "sim", "model": "m",
+                    "args": {"tensor-parallel-size": 8, "pipeline-parallel-size": 2},
+                    "nodes": {"gpus": 8, "address": "${host.ip}",
+                              "ray_args": ["--node-manager-port=${host.nm_port}"]}}}))
+    inventory = Inventory.model_validate({"hosts": {
+        "a": {"connection": "local", "vars": {"ip": "10.0.0.1", "nm_port": 0}},
+        "b": {"connection": "local", "vars": {"ip": "10.0.0.2", "nm_port": 16399}}}})
+    compiled = compile_plan(load_plan(tmp_path / "plan.yaml"), {}, ["a", "b"],
+                            inventory=inventory)
+    assert compiled.gate is not None
+    topology = compiled.gate.topology
+    assert topology.ray_node_argv(topology.node("a"), "/v/bin")[-1] == "--node-manager-port=0"
+    assert topology.ray_node_argv(topology.node("b"), "/v/bin")[-1] == "--node-manager-port=16399"
