@@ -59,6 +59,7 @@ class Gate:
         self._gone: dict[str, str] = {}  # host -> why it left the run
         self._failed: set[str] = set()  # the hosts whose run ended in a failure
         self._marks: dict[str, set[str]] = {}
+        self._lost: dict[str, str] = {}  # host -> a process of it that died while forming
         self._decision: Decision | None = None
 
     # -- the vote -------------------------------------------------------------------------
@@ -138,6 +139,27 @@ class Gate:
             raise ClusterError("; ".join(f"node {h} failed: {self._gone[h]}" for h in failed),
                                hint="the group starts only when every node does; see that "
                                     "node's lines above")
+
+    # -- forming ----------------------------------------------------------------------------
+
+    def lose(self, host: str, why: str) -> None:
+        """A process of `host` died while the group formed: the head stops waiting for it."""
+        with self._cond:
+            self._lost.setdefault(host, why)
+            self._cond.notify_all()
+
+    def lost(self) -> dict[str, str]:
+        with self._cond:
+            return dict(self._lost)
+
+    def formed_or_ended(self, head: str, timeout: float) -> bool:
+        """Within `timeout`: did the group form (the head marked `formed`) or the head's run
+        end?"""
+        def settled() -> bool:
+            return head in self._marks.get("formed", set()) or head in self._gone
+
+        with self._cond:
+            return self._cond.wait_for(settled, timeout=timeout)
 
     def _await(self, ready: object, what: str) -> None:
         deadline = time.monotonic() + self.timeout

@@ -103,7 +103,9 @@ class Member:
             if decision.restart:  # the head's server under Ray: after every Ray node
                 self.gate.wait_for(everyone, "up:ray-node")
             wait_for_ray(transport, self.topology, self.venv_bin, self.join_timeout,
-                         gpus=self.topology.world_size, head_node=self.ray_node)
+                         gpus=self.topology.world_size, head_node=self.ray_node,
+                         lost=self.gate.lost)
+            self.gate.mark(self.node.host, "formed")  # the workers stop watching their nodes
         return wait
 
 
@@ -113,10 +115,12 @@ def ray_status_command(topology: Topology, venv_bin: str) -> Command:
 
 def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeout: float,
                  *, gpus: int, sleep: Callable[[float], None] = time.sleep,
-                 head_node: ServiceStep | None = None) -> RayStatus:
+                 head_node: ServiceStep | None = None,
+                 lost: Callable[[], dict[str, str]] | None = None) -> RayStatus:
     """Until `ray status` on the head shows every node and `gpus` GPUs. With `head_node`
     (the head's Ray node), a head that does not answer because its Ray node died ends the
-    wait at once, with the last line of that node's log."""
+    wait at once, with the last line of that node's log; `lost` says which workers' Ray
+    nodes died (each worker watches its own, watch.py), which ends it too."""
     deadline = time.monotonic() + timeout
     status: RayStatus | None = None
     text = ""
@@ -128,6 +132,12 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
             return status
         if status is None and head_node is not None:
             _head_node_alive(transport, head_node)
+        gone = lost() if lost is not None else {}
+        if gone:
+            raise ClusterError(
+                "; ".join(f"{host}: {why}" for host, why in gone.items()),
+                hint=f"orch logs PLAN --limit {next(iter(gone))} --unit ray shows that node's "
+                     "whole log")
         if time.monotonic() > deadline:
             break
         sleep(_POLL_S)

@@ -16,6 +16,12 @@ When the head's run failed, the worker looks at its own processes once, in one r
 - everything of it runs: the failure was the head's own; nothing is added.
 
 When the head's run succeeded, nothing is asked (no round trip): the group served to the end.
+
+Before that, while the group forms (a worker that started its Ray node in this run, until the
+head sees the cluster whole or its run ends), the worker looks at its Ray node every
+`_FORMING_POLL_S`: one that died at its start (a port it may not take, a bad Ray argument)
+is reported to the gate, and the head stops waiting for it at its next poll instead of
+waiting out the join timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from orchestrator.transport.command import Command, Raw
 _PAST_ANY_LOG = 1 << 62  # watch_command's log offset: its state line only, no log bytes
 _TAIL_LINES = 20  # of a dead process's log, for the last line worth showing
 _ANSWER_S = 60.0
+_FORMING_POLL_S = 2.0
 
 
 @dataclass
@@ -53,6 +60,10 @@ class NodeWatch:
         if outcome.failed or not self.units:
             return  # its own failure says it already; nothing of it was started
         head = self.gate.topology.head.host
+        rays = [unit for unit in self.units if unit.unit is not None]
+        if any(s.step == unit.name and s.status == "changed"
+               for s in outcome.steps for unit in rays):
+            self._watch_forming(transport, head, rays)
         head_failed, _ = self.gate.ended(head)
         if not head_failed:
             return
@@ -80,6 +91,24 @@ class NodeWatch:
                            error=why)
         outcome.steps.append(step)
         emit(PhaseEvent(self.host, phase="node", status="failed", message=why))
+
+
+    def _watch_forming(self, transport: Transport, head: str, rays: list[ServiceStep]) -> None:
+        """Until the group formed or the head's run ended: a Ray node of this worker that
+        died is reported to the gate (the run's own failure is said after the head's)."""
+        while not self.gate.formed_or_ended(head, _FORMING_POLL_S):
+            for unit in rays:
+                try:
+                    result = transport.run(unit_state_command(unit), check=False,
+                                           timeout=_ANSWER_S)
+                except OrchError:
+                    return  # cut off: said below, once the head's run has ended
+                state, error_line = parse_unit_state(result.stdout)
+                if state == "dead":
+                    said = f"; its log: {error_line}" if error_line else ""
+                    self.gate.lose(self.host, f"{_what(unit)} (unit {unit.paths.name}) died "
+                                              f"before the cluster formed{said}")
+                    return
 
 
 def _what(unit: ServiceStep) -> str:

@@ -159,3 +159,39 @@ def test_a_head_ray_node_that_dies_at_start_ends_the_wait_at_once(
         assert rows["n1"] == "failed" and "n1: service: the head's Ray node" in reasons, output
     finally:
         orch("stop", plan, "-i", inventory, cwd=tmp_path, timeout=120)
+
+
+def test_a_worker_ray_node_that_dies_at_start_ends_the_wait_at_once(
+    cluster: NetnsHosts, tmp_path: Path,
+) -> None:
+    """The worker's node manager port inside the range Ray keeps for its workers: the worker's
+    Ray node exits at start, the head's does not. The worker, watching its node while the
+    cluster forms, tells the head, whose wait ends at its next poll naming that worker and its
+    log's error, instead of waiting out the join timeout for a node that is gone."""
+    inventory = cluster.inventory(connect_retries=0)
+    ports = {"n1": 0, "n2": 16399}  # 0: Ray picks one
+    inventory = inventory.model_copy(update={"hosts": {
+        name: spec.model_copy(update={"vars": {**spec.vars, "nm_port": ports[name]}})
+        for name, spec in inventory.hosts.items()}})
+    inventory_file = write_inventory(tmp_path / "inventory.yaml", inventory)
+    plan = write_cluster_plan(tmp_path, NAME, ["n1", "n2"],
+                              {"backend": "ray", "join_timeout": "600s",
+                               "ray_args": [*RAY_ARGS, "--node-manager-port=${host.nm_port}"]},
+                              {"tensor-parallel-size": 8, "pipeline-parallel-size": 2}, bench=False)
+    try:
+        started = time.monotonic()
+        result = orch("apply", plan, "-i", inventory_file, cwd=tmp_path, timeout=600)
+        took = time.monotonic() - started
+        output = result.stdout + result.stderr
+        assert result.returncode == 1, output
+        said = " ".join(output.split())
+        assert f"n2: its Ray node (unit {NAME}-ray) died before the cluster formed; its log: " \
+            "ValueError: Ray component worker_ports is trying to use a port number 16399" in said
+        assert "did not form within" not in said
+        assert took < 300, took  # the venvs, the starts and a few polls: not the 600 s timeout
+        rows, reasons = recap(output)
+        assert rows == {"n1": "failed", "n2": "failed"}, output
+        assert f"n2: node: dropped out of the group: its Ray node (unit {NAME}-ray) died " \
+            "during the apply" in reasons, output
+    finally:
+        orch("stop", plan, "-i", inventory_file, cwd=tmp_path, timeout=120)
