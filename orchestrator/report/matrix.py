@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import matrix_record as records
+from orchestrator.bench.level_metrics import slo_is_set
 from orchestrator.errors import RunFolderError
 from orchestrator.matrix_record import MatrixRecord, VariantEntry
 from orchestrator.plan.objective import Objective, parse_objective
@@ -223,8 +224,7 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     objective = parse_objective(record.objective) if record.objective else None
     any_plan = next((r.plan for _, r in with_results if r is not None and r.plan), None)
     slo = any_plan.bench.slo if any_plan is not None and any_plan.bench is not None else None
-    goodput = objective is None and slo is not None and any(
-        v is not None for v in slo.model_dump().values())
+    goodput = objective is None and slo is not None and slo_is_set(slo)
     per_gpu = all(s.gpus.count is not None for s in series_by_index.values())
     unit = "req/s" if goodput else ("tok/s per GPU" if per_gpu else "tok/s")
     if objective is not None:

@@ -103,3 +103,20 @@ def test_report_of_a_matrix_has_its_section_first(matrix: Path, tmp_path: Path,
         assert f'alt="{title} by variant against concurrency"' in section
     # the rest of the page compares the variants by their labels, not their run ids
     assert "<th class=\"right\">max-num-seqs=2</th>" in html
+
+
+def test_without_an_objective_or_slos_the_variants_rank_by_peak_throughput(
+        matrix: Path, tmp_path: Path) -> None:
+    """No `matrix.objective`, and the plans set no latency objective (bench.slo only has its
+    attainment default): the best is the highest peak, not "no goodput recorded"."""
+    record = records.read(matrix)
+    plain = records.new_folder(tmp_path / "runs", PLAN, "1" * 64)
+    records.finish(plain, MatrixRecord(plan=PLAN, axes=record.axes, varying=record.varying,
+                                       variants=record.variants), "failed")
+    compared = compare_matrix(plain)
+    assert compared.basis == "peak throughput (no objective given)"
+    scored = [r for r in compared.results if r.score is not None]
+    assert [r.entry.label for r in scored] == ["max-num-seqs=2", "max-num-seqs=8"]
+    assert all(r.reason.startswith("peak ") for r in scored)
+    assert compared.best is not None and compared.best.label == max(
+        scored, key=lambda r: r.score or 0.0).label
