@@ -10,6 +10,9 @@ decides, in this order:
 3. a service without either runs on one GPU (vLLM's default);
 4. without a service section (a benchmark of a server orch did not launch): the GPUs the
    host facts list.
+
+A real server on a host where the probe found no nvidia-smi (vLLM's CPU build) used no GPU:
+its count is unknown, and no figure is given per GPU.
 """
 
 from __future__ import annotations
@@ -39,8 +42,12 @@ def visible_devices(env: Mapping[str, str | None]) -> int | None:
     return len(devices) or None
 
 
-def gpu_count(plan: Plan | None, facts_gpus: Sequence[Any] | None) -> GpuCount:
-    """The number of GPUs a run used, and which source said so."""
+def gpu_count(plan: Plan | None, facts_gpus: Sequence[Any] | None, *,
+              gpu_host: bool = True) -> GpuCount:
+    """The number of GPUs a run used, and which source said so. `gpu_host`: False for a
+    real server on a host without nvidia-smi."""
+    if not gpu_host:
+        return GpuCount(None, "no GPUs on the host (no nvidia-smi)")
     if plan is not None and plan.service is not None:
         found = layout(plan.service.args, plan.service.extra_args)
         if found.describe():

@@ -91,7 +91,8 @@ def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = Tr
         model_time=use_model_time,
         time_scale=bench.time_scale if bench.simulated else None,
         simulated=bench.simulated or run.simulated,
-        gpus=gpu_count(run.plan, (host.facts or {}).get("gpus")),
+        gpus=gpu_count(run.plan, (host.facts or {}).get("gpus"),
+                       gpu_host=gpu_host(host.facts, bench.simulated or run.simulated)),
         config=config,
         endpoint_type=first.endpoint_type if first else None,
         model=model,
@@ -122,3 +123,10 @@ def build_series(runs: Sequence[RunData], *, model_time: bool = True, host: str 
         series_of(run, data, label, model_time=model_time)
         for (run, data), label in zip(entries, _labels(entries), strict=True)
     ]
+
+
+def gpu_host(facts: dict[str, Any] | None, simulated: bool) -> bool:
+    """Whether GPUs may have served: the simulator declares its own; a real server's host
+    facts say `gpus: null` when the probe found no nvidia-smi (runs without facts: unknown,
+    so yes)."""
+    return simulated or facts is None or "gpus" not in facts or facts["gpus"] is not None

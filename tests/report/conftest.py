@@ -55,12 +55,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         patch.setenv("FAKE_NVIDIA_SMI_RAMP_S", "0.15")  # GPU 5 reaches its limit and throttles
         gpus = GpuSampler(LocalTransport(), GPU_INTERVAL_S)
         sim, (varied, crashed) = make_sim_runs(root, variants=variants, variant_samplers=[[gpus]])
-    real_plan = sim_plan(
-        REPO / "plans/kimi-nvfp4.yaml", time_scale=1.0, concurrency=(1, 2, 4), sets=["bench.max_tokens=128"],
-        metrics_interval=None,
-    )
-    with running_stream_server("--tokens", "40", "--itl-ms", "1") as url:
-        real = record_run(root, Server(real_plan, url), simulated=False)
+        real_plan = sim_plan(
+            REPO / "plans/kimi-nvfp4.yaml", time_scale=1.0, concurrency=(1, 2, 4),
+            sets=["bench.max_tokens=128"], metrics_interval=None,
+        )
+        # A real server on a GPU host: its facts list the (stand-in) nvidia-smi's GPUs.
+        with running_stream_server("--tokens", "40", "--itl-ms", "1") as url:
+            real = record_run(root, Server(real_plan, url), simulated=False)
     loaded = sim_plan(REPO / "plans/sim/kimi-nvfp4.yaml", time_scale=0.005, concurrency=(1,))
     failed = RunFolder.create(loaded.plan.name, "f" * 64, root=root, hosts=["localhost"])
     failed.write_plan(resolved_plan_yaml(loaded))  # written first, as apply does

