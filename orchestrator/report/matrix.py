@@ -252,6 +252,14 @@ def reasons(matrix: MatrixComparison) -> list[str]:
     return [f"{r.entry.index} {r.label}: {r.reason}" for r in matrix.results]
 
 
+def _where_ranked(matrix: MatrixComparison) -> str:
+    if matrix.record.objective:
+        return f"at the best level meeting {matrix.basis}"
+    if matrix.unit == "req/s":
+        return "at the level with the most goodput (bench.slo)"
+    return "at each variant's peak (no objective given)"
+
+
 def matrix_table(matrix: MatrixComparison) -> TableData:
     """One row per variant: its status, peak and the figure it is ranked by (`reasons`
     says why)."""
@@ -263,7 +271,7 @@ def matrix_table(matrix: MatrixComparison) -> TableData:
         columns.append(Column("tok/J", "right", priority=1))
     table = TableData(f"Matrix {matrix.record.plan}: {matrix.basis}", columns,
                       caption=f"Variants labelled by the values that vary; ranked by "
-                              f"{matrix.unit} at the best level meeting {matrix.basis}.")
+                              f"{matrix.unit} {_where_ranked(matrix)}.")
     best = matrix.best
     for result in matrix.results:
         peak = result.series.peak if result.series else None

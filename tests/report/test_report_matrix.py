@@ -21,7 +21,7 @@ from orchestrator import matrix_record as records
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.cli import main
 from orchestrator.matrix_record import MatrixRecord, VariantEntry
-from orchestrator.report.matrix import compare_matrix
+from orchestrator.report.matrix import compare_matrix, matrix_table
 from orchestrator.report.matrix_plots import METRICS, matrix_figure, matrix_plots, variant_lines
 from orchestrator.transport.local import LocalTransport
 
@@ -118,5 +118,7 @@ def test_without_an_objective_or_slos_the_variants_rank_by_peak_throughput(
     scored = [r for r in compared.results if r.score is not None]
     assert [r.entry.label for r in scored] == ["max-num-seqs=2", "max-num-seqs=8"]
     assert all(r.reason.startswith("peak ") for r in scored)
+    caption = matrix_table(compared).caption or ""
+    assert caption.endswith("ranked by tok/s per GPU at each variant's peak (no objective given).")
     assert compared.best is not None and compared.best.label == max(
         scored, key=lambda r: r.score or 0.0).label
