@@ -177,16 +177,25 @@ _SESSION_LEFT = (
 
 
 def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
-                 timeout_s: int | None = None) -> Command:
+                 timeout_s: int | None = None, only_if_present: bool = False) -> Command:
     """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C; SIGTERM for a Ray node:
-    systemd.stop_policy), then SIGKILL; never fails when it is already stopped. Leaves a marker so that a start-up in progress elsewhere
-    (an apply waiting for readiness) does not relaunch what was stopped on purpose."""
+    systemd.stop_policy), then SIGKILL; never fails when it is already stopped. Leaves a
+    marker so that a start-up in progress elsewhere (an apply waiting for readiness) does not
+    relaunch what was stopped on purpose. `only_if_present`: nothing at all (no marker, no
+    state folder made) when the service has no state folder: a unit that may never have run
+    there (the Ray node beside a replaced server)."""
+    script = _stop_script(backend, paths, engine=engine, timeout_s=timeout_s)
+    if only_if_present:
+        script = f"if [ -d {quoted(paths.state_dir)} ]; then {script}; fi"
+    return Command.script(script)
+
+
+def _stop_script(backend: Backend, paths: ServicePaths, *, engine: str,
+                 timeout_s: int | None) -> str:
     marker = quoted(paths.stopped_marker)
     if backend == "systemd":
-        return Command.script(
-            f"mkdir -p {quoted(paths.state_dir)} && touch {marker}; "
-            f"systemctl stop {quoted(paths.unit)} 2>/dev/null || true"
-        )
+        return (f"mkdir -p {quoted(paths.state_dir)} && touch {marker}; "
+                f"systemctl stop {quoted(paths.unit)} 2>/dev/null || true")
     # Signal the whole process group (vLLM's engine and workers), even when its leader, the
     # API server, is already gone: leftover workers hold GPU memory and the port.
     pidfile = quoted(paths.pidfile)
@@ -205,7 +214,7 @@ def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
         "fi; "
         f"rm -f {pidfile}"
     )
-    return Command.script(script)
+    return script
 
 
 def watch_command(backend: Backend, paths: ServicePaths, offset: int) -> Command:

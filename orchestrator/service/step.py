@@ -356,9 +356,7 @@ class ServiceStep(Step):
             # A multi-node plan's server had a Ray node beside it in its venv: it goes too
             # (else it outlives the replace, unseen by the new plan's status and stop).
             ray = ServicePaths.for_venv(_venv_of(other.state_dir), f"{self.paths.name}-{RAY_UNIT}")
-            stops.append(Command("test", "!", "-d", ray.state_dir) + Command.script("||") +
-                         Command.script("{") + stop_command(old_backend, ray, engine="ray") +
-                         Command.script("; }"))
+            stops.append(stop_command(old_backend, ray, engine="ray", only_if_present=True))
         if recorded_backend != self.backend:
             # Moving between backends: stop what the old one started.
             stops.append(stop_command(recorded_backend, self.paths, engine=self.spec.engine))

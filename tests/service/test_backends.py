@@ -4,6 +4,7 @@ and byte-exact log reading."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -124,3 +125,23 @@ def test_stop_ends_the_whole_session_even_what_left_its_group(tmp_path: Path) ->
         assert gone, "the worker that left the group outlived the stop"
     finally:
         subprocess.run(["kill", "-9", str(worker)], capture_output=True)
+
+
+def test_a_stop_only_if_present_leaves_an_absent_unit_absent_and_stops_a_present_one(
+        tmp_path: Path) -> None:
+    local = LocalTransport("local")
+    absent = ServicePaths.for_venv(str(tmp_path / "old-venv"), "svc-ray")
+    for backend in ("process", "systemd"):
+        local.run(stop_command(backend, absent, engine="ray", only_if_present=True))
+    assert not (tmp_path / "old-venv").exists()  # no state folder, no stop marker made
+    present = ServicePaths.for_venv(str(tmp_path), "svc-ray")
+    Path(present.state_dir).mkdir(parents=True)
+    node = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    start = Path(f"/proc/{node.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+    Path(present.pidfile).write_text(f"{node.pid} {start}\n")
+    reaper = threading.Thread(target=node.wait)  # reaped at once: no zombie left to wait on
+    reaper.start()
+    local.run(stop_command("process", present, engine="ray", timeout_s=2, only_if_present=True))
+    reaper.join(timeout=10)
+    assert node.returncode == -15  # SIGTERM, a Ray node's stop signal
+    assert Path(present.stopped_marker).exists() and not Path(present.pidfile).exists()
