@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from fixtures import vllm_cpu
 from fixtures.orchcli import last_run, orch
-from fixtures.served import generated_tokens, running_requests
+from fixtures.served import generated_tokens
 from fixtures.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,9 +129,10 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
     """SIGKILL of the EngineCore: its API server logs the EngineDeadError and exits. No line
     says why (a signal), so the server is relaunched, the level runs again from its start and
     the sweep finishes; the run says where it died and what the log showed."""
-    # A level long enough (160 x 64 tokens, ~20 s here) that the kill lands well inside it
-    # on a faster machine too: killed after the level's end, the engine takes its server down
-    # only at the next request, which the finished sweep never sends.
+    # A level long enough (160 x 64 tokens, 20-30 s here) that a kill after its first 300
+    # tokens lands well inside it on a faster machine too: killed after the level's end, the
+    # engine takes its server down only at the next request, which the finished sweep never
+    # sends.
     long_sweep = ["--set", "bench.concurrency=[2]", "--set", "bench.requests_per_level=160",
                   "--set", "bench.max_tokens=64", "--skip", "smoke"]
     command = [sys.executable, "-m", "orchestrator.cli", "apply", str(PLAN),
@@ -159,11 +160,12 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
 
 def _wait_for_tokens_then_find_engine(deployment: Deployment, tokens: float,
                                       timeout: float) -> int:
-    """The EngineCore's pid, once the sweep has made the server generate `tokens` and while
-    requests are in flight."""
+    """The EngineCore's pid, once the sweep has made the server generate `tokens` (not "while
+    vllm:num_requests_running > 0": /metrics is answered in the API server's idle moments, and
+    a level that always had 2 requests in flight read 0 in 24 of its 26 scrapes)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if generated_tokens(deployment.port) >= tokens and running_requests(deployment.port):
+        if generated_tokens(deployment.port) >= tokens:
             engines = subprocess.run(["pgrep", "-f", "^VLLM::EngineCore"], capture_output=True,
                                      text=True).stdout.split()
             assert len(engines) == 1, engines
