@@ -55,6 +55,8 @@ class MatrixComparison:
     results: list[VariantResult]
     basis: str  # what "best" means here
     unit: str  # of the score
+    ranked_at: str  # which level of a variant its score is taken at
+    none_reason: str  # what "best: none" means
 
     @property
     def best(self) -> VariantResult | None:
@@ -64,7 +66,7 @@ class MatrixComparison:
     def best_line(self) -> str:
         best = self.best
         if best is None:
-            return f"best: none; no variant has a level meeting {self.basis}"
+            return f"best: none; {self.none_reason}"
         others = sorted((r for r in self.results if r is not best and r.score is not None),
                         key=lambda r: -(r.score or 0.0))
         line = f"best for {self.basis}: {best.label}: {best.reason}"
@@ -229,10 +231,15 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     unit = "req/s" if goodput else ("tok/s per GPU" if per_gpu else "tok/s")
     if objective is not None:
         basis = objective.text
+        ranked_at = f"at the best level meeting {basis}"
     elif goodput:
         basis = "goodput (bench.slo)"
+        ranked_at = "at the level with the most goodput (bench.slo)"
     else:
         basis = "peak throughput (no objective given)"
+        ranked_at = "at each variant's peak (no objective given)"
+    none_reason = ("no variant has a complete level" if objective is None and not goodput
+                   else f"no variant has a level meeting {basis}")
     results = []
     for entry, _ in runs:
         series = series_by_index.get(entry.index)
@@ -244,20 +251,13 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
             results.append(_objective_result(entry, series, objective, unit))
         else:
             results.append(_plain_result(entry, series, goodput, unit))
-    return MatrixComparison(folder, record, comparison, results, basis, unit)
+    return MatrixComparison(folder, record, comparison, results, basis, unit, ranked_at,
+                            none_reason)
 
 
 def reasons(matrix: MatrixComparison) -> list[str]:
     """Why each variant ranks as it does (or not at all), one line each."""
     return [f"{r.entry.index} {r.label}: {r.reason}" for r in matrix.results]
-
-
-def _where_ranked(matrix: MatrixComparison) -> str:
-    if matrix.record.objective:
-        return f"at the best level meeting {matrix.basis}"
-    if matrix.unit == "req/s":
-        return "at the level with the most goodput (bench.slo)"
-    return "at each variant's peak (no objective given)"
 
 
 def matrix_table(matrix: MatrixComparison) -> TableData:
@@ -271,7 +271,7 @@ def matrix_table(matrix: MatrixComparison) -> TableData:
         columns.append(Column("tok/J", "right", priority=1))
     table = TableData(f"Matrix {matrix.record.plan}: {matrix.basis}", columns,
                       caption=f"Variants labelled by the values that vary; ranked by "
-                              f"{matrix.unit} {_where_ranked(matrix)}.")
+                              f"{matrix.unit} {matrix.ranked_at}.")
     best = matrix.best
     for result in matrix.results:
         peak = result.series.peak if result.series else None
