@@ -92,7 +92,6 @@ class NodeWatch:
         outcome.steps.append(step)
         emit(PhaseEvent(self.host, phase="node", status="failed", message=why))
 
-
     def _watch_forming(self, transport: Transport, head: str, rays: list[ServiceStep]) -> None:
         """Until the group formed or the head's run ended: a Ray node of this worker that
         died is reported to the gate (the run's own failure is said after the head's)."""
