@@ -13,7 +13,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from orchestrator.engines.vllm import BUILD_PATTERN as VLLM_BUILDS
 from orchestrator.errors import ProbeError
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command
@@ -32,7 +31,9 @@ class ProbeRequest:
     interpreter: str | None = None  # where is it on the host's PATH (to create the venv)?
     record: list[str] = field(default_factory=list)
     verify_all: bool = False  # hash every RECORD file, ignoring the host's stat cache
-    vllm: bool = False  # the installed vLLM's version and flag names (parsers, backends)
+    # The engine's builds (Engine.builds, a regex of distributions): the installed one's
+    # version and flag names (parsers, backends).
+    vllm: str | None = None
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
     guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # command -> creates/unless
@@ -62,7 +63,7 @@ class ProbeRequest:
             "interpreter": self.interpreter,
             "record": self.record,
             "verify_all": self.verify_all,
-            "vllm": VLLM_BUILDS if self.vllm else None,
+            "vllm": self.vllm,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
             "guards": self.guards,

@@ -5,7 +5,8 @@ interval during it, and the server-side throughput as a cross-check of the clien
 on the event loop that stamps token arrivals) and keeps only the raw lines of the names
 below; parsing waits until the level is over. It fills the level's `server_metrics`. The server's own counters are read where it has them: vLLM's `vllm:` names and
 llama.cpp's `llamacpp:` names (llama-server --metrics); a server with neither is said to
-have none (`source: none`), never taken for one that counted nothing.
+have none (`source: none`), never taken for one that counted nothing. Which names carry what
+is each engine's to say (`Engine.metrics`, engines/*).
 """
 
 from __future__ import annotations
@@ -15,25 +16,34 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar
 
 import httpx
 
 from orchestrator.bench.samplers import Snapshot
+from orchestrator.engines import metric_names
 
-GAUGES = {
-    "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
-    "waiting": ("vllm:num_requests_waiting", "llamacpp:requests_deferred"),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",  # < vLLM 0.12
-                       "llamacpp:kv_cache_usage_ratio"),
-}
-COUNTERS = {
-    "generation_tokens": ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"),
-    "prompt_tokens": ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
-    "requests_finished": ("vllm:request_success_total",),
-    "preemptions": ("vllm:num_preemptions_total",),
-}
-_WANTED = tuple(sorted({name for names in (*GAUGES.values(), *COUNTERS.values()) for name in names}))
+# What a level reads of the server, by key; the names that carry each are the engines'
+# (engines/*: MetricNames), the first one a server exports wins.
+GAUGE_KEYS = ("running", "waiting", "kv_cache_usage")
+COUNTER_KEYS = ("generation_tokens", "prompt_tokens", "requests_finished", "preemptions")
+
+
+@cache
+def names_of(kind: str) -> dict[str, tuple[str, ...]]:
+    """`gauges` or `counters`: key -> every engine's names for it (read when first needed:
+    the engines' packages are imported on first use)."""
+    keys = GAUGE_KEYS if kind == "gauges" else COUNTER_KEYS
+    dialects = metric_names()
+    return {key: tuple(name for d in dialects for name in getattr(d, kind).get(key, ()))
+            for key in keys}
+
+
+def wanted_names() -> tuple[str, ...]:
+    """The metric names a scrape keeps (line prefixes)."""
+    return tuple(sorted({name for kind in ("gauges", "counters")
+                         for names in names_of(kind).values() for name in names}))
 
 
 def parse_samples(lines: Iterable[str]) -> dict[str, float]:
@@ -64,14 +74,14 @@ def parse_samples(lines: Iterable[str]) -> dict[str, float]:
 
 
 def _gauge(snapshot: Snapshot, key: str) -> float | None:
-    for name in GAUGES[key]:
+    for name in names_of("gauges")[key]:
         if name in snapshot.values:
             return snapshot.values[name]
     return None
 
 
 def _counter(snapshot: Snapshot, key: str) -> float | None:
-    for name in COUNTERS[key]:
+    for name in names_of("counters")[key]:
         if name in snapshot.values:
             return snapshot.values[name]
     return None
@@ -82,14 +92,14 @@ def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
     if not snapshots:
         return {"scrapes": 0, "source": "none"}
     out: dict[str, Any] = {"scrapes": len(snapshots), "source": source_of(snapshots)}
-    for key in GAUGES:
+    for key in GAUGE_KEYS:
         values = [v for v in (_gauge(s, key) for s in snapshots) if v is not None]
         if values:
             out[f"max_{key}"] = max(values)
             out[f"mean_{key}"] = sum(values) / len(values)
     first, last = snapshots[0], snapshots[-1]
     span = last.t_s - first.t_s
-    for key in COUNTERS:
+    for key in COUNTER_KEYS:
         a, b = _counter(first, key), _counter(last, key)
         if a is not None and b is not None:
             out[f"delta_{key}"] = b - a
@@ -100,7 +110,7 @@ def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
     out["timeline"] = [
         {
             "t_s": round(s.t_s, 3),
-            **{k: v for k in GAUGES if (v := _gauge(s, k)) is not None},
+            **{k: v for k in GAUGE_KEYS if (v := _gauge(s, k)) is not None},
             **{k: v for k in ("generation_tokens",) if (v := _counter(s, k)) is not None},
         }
         for s in snapshots
@@ -109,9 +119,10 @@ def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
 
 
 def source_of(snapshots: Sequence[Snapshot]) -> str:
-    """Whose counters the server exports: `vllm`, `llamacpp`, or `none` (no known name)."""
+    """Whose counters the server exports (an engine's metric prefix: `vllm`, `llamacpp`, ...),
+    or `none` (no known name)."""
     names = {name for s in snapshots for name in s.values}
-    for prefix in ("vllm", "llamacpp"):
+    for prefix in (d.prefix for d in metric_names()):
         if any(name.startswith(prefix + ":") for name in names):
             return prefix
     return "none"
@@ -142,7 +153,7 @@ class Scraper:
     url: str
     interval: float | None
     headers: Mapping[str, str] = field(default_factory=dict)
-    wanted: tuple[str, ...] = _WANTED  # the metric names kept (line prefixes)
+    wanted: tuple[str, ...] = field(default_factory=wanted_names)  # the names kept
     block: ClassVar[str] = "server_metrics"
     repeat_keys: ClassVar[tuple[str, ...]] = ("server_output_throughput",)
     origin_ns: int = 0

@@ -51,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.apply import ApplyOptions, execute
+    from orchestrator.apply.run import ApplyOptions, execute
 
     limit = limit_hosts(args)
     options = ApplyOptions(
@@ -74,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
     if (options.plan is None) == (options.locked is None):
         args.parser.error("give a PLAN, or --locked RUN_FOLDER (which holds its plan)")
     if options.plan is not None:
-        from orchestrator.plan.matrix import load_matrix
+        from orchestrator.matrix.expand import load_matrix
 
         matrix = load_matrix(options.plan, options.overlays, options.sets)
         if matrix is not None:
-            from orchestrator.matrix_run import apply_matrix, plan_matrix
+            from orchestrator.matrix.run import apply_matrix, plan_matrix
 
             if options.check:
                 return plan_matrix(matrix, options, limit=args.limit_variants)

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from orchestrator.commands.init_plan import InitSpec, Target
     from orchestrator.errors import PlanError
-    from orchestrator.init_plan import InitSpec, Target
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ def _gpus(text: str) -> int:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from orchestrator.init_plan import VLLM_VERSION  # configured only when init runs
+    from orchestrator.commands.init_plan import VLLM_VERSION  # configured only when init runs
 
     parser.add_argument(
         "name", nargs="?", metavar="NAME",
@@ -93,7 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator import init_plan as ip
+    from orchestrator.commands import init_plan as ip
     from orchestrator.console import make_console
     from orchestrator.runs.layout import refuse_inside_run
 
@@ -127,8 +127,8 @@ class _Asker:
             choices: list[str] | None = None) -> T:
         from rich.prompt import Prompt
 
+        from orchestrator.commands.init_plan import BadValue
         from orchestrator.errors import OrchError
-        from orchestrator.init_plan import BadValue
 
         while True:
             try:
@@ -145,7 +145,7 @@ class _Asker:
 
 def _spec(args: argparse.Namespace, asker: _Asker | None, origins: dict[str, str]) -> InitSpec:
     """The InitSpec from the flags, asking for what they leave out when `asker` is given."""
-    from orchestrator import init_plan as ip
+    from orchestrator.commands import init_plan as ip
 
     # Every flag is checked before the first question: a bad one is not found after answers.
     name = None if args.name is None else ip.plan_name(args.name)
@@ -208,7 +208,7 @@ def _connection(args: argparse.Namespace, target: Target, origins: dict[str, str
     """--user and --port merged into the parsed --host; SSH settings need an SSH host."""
     from dataclasses import replace
 
-    from orchestrator import init_plan as ip
+    from orchestrator.commands import init_plan as ip
 
     ssh_flags = {"user": args.user, "port": args.port, "identity_file": args.identity_file,
                  "jump": args.jump}
@@ -230,7 +230,7 @@ def _connection(args: argparse.Namespace, target: Target, origins: dict[str, str
 
 
 def _engine(text: str) -> bool:
-    from orchestrator.init_plan import BadValue
+    from orchestrator.commands.init_plan import BadValue
 
     if text.lower() not in ("sim", "vllm"):
         raise BadValue("sim", "answer sim or vllm")
@@ -238,7 +238,7 @@ def _engine(text: str) -> bool:
 
 
 def _gpu_answer(text: str) -> int:
-    from orchestrator.init_plan import BadValue
+    from orchestrator.commands.init_plan import BadValue
 
     try:
         return _gpus(text)
@@ -247,7 +247,7 @@ def _gpu_answer(text: str) -> int:
 
 
 def _jump(text: str) -> str:
-    from orchestrator.init_plan import parse_target
+    from orchestrator.commands.init_plan import parse_target
 
     parse_target(text, "jump", allow_local=False)  # the same grammar as --host; kept as written
     return text.strip()
@@ -258,7 +258,7 @@ def _jump(text: str) -> str:
 def _write(spec: InitSpec, directory: Path, *, force: bool) -> list[tuple[Path, bool]]:
     """Validate, then put both files in place; (path, overwritten) for each. On any failure
     nothing is left behind: no temporary file, no directory this call created."""
-    from orchestrator import init_plan as ip
+    from orchestrator.commands import init_plan as ip
     from orchestrator.errors import OrchError
 
     texts = {directory / "plans" / f"{spec.name}.yaml": ip.render_plan(spec),
@@ -351,8 +351,8 @@ def _remove(path: Path) -> None:
 def _validate(spec: InitSpec, plan_file: Path, inventory_file: Path) -> None:
     """Load both files as `orch plan` would: a complaint about a value from the command line
     becomes a BadValue naming it; one about our own text is a bug, said as such."""
-    from orchestrator import init_plan as ip
-    from orchestrator.compile import check
+    from orchestrator.apply.compile import check
+    from orchestrator.commands import init_plan as ip
     from orchestrator.errors import InventoryError, PlanError
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
@@ -377,7 +377,7 @@ def _validate(spec: InitSpec, plan_file: Path, inventory_file: Path) -> None:
 
 
 def _blame(error: PlanError, attr: str | None, document: str) -> Exception:
-    from orchestrator.init_plan import BadValue
+    from orchestrator.commands.init_plan import BadValue
 
     if attr is None:
         return _bug(error)

@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     limit = limit_hosts(args)
     if args.service_command == "restart":
-        from orchestrator.apply import ApplyOptions, execute
+        from orchestrator.apply.run import ApplyOptions, execute
 
         return execute(ApplyOptions(
             plan=args.plan, inventory=args.inventory, overlays=list(args.overlay),
@@ -134,7 +134,7 @@ def _targets(plan: Plan, every: list[str], hosts: list[str], action: str,
 def kernel_lines(rows: list[ServiceStatus]) -> list[tuple[str, bool]]:
     """Under the table: the kernels each running server's start-up chose (its startup.json on
     the host), and each fallback vLLM warned about (True: a warning)."""
-    from orchestrator.engines.vllm_kernels import describe, fallbacks_of, short_fallback
+    from orchestrator.engines.kernels import describe, fallbacks_of, short_fallback
 
     lines: list[tuple[str, bool]] = []
     for row in rows:

@@ -32,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.compile import check
+    from orchestrator.apply.compile import check
     from orchestrator.console import shown
     from orchestrator.errors import PlanError
     from orchestrator.masking import mask

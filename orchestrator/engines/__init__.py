@@ -1,14 +1,63 @@
-"""The engines orch can launch, by the name a plan's `service.engine` gives (engines/base.py
-says what an engine is; docs/concepts.md how to add one)."""
+"""The engines orch knows, by the name a plan's `service.engine` gives (engines/base.py says
+what an engine is; docs/concepts.md how to add one).
+
+An engine's package is imported on first use, not here: the packages read plans and host
+facts (their preflight rules), and the plan model asks this registry for its `engine:`
+choices, so the names must be known without importing them.
+"""
 
 from __future__ import annotations
 
-from orchestrator.engines import sim, vllm
-from orchestrator.engines.base import Engine
+import importlib
+from functools import cache
 
-ENGINES: dict[str, Engine] = {engine.name: engine for engine in (vllm.ENGINE, sim.ENGINE)}
+from orchestrator.engines.base import Engine, MetricNames
+
+# One line per engine a plan can launch: its name -> its package under engines/.
+LAUNCHABLE: dict[str, str] = {
+    "vllm": "vllm",
+    "sim": "sim",
+}
+# Servers orch benchmarks (`orch bench URL`) but does not launch: a package with their
+# /metrics names (METRICS) only.
+MEASURED: tuple[str, ...] = ("llama",)
 
 
 def engine(name: str) -> Engine:
-    """The engine of that name (the plan's model admits only registered names)."""
-    return ENGINES[name]
+    """The engine of that name (the plan's model admits only launchable names)."""
+    return _engines()[name]
+
+
+def known(name: str) -> Engine | None:
+    """The engine of that name, or None (a run folder's record may name anything)."""
+    return _engines().get(name)
+
+
+def all_engines() -> tuple[Engine, ...]:
+    return tuple(_engines().values())
+
+
+def metric_names() -> tuple[MetricNames, ...]:
+    """Every known server's /metrics names, launchable engines first: a server found by URL
+    is read by whichever names it exports."""
+    seen: dict[str, MetricNames] = {}
+    for names in (*(found.metrics for found in all_engines()), *_measured()):
+        seen.setdefault(names.prefix, names)
+    return tuple(seen.values())
+
+
+@cache
+def _engines() -> dict[str, Engine]:
+    found: dict[str, Engine] = {}
+    for name, package in LAUNCHABLE.items():
+        value = importlib.import_module(f"{__name__}.{package}").ENGINE
+        assert isinstance(value, Engine) and value.name == name, f"engines/{package}: ENGINE"
+        found[name] = value
+    return found
+
+
+@cache
+def _measured() -> tuple[MetricNames, ...]:
+    found = [importlib.import_module(f"{__name__}.{package}").METRICS for package in MEASURED]
+    assert all(isinstance(names, MetricNames) for names in found)
+    return tuple(found)

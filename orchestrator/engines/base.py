@@ -1,38 +1,99 @@
 """What orch must know of a model server engine, in one small interface.
 
 An engine is a value (`Engine`), not a class hierarchy: its launch, the flags a plan may not
-set through `service.args` (they have their own fields), how it is stopped, whether it runs
-on GPUs, whether the probe reads an installed vLLM for it, and what its log says (crash
-signatures; start-up phases and kernels are read from vLLM's lines, which the simulator
-prints too: engines/vllm_phases.py, engines/vllm_kernels.py). One module per engine
-(`engines/vllm.py`, `engines/sim.py`) builds one; `engines/__init__.py` is the registry the
-plan's `engine:` choices come from. Nothing outside the engine modules asks `engine == ...`.
+set through `service.args` (they have their own fields), its API-key variable, how it is
+stopped, whether it runs on GPUs, what its log says (start-up phases and kernels, crash
+signatures), the names of its /metrics, and its own preflight rules. One package per engine
+(`engines/vllm/`, `engines/sim/`, ...) builds one as `ENGINE`; `engines/__init__.py` is the
+registry the plan's `engine:` choices come from. Nothing outside `engines/` imports an
+engine's package or asks `engine == ...`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.engines.signatures import Signature
+
+if TYPE_CHECKING:  # types only: the engines' packages sit above the plan and the facts
+    from orchestrator.plan.models import Plan, ServiceSpec
+    from orchestrator.probe import Facts
+    from orchestrator.steps.base import Finding
 
 StopSignal = Literal["SIGINT", "SIGTERM"]
 # (model, venv bin directory, the plan's pins: canonical name -> version) -> argv
 LaunchArgv = Callable[[str, str, Mapping[str, str]], list[str]]
 
 
+class StartupStatus(Protocol):
+    """Where a start-up is, for a live line and for the readiness wait."""
+
+    @property
+    def label(self) -> str: ...  # the phase in words ("loading weights")
+
+    @property
+    def progress(self) -> str | None: ...  # "3/119 shards (3%)"
+
+    @property
+    def total_s(self) -> float: ...  # since launch
+
+    @property
+    def api_up(self) -> bool: ...  # its HTTP API is listening (a silent one is hung)
+
+    @property
+    def ready(self) -> bool: ...
+
+
+class StartupReader(Protocol):
+    """Reads a server's log while it starts: its phases, and what it said of itself (`facts`:
+    the kernels it chose, its KV cache size, ...)."""
+
+    facts: dict[str, Any]
+
+    @property
+    def ready(self) -> bool: ...
+
+    def feed_text(self, chunk: str, now: float) -> None: ...
+
+    def feed(self, lines: Iterable[str], now: float) -> None: ...
+
+    def current(self, now: float | None = None) -> StartupStatus | None: ...
+
+    def summary(self) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """The server's /metrics names for what a level samples: key -> the names that carry it,
+    the first one present wins (an older release's name after the current one)."""
+
+    prefix: str  # `vllm` for `vllm:...`: says whose counters a server exports
+    gauges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # running, waiting, kv_cache_usage
+    counters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # generation_tokens, ...
+
+
+def no_preflight(plan: Plan, facts: Facts) -> list[Finding]:
+    return []
+
+
 @dataclass(frozen=True)
 class Engine:
     name: str
     summary: str  # one line, for the plan reference
+    display: str  # what a person calls it in a sentence ("vLLM")
     launch_argv: LaunchArgv
+    metrics: MetricNames
+    startup: Callable[[float | None], StartupReader]  # a reader of one start-up's log
     reserved_flags: Mapping[str, str] = field(default_factory=dict)  # flag -> its plan field
+    own_flags: Callable[[ServiceSpec], list[str]] | None = None  # from its own plan section
     api_key_env: str = "VLLM_API_KEY"
     stop_signal: StopSignal = "SIGINT"
-    simulated: bool = False
+    simulated: bool = False  # runs from the orch wheel; its figures are model time
     uses_gpus: bool = True  # preflight counts GPUs; a multi-node gate checks them
-    reads_vllm: bool = True  # the probe reads the installed vLLM (version, names, flags)
-    # what its log says: why the server died (engines/signatures.py); its start-up phases
-    # are read by engines/vllm_phases.py's tracker, whose lines the simulator prints too
-    signatures: Sequence[Signature] = ()
+    # The distributions (a regex of canonical names) whose installed package the probe reads
+    # (version, parser names, flags); None: the probe reads none.
+    builds: str | None = None
+    signatures: Sequence[Signature] = ()  # why it died, from its log (engines/signatures.py)
+    preflight: Callable[[Plan, Facts], list[Finding]] = no_preflight  # its own rules

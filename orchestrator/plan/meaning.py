@@ -6,7 +6,7 @@ plan/models.py) and read back from the model, instead of lists kept beside it:
 - HOST_VARS: a part of the plan that reaches one host and may differ per host, where
   `${host.NAME}` may stand (plan/host_vars.py);
 - makes_step("python"): the host step a section converges (compile.py builds the steps; the
-  sections an install depends on are read from here: `sections_of`, used by plan/matrix.py).
+  sections an install depends on are read from here: `sections_of`, used by matrix/expand.py).
 """
 
 from __future__ import annotations

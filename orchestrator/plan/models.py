@@ -11,7 +11,7 @@ controller's environment at run time; the plan object keeps the reference, never
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -23,9 +23,10 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.engines import LAUNCHABLE
+from orchestrator.matrix.spec import Matrix
 from orchestrator.metrics import DEFAULT_PERCENTILES
 from orchestrator.names import check_name
-from orchestrator.plan.matrix_spec import Matrix
 from orchestrator.plan.meaning import CONTROLLER_PATH, HOST_VARS, makes_step
 
 
@@ -61,6 +62,11 @@ def parse_duration(value: Any) -> float:
 
 # The JSON Schema accepts the written forms ("30m") as well as seconds.
 Duration = Annotated[float, BeforeValidator(parse_duration, json_schema_input_type=float | str)]
+
+if TYPE_CHECKING:
+    EngineName = str
+else:  # the registry's names, as a Literal: validation, the schema and the docs read it
+    EngineName = Literal[tuple(LAUNCHABLE)]
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
 
@@ -372,7 +378,8 @@ class Nodes(StrictModel):
 class ServiceSpec(StrictModel):
     """The model server: how it is launched and supervised."""
 
-    engine: Literal["vllm", "sim"] = Field("vllm", description="`vllm serve`, or the simulator.")
+    engine: EngineName = Field("vllm", description="The server to launch: `vllm serve`, the "
+                               "simulator, ... (the registered engines, engines/__init__.py).")
     model: str = Field(description="Model id or local path passed to `vllm serve`.")
     served_model_name: str | list[str] | None = Field(
         None, description="Name(s) clients use; the first is the one responses report."

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.plan.models import Plan
 from orchestrator.probe import Facts, program_source
-from orchestrator.runner import HostOutcome
 from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator import local_files
-from orchestrator.engines.vllm_kernels import fallbacks_of, short_fallback
+from orchestrator.engines.kernels import fallbacks_of, short_fallback
 from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
@@ -87,7 +87,7 @@ def _prompt_message(series: Sequence[Series]) -> str | None:
     return f"the prompt differs ({', '.join(shown)}): a different prompt is different work"
 
 
-# The kernel choices of a start-up (engines/vllm_kernels.py) that make two runs different.
+# The kernel choices of a start-up (engines/vllm/kernels.py) that make two runs different.
 KERNEL_CHOICES = {"attention": "the attention backend", "moe": "the MoE backend",
                   "linear": "the linear (GEMM) kernel choice", "kv_cache_dtype": "the KV cache dtype"}
 
@@ -112,7 +112,7 @@ def _packages(s: Series) -> dict[str, str]:
 
 
 def kernels_of(s: Series) -> dict[str, Any]:
-    """The kernels the run's start-up chose (startup.json's facts, engines/vllm_kernels.py);
+    """The kernels the run's start-up chose (startup.json's facts, engines/vllm/kernels.py);
     empty when the server was already running or the run predates them."""
     path = RunLayout(s.run.path).host(s.host.name).startup
     try:

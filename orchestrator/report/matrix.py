@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator import matrix_record as records
 from orchestrator.bench.level_metrics import slo_is_set
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix_record import MatrixRecord, VariantEntry
-from orchestrator.plan.objective import Objective, parse_objective
+from orchestrator.matrix import record as records
+from orchestrator.matrix.objective import Objective, parse_objective
+from orchestrator.matrix.record import MatrixRecord, VariantEntry
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import read_distributions

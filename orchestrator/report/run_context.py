@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator import local_files
-from orchestrator.engines.vllm_kernels import describe_graphs, fallbacks_of, short_fallback
+from orchestrator.engines.kernels import describe_graphs, fallbacks_of, short_fallback
 from orchestrator.plan.models import canonical_name
 from orchestrator.report.comparability import environment_of, kernels_of
 from orchestrator.report.comparison import Comparison

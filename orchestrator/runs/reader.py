@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator import local_files
-from orchestrator.engines import ENGINES
+from orchestrator.engines import known
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import BenchLayout, RunLayout
@@ -100,7 +100,7 @@ class RunData:
             return True
         if self.meta.simulated is not None:
             return self.meta.simulated
-        engine = ENGINES.get(self.engine or "")
+        engine = known(self.engine or "")
         return engine is not None and engine.simulated
 
     @property

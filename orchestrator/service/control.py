@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.engines.vllm_kernels import FALLBACK_FIX, fallbacks_of
-from orchestrator.engines.vllm_kernels import describe as describe_kernels
+from orchestrator.apply.lock import Holder, service_lock_path
+from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
+from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.inventory import Inventory
-from orchestrator.lock import Holder, service_lock_path
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
 from orchestrator.probe import Facts, ProbeRequest, Process, ServiceFacts, probe
@@ -104,6 +104,7 @@ def ready(
         base_url=base_url, model=model, api_key=api_key,
         relaunch=lambda: relaunch(transport, step),
         max_restarts=plan.service.restart.max_restarts, emit=emit,
+        engine_name=plan.service.engine,
     )
     # Kept on the host, so the next `orch plan` can say what a restart would cost.
     took = Startup(seconds=round(readiness.seconds, 1), restarts=readiness.restarts,

@@ -1,4 +1,4 @@
-"""Why did the server die? Its engine's crash signatures (engines/vllm_signatures.py for vLLM
+"""Why did the server die? Its engine's crash signatures (engines/vllm/signatures.py for vLLM
 and the simulator, which prints vLLM's texts) found in its log, with the fix in plan terms;
 `tail` is what to show when nothing is recognised."""
 

@@ -4,8 +4,9 @@
 backends (systemd unit, detached process) start verbatim, so what runs never depends on the
 backend. Two rules hold by construction:
 
-- no secret ever reaches the command line: the API key travels as `VLLM_API_KEY` (vLLM and the
-  simulator both read it) and a `${env:NAME}` reference anywhere in the argv is a plan error;
+- no secret ever reaches the command line: the API key travels in the engine's variable
+  (`Engine.api_key_env`: `VLLM_API_KEY` for vLLM and the simulator) and a `${env:NAME}`
+  reference anywhere in the argv is a plan error;
 - the spec keeps secret references as `${env:NAME}`; only `render_env_file` substitutes the
   values, into the text of a mode-0600 environment file.
 
@@ -27,15 +28,14 @@ from dataclasses import dataclass, field
 
 from orchestrator import masking
 from orchestrator.engines import engine
-from orchestrator.engines.vllm import ENGINE as VLLM
 from orchestrator.errors import PlanError, SecretError
 from orchestrator.plan.models import ArgValue, Plan, ServiceSpec
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.transport.command import quote_env_value
 
-API_KEY_ENV = VLLM.api_key_env
-# Names whose values are secret even when the plan writes them literally.
-_ALWAYS_SECRET = frozenset({API_KEY_ENV, "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
+# Names whose values are secret even when the plan writes them literally (and the engine's
+# API-key variable).
+_ALWAYS_SECRET = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 _HASH_FORMAT = "orch-launch/1"
 
 
@@ -78,11 +78,11 @@ def render_launch(plan: Plan, *, venv_bin: str, workdir: str | None = None) -> L
     argv = chosen.launch_argv(service.model, venv_bin, plan.install.pins())
     argv += _service_flags(service)
     argv += _args_flags(service.args, chosen.reserved_flags)
-    if chosen.simulated:
-        argv += _sim_flags(service)
+    if chosen.own_flags is not None:
+        argv += chosen.own_flags(service)
     argv += list(service.extra_args)
-    _reject_secrets_in_argv(service)
-    env, secret_names = _environment(plan, service)
+    _reject_secrets_in_argv(service, chosen.api_key_env)
+    env, secret_names = _environment(plan, service, chosen.api_key_env)
     return LaunchSpec(
         engine=service.engine,
         model=service.model,
@@ -144,24 +144,7 @@ def _scalar(value: object) -> str:
     return str(value)
 
 
-def _sim_flags(service: ServiceSpec) -> list[str]:
-    sim = service.sim
-    out = ["--profile", sim.profile, "--time-scale", _scalar(sim.time_scale)]
-    optional: list[tuple[str, object]] = [
-        ("--startup-time-scale", sim.startup_time_scale),
-        ("--vllm-version", sim.vllm_version),
-        ("--fail-at-startup", sim.fail_at_startup),
-        ("--crash-after-requests", sim.crash_after_requests),
-        ("--hang-after-requests", sim.hang_after_requests),
-        ("--slow-start", sim.slow_start),
-    ]
-    for flag, value in optional:
-        if value is not None:
-            out += [flag, _scalar(value)]
-    return out
-
-
-def _reject_secrets_in_argv(service: ServiceSpec) -> None:
+def _reject_secrets_in_argv(service: ServiceSpec, api_key_env: str) -> None:
     places: list[tuple[str, str]] = [("service.model", service.model)]
     places += [(f"service.args.{k}", json.dumps(v)) for k, v in service.args.items()]
     places += [(f"service.extra_args[{i}]", a) for i, a in enumerate(service.extra_args)]
@@ -179,23 +162,25 @@ def _reject_secrets_in_argv(service: ServiceSpec) -> None:
             raise PlanError(
                 "the API key must not be a command-line argument",
                 field=f"service.extra_args[{i}]",
-                expected="service.api_key: ${env:NAME} (passed as VLLM_API_KEY)",
+                expected=f"service.api_key: ${{env:NAME}} (passed as {api_key_env})",
             )
 
 
-def _environment(plan: Plan, service: ServiceSpec) -> tuple[dict[str, str], frozenset[str]]:
+def _environment(plan: Plan, service: ServiceSpec,
+                 api_key_env: str) -> tuple[dict[str, str], frozenset[str]]:
     env = dict(plan.env)
     if service.api_key is not None:
-        if API_KEY_ENV in env and env[API_KEY_ENV] != service.api_key:
+        if api_key_env in env and env[api_key_env] != service.api_key:
             raise PlanError(
-                f"{API_KEY_ENV} is set both in env: and as service.api_key",
-                field=f"env.{API_KEY_ENV}",
+                f"{api_key_env} is set both in env: and as service.api_key",
+                field=f"env.{api_key_env}",
                 expected="one of the two",
             )
-        env[API_KEY_ENV] = service.api_key
+        env[api_key_env] = service.api_key
     # Log lines must reach the file as they happen, or the phases would show late.
     env.setdefault("PYTHONUNBUFFERED", "1")
-    secret = frozenset(n for n, v in env.items() if n in _ALWAYS_SECRET or SECRET_REF.search(v))
+    secret = frozenset(n for n, v in env.items()
+                       if n in _ALWAYS_SECRET or n == api_key_env or SECRET_REF.search(v))
     return env, secret
 
 

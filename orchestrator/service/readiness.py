@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.engines.vllm_phases import PhaseTracker
+from orchestrator.engines import engine
+from orchestrator.engines.base import Engine, StartupReader, StartupStatus
 from orchestrator.errors import CrashLoop, ServiceError, ServiceHung, StartupFailed, StartupTimeout
 from orchestrator.events import Emit, PhaseEvent
 from orchestrator.plan.models import Health
@@ -94,104 +95,154 @@ def wait_ready(
     relaunch: Callable[[], None],
     max_restarts: int,
     emit: Emit,
+    engine_name: str = "vllm",
 ) -> Readiness:
-    started = time.monotonic()
-    deadline = started + health.startup_timeout
-    tracker = PhaseTracker(origin=time.time())
-    offset, log, restarts, last_label, last_emit = 0, "", 0, "", 0.0
-    frozen = silent = refused = 0  # polls in a row that found it stopped, or silent since its API came up
-    decoder = _decoder()
+    """Poll until the server answers a chat, dies for a known cause, or the deadline passes."""
+    watch = _Watch(transport, backend, paths, health, engine(engine_name), emit)
     with ServerClient(base_url, api_key=api_key, timeout=health.request_timeout) as client:
         while True:
-            result = transport.run(watch_command(backend, paths, offset), check=False, timeout=60)
-            state, chunk = parse_watch(result.stdout)
-            offset += len(chunk)
-            new = decoder.decode(chunk)
-            log += new
-            now = time.time()
-            tracker.feed_text(new, now)
-            status = tracker.current(now)
-            if status is not None:
-                shown = f"{status.label}, {status.progress}" if status.progress else status.label
-                # A new phase at once; progress within a phase at most every PROGRESS_EVERY;
-                # and a heartbeat, so a 7-minute weight load is never silent.
-                moved = shown != last_label and (
-                    status.label not in last_label or now - last_emit >= PROGRESS_EVERY)
-                if moved or now - last_emit >= HEARTBEAT_EVERY:
-                    last_label, last_emit = shown, now
-                    emit(PhaseEvent(transport.host, phase="startup", status="running",
-                                    message=f"{shown} ({status.total_s:.1f}s since launch)"))
-            if state.startswith("frozen"):
-                frozen += 1
-                if frozen >= FROZEN_POLLS:
-                    pid = state.partition(" ")[2] or "?"
-                    raise failure(ServiceHung,
-                                  f"{transport.host}: the server process {pid} is stopped (state T:"
-                                  f" SIGSTOP or a debugger) and cannot answer; `kill -CONT {pid}` "
-                                  "on the host resumes it", [], log)
+            status = watch.read_log()
+            if watch.frozen(status):
                 time.sleep(health.poll_interval)
                 continue
-            frozen = 0
-            if state == "stopped":
-                raise StartupFailed(
-                    f"{transport.host}: the server was stopped (orch stop) during start-up; "
-                    "not relaunching it"
-                )
-            if state != "alive":
-                diagnoses = diagnose(log)
-                known = [d for d in diagnoses if d.level == "error"]
-                phase = status.label if status else "launch"
-                if known:
-                    raise failure(StartupFailed,
-                                  f"{transport.host}: the server died during start-up ({phase})",
-                                  diagnoses, log)
-                if restarts >= max_restarts:
-                    raise failure(CrashLoop,
-                                  f"{transport.host}: the server died {restarts + 1} times during "
-                                  f"start-up (service.restart.max_restarts: {max_restarts}); "
-                                  "not relaunching", diagnoses, log)
-                restarts += 1
-                emit(PhaseEvent(transport.host, phase="startup", status="changed",
-                                message=f"died without a known cause; relaunch {restarts}/{max_restarts}"))
+            if watch.died(status, max_restarts):
                 relaunch()
-                offset, log, last_label = 0, "", ""
-                decoder = _decoder()
-                tracker = PhaseTracker(origin=time.time())
+                watch.restart()
                 continue
             ready, missing = client.ready(model)
-            api_up = status is not None and status.name in ("api_server", "ready")
-            silent = silent + 1 if api_up and missing in _TIMEOUTS else 0
-            # Up, listing the model, and refusing a chat (4xx) poll after poll: waiting longer
-            # changes nothing (e.g. a model folder without a tokenizer or chat template).
-            refused = refused + 1 if api_up and missing.startswith(CHAT_REFUSED) else 0
-            if refused >= REFUSED_POLLS:
-                raise failure(StartupFailed,
-                              f"{transport.host}: the server is up but refuses a one-token chat "
-                              f"completion ({refused} checks in a row): {missing}",
-                              diagnose(log + "\n" + missing), log)
-            if silent >= SILENT_POLLS:
-                raise failure(ServiceHung,
-                              f"{transport.host}: the server's API came up, then stopped answering "
-                              f"({silent} checks in a row timed out after "
-                              f"{health.request_timeout:g} s each; the process is alive)",
-                              diagnose(log), log)
+            watch.check_answers(status, missing)
             if ready:
-                if status is None or status.name != "ready":
-                    # It came up between this poll's log read and its health check: the lines
-                    # since (its last phases, vLLM's own figures) belong in the record too.
-                    rest = transport.run(watch_command(backend, paths, offset), check=False,
-                                         timeout=60)
-                    new = decoder.decode(parse_watch(rest.stdout)[1])
-                    log += new
-                    tracker.feed_text(new, time.time())
-                return Readiness(
-                    seconds=time.monotonic() - started, phases=tracker.summary(),
-                    restarts=restarts, log=log, facts=dict(tracker.facts),
-                )
-            if time.monotonic() >= deadline:
-                phase = status.label if status else "launch"
-                raise failure(StartupTimeout,
-                              f"{transport.host}: not ready after {health.startup_timeout:g} s "
-                              f"(health.startup_timeout); last phase: {phase}; last check: {missing}",
-                              diagnose(log), log)
-            time.sleep(min(health.poll_interval, max(0.0, deadline - time.monotonic())))
+                return watch.finish(status)
+            watch.check_deadline(status, missing)
+            time.sleep(min(health.poll_interval, max(0.0, watch.deadline - time.monotonic())))
+
+
+class _Watch:
+    """One start-up being watched: its log read so far, the engine's reader of it, and the
+    counts of polls in a row that found it stopped, silent or refusing."""
+
+    def __init__(self, transport: Transport, backend: Backend, paths: ServicePaths,
+                 health: Health, chosen: Engine, emit: Emit) -> None:
+        self.transport, self.backend, self.paths = transport, backend, paths
+        self.health, self.engine, self.emit = health, chosen, emit
+        self.started = time.monotonic()
+        self.deadline = self.started + health.startup_timeout
+        self.restarts = 0
+        self.frozen_polls = self.silent = self.refused = 0
+        self.restart()
+        self.restarts = 0
+
+    @property
+    def host(self) -> str:
+        return self.transport.host
+
+    def restart(self) -> None:
+        """A relaunched server: its log and reader start over."""
+        self.restarts += 1
+        self.offset, self.log, self.last_label, self.last_emit = 0, "", "", 0.0
+        self.decoder = _decoder()
+        self.reader: StartupReader = self.engine.startup(time.time())
+
+    def diagnose(self, text: str) -> list[Diagnosis]:
+        return diagnose(text, self.engine.name)
+
+    def read_log(self) -> StartupStatus | None:
+        """One round trip: liveness and the new log bytes, fed to the reader."""
+        result = self.transport.run(watch_command(self.backend, self.paths, self.offset),
+                                    check=False, timeout=60)
+        self.state, chunk = parse_watch(result.stdout)
+        self.offset += len(chunk)
+        new = self.decoder.decode(chunk)
+        self.log += new
+        now = time.time()
+        self.reader.feed_text(new, now)
+        status = self.reader.current(now)
+        if status is not None:
+            self._show(status, now)
+        return status
+
+    def _show(self, status: StartupStatus, now: float) -> None:
+        shown = f"{status.label}, {status.progress}" if status.progress else status.label
+        # A new phase at once; progress within a phase at most every PROGRESS_EVERY; and a
+        # heartbeat, so a 7-minute weight load is never silent.
+        moved = shown != self.last_label and (
+            status.label not in self.last_label or now - self.last_emit >= PROGRESS_EVERY)
+        if moved or now - self.last_emit >= HEARTBEAT_EVERY:
+            self.last_label, self.last_emit = shown, now
+            self.emit(PhaseEvent(self.host, phase="startup", status="running",
+                                 message=f"{shown} ({status.total_s:.1f}s since launch)"))
+
+    def frozen(self, status: StartupStatus | None) -> bool:
+        """Stopped (state T): a wait; twice in a row, hung."""
+        if not self.state.startswith("frozen"):
+            self.frozen_polls = 0
+            return False
+        self.frozen_polls += 1
+        if self.frozen_polls >= FROZEN_POLLS:
+            pid = self.state.partition(" ")[2] or "?"
+            raise failure(ServiceHung,
+                          f"{self.host}: the server process {pid} is stopped (state T: SIGSTOP "
+                          f"or a debugger) and cannot answer; `kill -CONT {pid}` on the host "
+                          "resumes it", [], self.log)
+        return True
+
+    def died(self, status: StartupStatus | None, max_restarts: int) -> bool:
+        """Whether it died without a known cause and may be relaunched; a known cause, a spent
+        restart budget or `orch stop` end the wait."""
+        if self.state == "stopped":
+            raise StartupFailed(f"{self.host}: the server was stopped (orch stop) during "
+                                "start-up; not relaunching it")
+        if self.state == "alive":
+            return False
+        diagnoses = self.diagnose(self.log)
+        phase = status.label if status else "launch"
+        if any(d.level == "error" for d in diagnoses):
+            raise failure(StartupFailed, f"{self.host}: the server died during start-up ({phase})",
+                          diagnoses, self.log)
+        if self.restarts >= max_restarts:
+            raise failure(CrashLoop,
+                          f"{self.host}: the server died {self.restarts + 1} times during "
+                          f"start-up (service.restart.max_restarts: {max_restarts}); "
+                          "not relaunching", diagnoses, self.log)
+        self.emit(PhaseEvent(self.host, phase="startup", status="changed",
+                             message=f"died without a known cause; relaunch "
+                                     f"{self.restarts + 1}/{max_restarts}"))
+        return True
+
+    def check_answers(self, status: StartupStatus | None, missing: str) -> None:
+        """Up, then silent, or up and refusing a chat (4xx), poll after poll: waiting longer
+        changes nothing (e.g. a model folder without a tokenizer or chat template)."""
+        api_up = status is not None and status.api_up
+        self.silent = self.silent + 1 if api_up and missing in _TIMEOUTS else 0
+        self.refused = self.refused + 1 if api_up and missing.startswith(CHAT_REFUSED) else 0
+        if self.refused >= REFUSED_POLLS:
+            raise failure(StartupFailed,
+                          f"{self.host}: the server is up but refuses a one-token chat "
+                          f"completion ({self.refused} checks in a row): {missing}",
+                          self.diagnose(self.log + "\n" + missing), self.log)
+        if self.silent >= SILENT_POLLS:
+            raise failure(ServiceHung,
+                          f"{self.host}: the server's API came up, then stopped answering "
+                          f"({self.silent} checks in a row timed out after "
+                          f"{self.health.request_timeout:g} s each; the process is alive)",
+                          self.diagnose(self.log), self.log)
+
+    def finish(self, status: StartupStatus | None) -> Readiness:
+        if status is None or not status.ready:
+            # It came up between this poll's log read and its health check: the lines since
+            # (its last phases, the engine's own figures) belong in the record too.
+            rest = self.transport.run(watch_command(self.backend, self.paths, self.offset),
+                                      check=False, timeout=60)
+            new = self.decoder.decode(parse_watch(rest.stdout)[1])
+            self.log += new
+            self.reader.feed_text(new, time.time())
+        return Readiness(seconds=time.monotonic() - self.started, phases=self.reader.summary(),
+                         restarts=self.restarts, log=self.log, facts=dict(self.reader.facts))
+
+    def check_deadline(self, status: StartupStatus | None, missing: str) -> None:
+        if time.monotonic() >= self.deadline:
+            phase = status.label if status else "launch"
+            raise failure(StartupTimeout,
+                          f"{self.host}: not ready after {self.health.startup_timeout:g} s "
+                          f"(health.startup_timeout); last phase: {phase}; last check: {missing}",
+                          self.diagnose(self.log), self.log)

@@ -184,7 +184,7 @@ def last_startup_s(found: ServiceFacts | None) -> float | None:
 
 
 def last_kernels(found: ServiceFacts | None) -> dict[str, Any]:
-    """The kernels the running server's start-up chose (engines/vllm_kernels.py); empty when
+    """The kernels the running server's start-up chose (engines/vllm/kernels.py); empty when
     its start-up said nothing of them or orch did not start it."""
     startup = last_startup(found)
     kernels = startup.facts.get("kernels") if startup is not None else None
@@ -275,7 +275,7 @@ class ServiceStep(Step):
             return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)},
                                 service=server)
         return ProbeRequest(service=service_request(self.paths, self.service),
-                            vllm=engine(self.service.engine).reads_vllm)
+                            vllm=engine(self.service.engine).builds)
 
     def found(self, facts: Facts) -> ServiceFacts | None:
         return facts.units.get(self.unit) if self.unit is not None else facts.service

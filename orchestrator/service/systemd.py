@@ -66,7 +66,7 @@ def render_unit(
     if log_path is not None and not log_path.startswith("/"):
         raise PlanError(f"the service log path must be absolute, got {log_path!r}")
     output = f"append:{_escape_specifiers(log_path)}" if log_path else "journal"
-    what = {"sim": "the orch simulator", "ray": "a Ray node"}.get(spec.engine, "vLLM")
+    what = "a Ray node" if spec.engine == "ray" else engines.engine(spec.engine).display
     lines = [
         "# Managed by orch: edits are overwritten on the next apply.",
         "[Unit]",

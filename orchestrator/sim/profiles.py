@@ -74,7 +74,7 @@ class Profile:
     startup: StartupTimes = field(default_factory=StartupTimes)
     tensor_parallel: int = 1
     # The kernels its vLLM chose, printed as vLLM prints them (sim/startup.py; the texts are
-    # in engines/vllm_kernels.py, which reads them back).
+    # in engines/vllm/kernels.py, which reads them back).
     attention_backend: str = "FLASH_ATTN"
     attention_candidates: tuple[str, ...] = ()  # the backends valid there (default: the one)
     moe_backend: str | None = None  # the MoE oracle's choice ("Using ... MoE backend")

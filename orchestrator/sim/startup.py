@@ -23,7 +23,7 @@ ROUTES = (
 )  # fmt: skip
 
 
-# vLLM's kernels (engines/vllm_kernels.py reads these lines): the NVFP4 GEMM kernel class
+# vLLM's kernels (engines/vllm/kernels.py reads these lines): the NVFP4 GEMM kernel class
 # 0.32+ names for each backend 0.17.1 names, and the warning of a GPU without native FP4
 # (kernels/linear/nvfp4/marlin.py:34 in 0.33, utils/marlin_utils_fp4.py in 0.17.1).
 NVFP4_KERNELS = {

@@ -165,7 +165,7 @@ def test_the_start_order_waits_for_marks_and_names_a_node_that_left() -> None:
 
 
 def test_a_shipped_two_node_plan_validates(tmp_path: Path) -> None:
-    from orchestrator.compile import check
+    from orchestrator.apply.compile import check
     from orchestrator.plan.loader import load_plan
 
     root = Path(__file__).resolve().parents[2]
@@ -207,7 +207,7 @@ def test_the_nodes_not_joined_are_named_by_host_from_the_drivers_answer() -> Non
 def test_each_ray_node_gets_its_own_host_variables_in_ray_args(tmp_path: Path) -> None:
     """`${host.X}` in service.nodes.ray_args is filled per node (not with the head's values
     for every node)."""
-    from orchestrator.compile import compile_plan
+    from orchestrator.apply.compile import compile_plan
     from orchestrator.inventory import Inventory
     from orchestrator.plan.loader import load_plan
 

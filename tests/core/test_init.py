@@ -14,7 +14,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.init_plan import InitSpec, Target, parse_target, render_inventory, render_plan
+from orchestrator.commands.init_plan import (
+    InitSpec,
+    Target,
+    parse_target,
+    render_inventory,
+    render_plan,
+)
 from orchestrator.inventory import load_inventory
 from orchestrator.plan.loader import load_plan
 from tests.fixtures.orchcli import orch

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.apply.converge import HostJob
+from orchestrator.apply.hosts import run_hosts
+from orchestrator.apply.outcome import HostOutcome
 from orchestrator.events import Event, StepEnd
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.probe import Facts, ProbeRequest
-from orchestrator.runner import HostJob, HostOutcome, run_hosts
 from orchestrator.steps.base import Change, Step, StepPlan
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from fixtures.smoke_server import Reply, chat_server, vllm_stream
 
-from orchestrator import checks, masking
-from orchestrator.checks import (
+from orchestrator import masking
+from orchestrator.apply import smoke as checks
+from orchestrator.apply.smoke import (
     SmokeResult,
     build_request,
     check_python_function,

@@ -17,8 +17,8 @@ import yaml
 from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
 
+from orchestrator.apply.lock import Holder, HostLock, lock_path, service_lock_path
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.lock import Holder, HostLock, lock_path, service_lock_path
 from orchestrator.transport import connect
 
 pytestmark = pytest.mark.slow

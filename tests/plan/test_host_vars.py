@@ -10,7 +10,7 @@ import pytest
 import yaml
 from fixtures.orchcli import orch
 
-from orchestrator.compile import check, compile_plan
+from orchestrator.apply.compile import check, compile_plan
 from orchestrator.errors import PlanError
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.plan.loader import load_plan

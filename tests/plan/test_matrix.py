@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from orchestrator.errors import PlanError, UsageError
-from orchestrator.matrix_plan import changes, history
-from orchestrator.matrix_run import select
-from orchestrator.plan.matrix import load_matrix, run_order, transition
-from orchestrator.plan.objective import ObjectiveError, parse_objective
+from orchestrator.matrix.expand import load_matrix, run_order, transition
+from orchestrator.matrix.objective import ObjectiveError, parse_objective
+from orchestrator.matrix.preview import changes, history
+from orchestrator.matrix.run import select
 
 BASE: dict[str, Any] = {
     "name": "mx",

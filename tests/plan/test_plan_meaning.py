@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.compile import compile_plan
+from orchestrator.apply.compile import compile_plan
 from orchestrator.plan.host_vars import ALLOWED
 from orchestrator.plan.loader import load_plan
 from orchestrator.plan.meaning import (

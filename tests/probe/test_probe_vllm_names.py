@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.engines.vllm import BUILD_PATTERN
+from orchestrator.engines.vllm.builds import BUILD_PATTERN
 from orchestrator.remote.facts import vllm_facts as read_facts
 
 

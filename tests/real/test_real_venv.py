@@ -29,9 +29,10 @@ from fixtures.realpkgs import (
 )
 from fixtures.sshd import SshServer
 
+from orchestrator.engines.vllm import names as vllm_names
+from orchestrator.engines.vllm.builds import BUILD_PATTERN
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.probe import ProbeRequest, probe
-from orchestrator.service import vllm_names
 from orchestrator.transport import connect
 
 API_SERVER = "vllm/entrypoints/openai/api_server.py"
@@ -163,7 +164,7 @@ def test_a_locked_apply_reinstalls_the_real_frozen_set_without_resolving(host: P
 
 def test_names_read_from_the_real_wheel_match_the_builtin_fallback(host: Path) -> None:
     transport = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
-    facts = probe(transport, ProbeRequest(venv=str(host / "venv"), vllm=True))
+    facts = probe(transport, ProbeRequest(venv=str(host / "venv"), vllm=BUILD_PATTERN))
     assert facts.vllm is not None and facts.vllm.version == VLLM
     assert facts.vllm.reasoning_parsers == vllm_names.REASONING_PARSERS_0_17
     assert facts.vllm.tool_parsers == vllm_names.TOOL_CALL_PARSERS_0_17

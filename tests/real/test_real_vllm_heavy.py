@@ -17,7 +17,7 @@ from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.realpkgs import FLASHINFER, LIGHT_PINS, OLD_CUBIN, UV, full_venv, wheel, wheels_dir
 from fixtures.sshd import SshServer, free_port
 
-from orchestrator.engines.vllm_phases import PhaseTracker
+from orchestrator.engines.vllm.phases import PhaseTracker
 from orchestrator.plan.loader import load_plan
 from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.launch import render_launch

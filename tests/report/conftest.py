@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import masking
+from orchestrator.apply.compile import resolved_plan_yaml
 from orchestrator.bench.gpu_telemetry import GpuSampler
-from orchestrator.compile import resolved_plan_yaml
 from orchestrator.runs.writer import RunFolder
 from orchestrator.transport.local import LocalTransport
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import httpx
 
+from orchestrator.apply.compile import resolved_plan_yaml
 from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.sweep import run_sweep
-from orchestrator.compile import resolved_plan_yaml
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.remote.facts import host_facts
 from orchestrator.runs.records import HostFactsRecord

@@ -17,10 +17,10 @@ import pytest
 from fixtures.gpu import install
 from runmaker import SIM_PLANS, Server, record_run, running_sims, sim_plan
 
-from orchestrator import matrix_record as records
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.cli import main
-from orchestrator.matrix_record import MatrixRecord, VariantEntry
+from orchestrator.matrix import record as records
+from orchestrator.matrix.record import MatrixRecord, VariantEntry
 from orchestrator.report.matrix import compare_matrix, matrix_table
 from orchestrator.report.matrix_plots import METRICS, matrix_figure, matrix_plots, variant_lines
 from orchestrator.transport.local import LocalTransport

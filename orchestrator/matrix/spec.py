@@ -11,7 +11,7 @@
 
 An axis may also be written nested (`service: {args: {max-num-seqs: [...]}}`, which is what
 `--set matrix.service.args.max-num-seqs=[64,128]` makes): a mapping is a level of the path,
-a list is the values. The variants, each a whole plan, are made by `plan/matrix.py`.
+a list is the values. The variants, each a whole plan, are made by `matrix/expand.py`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import PlanError
+from orchestrator.matrix.objective import EXAMPLE, ObjectiveError, parse_objective
 from orchestrator.plan.layers import parse_set
-from orchestrator.plan.objective import EXAMPLE, ObjectiveError, parse_objective
 
 RESERVED = ("include", "exclude", "objective")
 NOT_AXES = ("name", "matrix", "extends")  # the variants of a matrix share its name

@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
+from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.errors import (
     BenchError,
     Interrupted,
@@ -32,7 +33,6 @@ from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
 from orchestrator.probe import Facts
-from orchestrator.runner import HostOutcome, StepOutcome
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.records import Startup
 from orchestrator.runs.writer import RunFolder
@@ -140,7 +140,7 @@ class Lifecycle:
         return f"{base_url} serves {done.model}" + (f"; {took}" if took else "")
 
     def _smoke(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
-        from orchestrator.checks import run_smoke
+        from orchestrator.apply.smoke import run_smoke
 
         assert self.service_step is not None
         host = transport.host

@@ -10,24 +10,30 @@ from pathlib import Path
 
 from rich.console import Console
 
+from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
+from orchestrator.apply.converge import HostJob, LockRequest, Stage
+from orchestrator.apply.hosts import run_hosts
+from orchestrator.apply.lifecycle import Lifecycle
+from orchestrator.apply.lock import Holder, lock_paths
+from orchestrator.apply.locked import Locked, load_locked, locked_hosts, resumable
+from orchestrator.apply.outcome import HostOutcome
 from orchestrator.cluster.gate import Gate
-from orchestrator.compile import Compiled, Options, compile_plan, resolved_plan_yaml
+from orchestrator.cluster.watch import NodeWatch
 from orchestrator.console import make_console
 from orchestrator.engines import engine
-from orchestrator.errors import RunFolderError, UsageError
+from orchestrator.errors import UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.inventory import Inventory, load_inventory
-from orchestrator.lock import Holder, lock_paths
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
+from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.remote.environment import EnvironmentCapture
-from orchestrator.runner import HostJob, HostOutcome, LockRequest, Phase, run_hosts
-from orchestrator.runs.layout import RunLayout, refuse_inside_run
-from orchestrator.runs.reader import frozen_sets, list_runs, read_meta
+from orchestrator.runs.layout import refuse_inside_run
 from orchestrator.runs.records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
+from orchestrator.service.step import ServiceStep
 
 
 @dataclass
@@ -51,48 +57,6 @@ class ApplyOptions:
     on_folder: Callable[[Path], None] | None = None  # told the run folder once it exists (matrix)
 
 
-@dataclass
-class Locked:
-    """What `--locked RUN_FOLDER` pins: the earlier run's plan and per-host freeze."""
-
-    folder: Path
-    freeze: dict[str, list[str]]  # host -> name==version lines
-
-
-def load_locked(folder: Path) -> tuple[Path, Locked]:
-    plan_file = RunLayout(folder).plan
-    freeze = {
-        # orch itself comes from the controller's build (orch step), not from an index.
-        host: [line for line in lines if not line.startswith("orch==")]
-        for host, lines in frozen_sets(folder).items()
-    }
-    if not plan_file.exists():
-        raise RunFolderError(f"{folder} has no plan.yaml to redeploy")
-    if not freeze:
-        raise RunFolderError(
-            f"{folder} froze no package set (no hosts/*/freeze.txt)",
-            hint="use the run folder of an apply that completed the python step",
-        )
-    return plan_file, Locked(folder=folder, freeze=freeze)
-
-
-def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list[str]:
-    """A locked apply targets the hosts the run froze (narrowed by --limit): each host gets
-    its own frozen set, never another host's."""
-    frozen = list(locked.freeze)
-    if limit:
-        unknown = [host for host in limit if host not in locked.freeze]
-        if unknown:
-            raise RunFolderError(
-                f"--limit names {', '.join(unknown)}, which {locked.folder} froze no package "
-                f"set for (it froze: {', '.join(frozen)})",
-                hint="a locked apply reinstalls a host's own frozen set; pick among those hosts",
-            )
-        frozen = [host for host in frozen if host in limit]
-    inventory.select(frozen)  # each must still be in the inventory (a located error if not)
-    return frozen
-
-
 def execute(options: ApplyOptions) -> int:
     if not options.check:  # `orch plan` writes no run folder: any --runs-dir will do
         refuse_inside_run(options.runs_dir, "--runs-dir")  # a new run never lands in one
@@ -103,9 +67,34 @@ def execute(options: ApplyOptions) -> int:
         plan_path, locked = load_locked(options.locked)
     assert plan_path is not None
     loaded = load_plan(plan_path, options.overlays, options.sets)
-    plan = loaded.plan
-    secrets = resolve_secrets(plan)  # before any connection: a missing one fails now
+    secrets = resolve_secrets(loaded.plan)  # before any connection: a missing one fails now
     inventory = load_inventory(options.inventory)
+    hosts = _hosts(options, loaded.plan, inventory, locked)
+    # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
+    # the run before a run folder exists.
+    compiled = compile_plan(loaded, secrets, hosts, Options(
+        with_service="service" not in options.skip, force_restart=options.restart,
+        verify_all=options.verify_all, freeze=locked.freeze if locked else None,
+    ), inventory)
+    if options.show_origin:
+        print_origins(console, loaded, inventory, hosts)
+    folder = _open_folder(options, console, loaded, plan_path, hosts, locked)
+    try:
+        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder)
+    except KeyboardInterrupt as stopped:
+        _interrupted(options, console, loaded.plan, plan_path, folder)
+        raise stopped
+    except BaseException:
+        if folder:  # whatever went wrong, the folder says the run did not complete
+            folder.finish("failed", best_effort=True)
+        raise
+    return exit_code(outcomes)
+
+
+def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
+           locked: Locked | None) -> list[str]:
+    """The hosts of this apply: the plan's (or a locked run's) narrowed by --limit; a
+    multi-node server is started whole."""
     if locked is not None:
         hosts = locked_hosts(locked, inventory, options.limit)
     else:
@@ -118,16 +107,13 @@ def execute(options: ApplyOptions) -> int:
                 f"--limit picks {', '.join(hosts)} of the server's nodes ({', '.join(every)}): "
                 "a multi-node server starts whole",
                 hint="apply without --limit, or with --skip service to converge some nodes only")
+    return hosts
 
-    # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
-    # the run before a run folder exists.
-    compiled = compile_plan(loaded, secrets, hosts, Options(
-        with_service="service" not in options.skip, force_restart=options.restart,
-        verify_all=options.verify_all, freeze=locked.freeze if locked else None,
-    ), inventory)
-    if options.show_origin:
-        print_origins(console, loaded, inventory, hosts)
 
+def _open_folder(options: ApplyOptions, console: Console, loaded: LoadedPlan, plan_path: Path,
+                 hosts: list[str], locked: Locked | None) -> RunFolder | None:
+    """The run folder: none in check mode, the resumed one, or a new one."""
+    plan = loaded.plan
     folder: RunFolder | None = None
     if not options.check and options.resume is not None:
         folder = RunFolder.reopen(resumable(options.resume, plan.name, options.runs_dir))
@@ -143,41 +129,18 @@ def execute(options: ApplyOptions) -> int:
         )
     if folder is not None and options.on_folder is not None:
         options.on_folder(folder.path)
-    try:
-        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder)
-    except KeyboardInterrupt as stopped:
-        if folder:
-            folder.finish("interrupted", best_effort=True)
-            console.print(f"interrupted; run folder marked interrupted: {folder.path}", soft_wrap=True)
-        if plan.service is not None and not options.check:
-            inventory_arg = f" -i {options.inventory}" if options.inventory else ""
-            console.print(f"the service {plan.service.name} keeps running where it was started; "
-                          f"stop it with: orch stop {plan_path}{inventory_arg}", soft_wrap=True)
-        raise stopped
-    except BaseException:
-        if folder:  # whatever went wrong, the folder says the run did not complete
-            folder.finish("failed", best_effort=True)
-        raise
-    return exit_code(outcomes)
+    return folder
 
 
-def resumable(which: str, plan_name: str, root: Path) -> Path:
-    """The run folder `--resume` continues: the one named, or the plan's latest that did not
-    complete. A run that completed has nothing left to run."""
-    if which == "latest":
-        unfinished = [run for run in reversed(list_runs(root))
-                      if run.parent.name == plan_name and read_meta(run).status != "complete"]
-        if not unfinished:
-            raise UsageError(f"--resume: plan {plan_name} has no unfinished run under {root}",
-                             hint="apply without --resume to start a new run")
-        return unfinished[0]
-    path = Path(which)
-    meta = read_meta(path)  # a RunFolderError says what is wrong with it
-    if meta.plan != plan_name:
-        raise UsageError(f"--resume {which}: that run is of plan {meta.plan!r}, not {plan_name!r}")
-    if meta.status == "complete":
-        raise UsageError(f"--resume {which}: that run completed; nothing is left to run")
-    return path
+def _interrupted(options: ApplyOptions, console: Console, plan: Plan, plan_path: Path,
+                 folder: RunFolder | None) -> None:
+    if folder:
+        folder.finish("interrupted", best_effort=True)
+        console.print(f"interrupted; run folder marked interrupted: {folder.path}", soft_wrap=True)
+    if plan.service is not None and not options.check:
+        inventory_arg = f" -i {options.inventory}" if options.inventory else ""
+        console.print(f"the service {plan.service.name} keeps running where it was started; "
+                      f"stop it with: orch stop {plan_path}{inventory_arg}", soft_wrap=True)
 
 
 def exit_code(outcomes: list[HostOutcome]) -> ExitCode:
@@ -208,45 +171,9 @@ def _run(
     def emit(event: Event) -> None:
         reporter(event, folder.event(event) if folder and event.kept else None)
 
-    jobs = []
     holder = Holder.me(str(folder.path) if folder else None, _command_name(options))
-    for host, steps in compiled.steps.items():
-        lock = None if options.check else LockRequest(
-            lock_paths(plan.python.venv if plan.python else None, plan.name,
-                       plan.service.name if plan.service else None, host), holder,
-            wait=options.wait, break_lock=options.break_lock)
-        after: list[Phase] = []
-        environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env
-        if folder is not None:
-            after.append(environment.start)
-        gate = compiled.gate
-        if gate is not None and gate.topology.node(host).role == "worker" and \
-                "service" not in options.skip:
-            # It stays in the run until the head's ends, and answers for itself if that
-            # failed: a worker cut off after its start is no `changed` in the recap.
-            from orchestrator.cluster.watch import NodeWatch
-            from orchestrator.service.step import ServiceStep
-
-            after.append(NodeWatch(gate, host, [s for s in compiled.unit_steps(host)
-                                                if isinstance(s, ServiceStep)]))
-        if plan.service is not None or plan.collect:
-            from orchestrator.lifecycle import Lifecycle
-            from orchestrator.service.step import ServiceStep
-
-            service_step = compiled.service_step(host)
-            assert service_step is None or isinstance(service_step, ServiceStep)
-            units = [s for s in compiled.unit_steps(host) if isinstance(s, ServiceStep)]
-            after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
-                                   console=console, service_step=service_step,
-                                   skip=options.skip, base_dir=loaded.base_dir, units=units,
-                                   resume=options.resume is not None))
-        if folder is not None:
-            after.append(environment.finish)
-        on_end = None
-        if gate is not None:
-            def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
-                gate.withdraw(outcome.host, _why_ended(outcome), failed=outcome.failed)
-        jobs.append(HostJob(host, steps, after=after, lock=lock, on_end=on_end))
+    jobs = [_job(options, console, loaded, secrets, inventory, compiled, folder, host, holder)
+            for host in compiled.steps]
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
@@ -265,6 +192,42 @@ def _run(
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
     return outcomes
+
+
+def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: dict[str, str],
+         inventory: Inventory, compiled: Compiled, folder: RunFolder | None, host: str,
+         holder: Holder) -> HostJob:
+    """One host's job: its steps, its locks, and the stages after converge in order."""
+    plan = loaded.plan
+    lock = None if options.check else LockRequest(
+        lock_paths(plan.python.venv if plan.python else None, plan.name,
+                   plan.service.name if plan.service else None, host), holder,
+        wait=options.wait, break_lock=options.break_lock)
+    after: list[Stage] = []
+    environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env
+    if folder is not None:
+        after.append(environment.start)
+    gate = compiled.gate
+    units = [s for s in compiled.unit_steps(host) if isinstance(s, ServiceStep)]
+    if gate is not None and gate.topology.node(host).role == "worker" and \
+            "service" not in options.skip:
+        # It stays in the run until the head's ends, and answers for itself if that
+        # failed: a worker cut off after its start is no `changed` in the recap.
+        after.append(NodeWatch(gate, host, units))
+    if plan.service is not None or plan.collect:
+        service_step = compiled.service_step(host)
+        assert service_step is None or isinstance(service_step, ServiceStep)
+        after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
+                               console=console, service_step=service_step,
+                               skip=options.skip, base_dir=loaded.base_dir, units=units,
+                               resume=options.resume is not None))
+    if folder is not None:
+        after.append(environment.finish)
+    on_end = None
+    if gate is not None:
+        def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
+            gate.withdraw(outcome.host, _why_ended(outcome), failed=outcome.failed)
+    return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end)
 
 
 def _why_ended(outcome: HostOutcome) -> str:

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import PlanError
+from orchestrator.matrix.objective import Objective, parse_objective
+from orchestrator.matrix.spec import MAX_VARIANTS, canonical, dotted_key
 from orchestrator.plan.loader import LoadedPlan, load_plan
-from orchestrator.plan.matrix_spec import MAX_VARIANTS, canonical, dotted_key
 from orchestrator.plan.meaning import sections_of
 from orchestrator.plan.models import Plan
-from orchestrator.plan.objective import Objective, parse_objective
 
 Values = dict[str, Any]  # axis (dotted, --set syntax) -> value
 
@@ -172,7 +172,7 @@ def load_matrix(path: Path | str, overlays: Sequence[Path | str] = (),
         try:
             loaded = load_plan(path, overlays, [*sets, *variant_sets(values)])
             if check:
-                from orchestrator.compile import check as compile_check
+                from orchestrator.apply.compile import check as compile_check
 
                 compile_check(loaded)
         except PlanError as error:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import OrchError
-from orchestrator.plan.matrix import MatrixPlan, Variant, run_order, transition
+from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, transition
 from orchestrator.plan.models import Plan
 from orchestrator.tables import Column, TableData
 

@@ -1,96 +1,28 @@
-"""The runner: phases per host, hosts in parallel, events for every step.
+"""Converge one host: probe (one round trip), plan every step (pure), and unless checking
+take the apply lock, apply, re-probe and require an empty plan; then the stages after
+converge (service readiness, smoke, bench, collect: lifecycle.py).
 
-    connect -> probe (one round trip) -> plan every step (pure) -> [apply -> re-probe ->
-    require an empty plan] -> artifacts
+    connect -> probe -> plan every step -> [lock -> apply -> re-probe -> verify] -> stages
 
-One host's failure neither stops nor loses the others: every host ends with an outcome.
-Later phases (service, smoke, bench, collect) hang off the same per-host flow.
+An error ends the host's run but keeps what its steps did.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
+from orchestrator.apply.lock import Holder, HostLock
+from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.errors import OrchError, StepDidNotConverge
-from orchestrator.events import (
-    Emit,
-    HostEnd,
-    HostStart,
-    PhaseEvent,
-    Probed,
-    Retry,
-    StepEnd,
-    StepStart,
-)
-from orchestrator.inventory import Inventory
-from orchestrator.lock import Holder, HostLock
+from orchestrator.events import Emit, PhaseEvent, Probed, StepStart
 from orchestrator.probe import Facts, ProbeRequest, probe
-from orchestrator.runs.records import HostSteps
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 
-StepStatus = Literal["ok", "changed", "pending", "failed", "skipped"]
-# A phase after converge (ready, smoke, bench, collect): (transport, facts, outcome, emit).
-Phase = Callable[[Transport, Facts, "HostOutcome", Emit], None]
-
-
-@dataclass
-class StepOutcome:
-    step: str
-    status: StepStatus
-    changes: list[str] = field(default_factory=list)
-    diffs: list[str] = field(default_factory=list)
-    findings: list[dict[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str | None = None
-    outputs: dict[str, str] = field(default_factory=dict)  # what its commands printed, by name
-
-    def event(self, host: str) -> StepEnd:
-        return StepEnd(host, step=self.step, status=self.status, changes=list(self.changes),
-                       findings=list(self.findings), seconds=round(self.seconds, 3),
-                       error=self.error)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "status": self.status,
-            "changes": self.changes,
-            "findings": self.findings,
-            "seconds": round(self.seconds, 3),
-            "error": self.error,
-        }
-
-
-@dataclass
-class HostOutcome:
-    host: str
-    steps: list[StepOutcome] = field(default_factory=list)
-    error: str | None = None
-    exit_code: int = 1  # of the error, when there is one (a busy lock has its own)
-    round_trips: int = 0
-    seconds: float = 0.0
-    facts: Facts | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or any(s.status == "failed" for s in self.steps)
-
-    @property
-    def changed(self) -> int:
-        return sum(1 for s in self.steps if s.status in ("changed", "pending"))
-
-    def record(self) -> HostSteps:
-        """What the run folder keeps of this host (steps.json)."""
-        return HostSteps.model_validate({
-            "host": self.host, "error": self.error, "round_trips": self.round_trips,
-            "seconds": round(self.seconds, 3), "steps": [s.to_json() for s in self.steps],
-            **self.extra,
-        })
+# A stage after converge (ready, smoke, bench, collect): (transport, facts, outcome, emit).
+Stage = Callable[[Transport, Facts, HostOutcome, Emit], None]
 
 
 @dataclass(frozen=True)
@@ -109,7 +41,7 @@ class HostJob:
 
     host: str
     steps: list[Step]
-    after: list[Phase] = field(default_factory=list)
+    after: list[Stage] = field(default_factory=list)
     lock: LockRequest | None = None
     # Told when the host's run ends, however it ends (a multi-node server's gate).
     on_end: Callable[[HostOutcome], None] | None = None
@@ -235,71 +167,3 @@ def _converge(
         # say why it failed); each skips what an earlier failure makes pointless.
         for phase in job.after:
             phase(transport, outcome.facts or facts, outcome, emit)
-
-
-def run_hosts(
-    jobs: list[HostJob],
-    inventory: Inventory,
-    *,
-    check: bool,
-    emit: Emit,
-    connect: Callable[..., Transport] | None = None,
-) -> list[HostOutcome]:
-    """Converge every host in parallel; every host ends with an outcome."""
-    if connect is None:
-        from orchestrator.transport.connect import connect as default_connect
-
-        connect = default_connect
-
-    def one(job: HostJob) -> HostOutcome:
-        started = time.monotonic()
-        emit(HostStart(job.host))
-        transport: Transport | None = None
-        outcome: HostOutcome | None = None
-        try:
-            transport = connect(
-                job.host,
-                inventory,
-                on_retry=lambda host, attempt, error: emit(
-                    Retry(host, attempt=attempt, error=str(error))),
-            )
-            outcome = converge_host(transport, job, check=check, emit=emit)
-        except OrchError as error:
-            outcome = HostOutcome(host=job.host, error=str(error))
-        except KeyboardInterrupt:
-            raise
-        finally:
-            if job.on_end is not None:
-                job.on_end(outcome or HostOutcome(host=job.host, error="its run was interrupted"))
-            if transport is not None:
-                round_trips = transport.round_trips
-                transport.close()
-            else:
-                round_trips = 0
-        outcome.round_trips = round_trips
-        outcome.seconds = time.monotonic() - started
-        emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,
-                     changed=outcome.changed, round_trips=outcome.round_trips,
-                     seconds=round(outcome.seconds, 3)))
-        return outcome
-
-    if len(jobs) == 1:  # in the main thread, so a benchmark can take Ctrl-C gracefully
-        return [one(jobs[0])]
-    # Daemon threads joined with a timeout: Ctrl-C reaches the main thread at once, and an
-    # interrupted run does not wait for hosts still working before it can exit.
-    results: dict[int, HostOutcome] = {}
-
-    def work(index: int, job: HostJob) -> None:
-        try:
-            results[index] = one(job)
-        except BaseException as error:  # a bug, not a host failure: keep the host's outcome
-            results[index] = HostOutcome(host=job.host, error=f"internal error: {error!r}")
-
-    threads = [threading.Thread(target=work, args=(i, job), daemon=True, name=f"host-{job.host}")
-               for i, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(timeout=0.2)
-    return [results[i] for i in range(len(jobs))]

@@ -2,7 +2,7 @@
 
 apply runs the variants in the order that installs and restarts least (`run_order`), each a
 normal apply (converge, replace the service, wait, smoke, sweep, collect) in its own run
-folder, listed with its values in the matrix run's `matrix.json` (matrix_record.py). A
+folder, listed with its values in the matrix run's `matrix.json` (matrix/record.py). A
 variant that fails is recorded with its cause and the next one runs (`--fail-fast` stops
 there); Ctrl-C marks the matrix interrupted, and `--resume` skips the variants that finished
 and resumes the one that was cut (its finished levels kept, as a run's resume does).
@@ -18,14 +18,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator import matrix_record as records
-from orchestrator.apply import ApplyOptions, execute
+from orchestrator.apply.run import ApplyOptions, execute
 from orchestrator.console import make_console
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.exit_codes import ExitCode
-from orchestrator.matrix_plan import TAKES, changes, listing
-from orchestrator.matrix_record import MatrixRecord, VariantEntry
-from orchestrator.plan.matrix import MatrixPlan, Variant, run_order, short, transition
+from orchestrator.matrix import record as records
+from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
+from orchestrator.matrix.preview import TAKES, changes, listing
+from orchestrator.matrix.record import MatrixRecord, VariantEntry
 from orchestrator.tables import Column, TableData, to_rich
 
 

@@ -16,7 +16,7 @@ both the 0.17.1 and 0.33 wordings; the simulator prints the same:
                  "Application startup complete."
     ready        "Application startup complete."
 
-Beside the phases, the kernels vLLM chose (engines/vllm_kernels.py: attention, MoE, GEMM
+Beside the phases, the kernels vLLM chose (engines/vllm/kernels.py: attention, MoE, GEMM
 kernels, KV cache dtype, CUDA graphs, fallbacks) are read from the same lines into
 `facts["kernels"]`.
 
@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.engines.vllm_kernels import KernelLog
+from orchestrator.engines.vllm.kernels import KernelLog
 
 ORDER = ("process", "weights", "compile", "kv_cache", "cuda_graphs", "api_server", "ready")
 LABELS = {
@@ -79,6 +79,10 @@ class PhaseStatus:
     total_s: float  # since launch
     progress: str | None
     ready: bool
+
+    @property
+    def api_up(self) -> bool:
+        return self.name in ("api_server", "ready")
 
     def describe(self) -> str:
         text = f"{self.label} ({_clock(self.elapsed_s)}"

@@ -1,0 +1,83 @@
+"""Every host of a run in parallel, each in its own thread: connect, converge, the stages
+after it; every host ends with an outcome, whatever happens to the others."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from orchestrator.apply.converge import HostJob, converge_host
+from orchestrator.apply.outcome import HostOutcome
+from orchestrator.errors import OrchError
+from orchestrator.events import Emit, HostEnd, HostStart, Retry
+from orchestrator.inventory import Inventory
+from orchestrator.transport.base import Transport
+
+
+def run_hosts(
+    jobs: list[HostJob],
+    inventory: Inventory,
+    *,
+    check: bool,
+    emit: Emit,
+    connect: Callable[..., Transport] | None = None,
+) -> list[HostOutcome]:
+    """Converge every host in parallel; every host ends with an outcome."""
+    if connect is None:
+        from orchestrator.transport.connect import connect as default_connect
+
+        connect = default_connect
+
+    def one(job: HostJob) -> HostOutcome:
+        started = time.monotonic()
+        emit(HostStart(job.host))
+        transport: Transport | None = None
+        outcome: HostOutcome | None = None
+        try:
+            transport = connect(
+                job.host,
+                inventory,
+                on_retry=lambda host, attempt, error: emit(
+                    Retry(host, attempt=attempt, error=str(error))),
+            )
+            outcome = converge_host(transport, job, check=check, emit=emit)
+        except OrchError as error:
+            outcome = HostOutcome(host=job.host, error=str(error))
+        except KeyboardInterrupt:
+            raise
+        finally:
+            if job.on_end is not None:
+                job.on_end(outcome or HostOutcome(host=job.host, error="its run was interrupted"))
+            if transport is not None:
+                round_trips = transport.round_trips
+                transport.close()
+            else:
+                round_trips = 0
+        outcome.round_trips = round_trips
+        outcome.seconds = time.monotonic() - started
+        emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,
+                     changed=outcome.changed, round_trips=outcome.round_trips,
+                     seconds=round(outcome.seconds, 3)))
+        return outcome
+
+    if len(jobs) == 1:  # in the main thread, so a benchmark can take Ctrl-C gracefully
+        return [one(jobs[0])]
+    # Daemon threads joined with a timeout: Ctrl-C reaches the main thread at once, and an
+    # interrupted run does not wait for hosts still working before it can exit.
+    results: dict[int, HostOutcome] = {}
+
+    def work(index: int, job: HostJob) -> None:
+        try:
+            results[index] = one(job)
+        except BaseException as error:  # a bug, not a host failure: keep the host's outcome
+            results[index] = HostOutcome(host=job.host, error=f"internal error: {error!r}")
+
+    threads = [threading.Thread(target=work, args=(i, job), daemon=True, name=f"host-{job.host}")
+               for i, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(timeout=0.2)
+    return [results[i] for i in range(len(jobs))]

@@ -1,0 +1,68 @@
+"""The simulator (`orch sim serve`): speaks vLLM's protocol (its start-up lines, failure texts
+and /metrics names, so vLLM's readers serve it too), runs from the orch wheel that the orch
+step installs into the venv, and needs no GPU (a multi-node simulator declares GPUs to Ray
+itself). Its settings have their own plan section, `service.sim`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orchestrator.engines.base import Engine
+from orchestrator.engines.vllm import METRICS
+from orchestrator.engines.vllm.builds import RESERVED_FLAGS
+from orchestrator.engines.vllm.phases import PhaseTracker
+from orchestrator.engines.vllm.signatures import SIGNATURES
+from orchestrator.plan.models import ServiceSpec
+
+# Flags with their own field under `service.sim:`.
+SIM_FLAGS = {
+    "profile": "service.sim.profile",
+    "time-scale": "service.sim.time_scale",
+    "startup-time-scale": "service.sim.startup_time_scale",
+    "vllm-version": "service.sim.vllm_version",
+    "fail-at-startup": "service.sim.fail_at_startup",
+    "crash-after-requests": "service.sim.crash_after_requests",
+    "hang-after-requests": "service.sim.hang_after_requests",
+    "slow-start": "service.sim.slow_start",
+}
+
+
+def launch_argv(model: str, venv_bin: str, pins: Mapping[str, str]) -> list[str]:
+    return [f"{venv_bin}/orch", "sim", "serve", model]
+
+
+def _text(value: object) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def sim_flags(service: ServiceSpec) -> list[str]:
+    """`service.sim` as `orch sim serve` flags (the unset ones left to its defaults)."""
+    sim = service.sim
+    out = ["--profile", sim.profile, "--time-scale", _text(sim.time_scale)]
+    optional: list[tuple[str, object]] = [
+        ("--startup-time-scale", sim.startup_time_scale),
+        ("--vllm-version", sim.vllm_version),
+        ("--fail-at-startup", sim.fail_at_startup),
+        ("--crash-after-requests", sim.crash_after_requests),
+        ("--hang-after-requests", sim.hang_after_requests),
+        ("--slow-start", sim.slow_start),
+    ]
+    for flag, value in optional:
+        if value is not None:
+            out += [flag, _text(value)]
+    return out
+
+
+ENGINE = Engine(
+    name="sim",
+    summary="orch's vLLM-compatible simulator (`orch sim serve`)",
+    display="the orch simulator",
+    launch_argv=launch_argv,
+    metrics=METRICS,
+    startup=PhaseTracker,
+    reserved_flags={**RESERVED_FLAGS, **SIM_FLAGS},
+    own_flags=sim_flags,
+    simulated=True,
+    uses_gpus=False,
+    signatures=SIGNATURES,  # it prints vLLM's texts for the failures it injects
+)
