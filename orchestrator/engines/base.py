@@ -88,7 +88,9 @@ class Engine:
     startup: Callable[[float | None], StartupReader]  # a reader of one start-up's log
     reserved_flags: Mapping[str, str] = field(default_factory=dict)  # flag -> its plan field
     own_flags: Callable[[ServiceSpec], list[str]] | None = None  # from its own plan section
-    api_key_env: str = "VLLM_API_KEY"
+    # The variable it reads its API key from (never a command-line flag, visible to every
+    # user of the host); None: it reads none, so a plan cannot give it a key.
+    api_key_env: str | None = "VLLM_API_KEY"
     stop_signal: StopSignal = "SIGINT"
     simulated: bool = False  # runs from the orch wheel; its figures are model time
     uses_gpus: bool = True  # preflight counts GPUs; a multi-node gate checks them

@@ -144,7 +144,7 @@ def _scalar(value: object) -> str:
     return str(value)
 
 
-def _reject_secrets_in_argv(service: ServiceSpec, api_key_env: str) -> None:
+def _reject_secrets_in_argv(service: ServiceSpec, api_key_env: str | None) -> None:
     places: list[tuple[str, str]] = [("service.model", service.model)]
     places += [(f"service.args.{k}", json.dumps(v)) for k, v in service.args.items()]
     places += [(f"service.extra_args[{i}]", a) for i, a in enumerate(service.extra_args)]
@@ -162,14 +162,23 @@ def _reject_secrets_in_argv(service: ServiceSpec, api_key_env: str) -> None:
             raise PlanError(
                 "the API key must not be a command-line argument",
                 field=f"service.extra_args[{i}]",
-                expected=f"service.api_key: ${{env:NAME}} (passed as {api_key_env})",
+                expected=f"service.api_key: ${{env:NAME}} (passed as {api_key_env})"
+                if api_key_env else "no API key on the command line",
             )
 
 
 def _environment(plan: Plan, service: ServiceSpec,
-                 api_key_env: str) -> tuple[dict[str, str], frozenset[str]]:
+                 api_key_env: str | None) -> tuple[dict[str, str], frozenset[str]]:
     env = dict(plan.env)
     if service.api_key is not None:
+        if api_key_env is None:
+            raise PlanError(
+                f"engine {service.engine} reads its API key only from a command-line flag, "
+                "which orch never writes (every user of the host could read the key)",
+                field="service.api_key",
+                expected="no service.api_key for this engine (keep the server on a private "
+                "address or behind a proxy that checks the key)",
+            )
         if api_key_env in env and env[api_key_env] != service.api_key:
             raise PlanError(
                 f"{api_key_env} is set both in env: and as service.api_key",
