@@ -17,6 +17,7 @@ from orchestrator.engines.base import Engine, MetricNames
 LAUNCHABLE: dict[str, str] = {
     "vllm": "vllm",
     "sim": "sim",
+    "sglang": "sglang",
 }
 # Servers orch benchmarks (`orch bench URL`) but does not launch: a package with their
 # /metrics names (METRICS) only.
