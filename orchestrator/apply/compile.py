@@ -167,7 +167,8 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
     if plan.service is not None and options.with_service:
         # Imported here: a plan without a service does not pay for them (start-up time).
         from orchestrator.service.launch import render_launch
-        from orchestrator.service.step import OrchWheelStep, ServiceStep
+        from orchestrator.service.orch_wheel import OrchWheelStep
+        from orchestrator.service.step import ServiceStep
 
         if plan.python is None:
             raise PlanError("service: needs a `python:` section (the venv that runs the server)",

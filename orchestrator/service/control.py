@@ -34,14 +34,8 @@ from orchestrator.service.backends import (
     watch_command,
 )
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
-from orchestrator.service.step import (
-    ServiceStep,
-    choose_backend,
-    last_kernels,
-    other_port,
-    record_of,
-    service_request,
-)
+from orchestrator.service.record import last_kernels, other_port, record_of
+from orchestrator.service.step import ServiceStep, choose_backend, service_request
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw
 
