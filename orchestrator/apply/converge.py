@@ -106,45 +106,14 @@ def _converge(
         lock.acquire()
     applied_any = False
     for step in job.steps:
-        started = time.monotonic()
         emit(StepStart(job.host, step=step.name))
-        plan = step.plan(facts)
-        if plan.blocked is not None:
-            result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
-            result.error = plan.blocked
-            result.changes = []  # nothing of it will happen
-            outcome.steps.append(result)
-            emit(result.event(job.host))
-            break
-        if check and plan.converged and step.follows_earlier_changes and any(
-            s.status == "pending" for s in outcome.steps
-        ):
-            # The facts are from before the pending changes; apply will see their effect.
-            plan.changes.append(Change(f"{step.name}: likely to change after the pending "
-                                       "changes above (packages or config files)"))
-        if plan.converged or check:
-            status: StepStatus = "ok" if plan.converged else "pending"
-            result = _outcome_from_plan(plan, status, time.monotonic() - started)
-        else:
-            outputs: dict[str, str] = {}
-            try:
-                apply_changes(transport, plan.changes, outputs)
-            except OrchError as error:
-                result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
-                result.error = str(error)
-                result.outputs = outputs
-                outcome.steps.append(result)
-                emit(result.event(job.host))
-                break
-            applied_any = True
-            # Later steps may depend on what this one changed (the venv a file lives in).
-            facts = probe(transport, request)
-            result = _outcome_from_plan(plan, "changed", time.monotonic() - started)
-            result.outputs = outputs
-            # What is still worth saying after the change: not the problems it just fixed.
-            result.findings = _outcome_from_plan(step.plan(facts), "changed", 0).findings
+        result, facts, applied = _one_step(transport, job, step, facts, request, outcome,
+                                           check=check)
+        applied_any = applied_any or applied
         outcome.steps.append(result)
         emit(result.event(job.host))
+        if result.status == "failed":
+            break
     for step in job.steps[len(outcome.steps):]:  # after a failed step: say what did not run
         skipped = StepOutcome(step=step.name, status="skipped")
         outcome.steps.append(skipped)
@@ -152,18 +121,60 @@ def _converge(
     if applied_any and not outcome.failed:
         # `facts` is the re-probe after the last applied step: verify against it.
         outcome.facts = facts
-        leftover = [(s.name, s.plan(facts)) for s in job.steps if s.verify]
-        pending = [(name, plan) for name, plan in leftover if not plan.converged]
-        if pending:
-            detail = "; ".join(
-                f"{name}: {', '.join(c.summary for c in plan.changes)}" for name, plan in pending
-            )
-            raise StepDidNotConverge(
-                f"{job.host}: still not converged after apply: {detail}",
-                hint="a change did not take effect; see the step's findings and the host's logs",
-            )
+        _verify(job, facts)
     if not check:
-        # Also after a failed step: the phases collect what the host holds (the logs that
+        # Also after a failed step: the stages collect what the host holds (the logs that
         # say why it failed); each skips what an earlier failure makes pointless.
-        for phase in job.after:
-            phase(transport, outcome.facts or facts, outcome, emit)
+        for stage in job.after:
+            stage(transport, outcome.facts or facts, outcome, emit)
+
+
+def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, request: ProbeRequest,
+              outcome: HostOutcome, *, check: bool) -> tuple[StepOutcome, Facts, bool]:
+    """Plan one step on the facts, and apply it unless checking: its outcome, the facts
+    after it (a re-probe when it changed something) and whether it did."""
+    started = time.monotonic()
+    plan = step.plan(facts)
+    if plan.blocked is not None:
+        result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
+        result.error = plan.blocked
+        result.changes = []  # nothing of it will happen
+        return result, facts, False
+    if check and plan.converged and step.follows_earlier_changes and any(
+        s.status == "pending" for s in outcome.steps
+    ):
+        # The facts are from before the pending changes; apply will see their effect.
+        plan.changes.append(Change(f"{step.name}: likely to change after the pending "
+                                   "changes above (packages or config files)"))
+    if plan.converged or check:
+        status: StepStatus = "ok" if plan.converged else "pending"
+        return _outcome_from_plan(plan, status, time.monotonic() - started), facts, False
+    outputs: dict[str, str] = {}
+    try:
+        apply_changes(transport, plan.changes, outputs)
+    except OrchError as error:
+        result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
+        result.error = str(error)
+        result.outputs = outputs
+        return result, facts, False
+    # Later steps may depend on what this one changed (the venv a file lives in).
+    facts = probe(transport, request)
+    result = _outcome_from_plan(plan, "changed", time.monotonic() - started)
+    result.outputs = outputs
+    # What is still worth saying after the change: not the problems it just fixed.
+    result.findings = _outcome_from_plan(step.plan(facts), "changed", 0).findings
+    return result, facts, True
+
+
+def _verify(job: HostJob, facts: Facts) -> None:
+    """Every verified step must be converged on the facts after apply."""
+    leftover = [(s.name, s.plan(facts)) for s in job.steps if s.verify]
+    pending = [(name, plan) for name, plan in leftover if not plan.converged]
+    if pending:
+        detail = "; ".join(
+            f"{name}: {', '.join(c.summary for c in plan.changes)}" for name, plan in pending
+        )
+        raise StepDidNotConverge(
+            f"{job.host}: still not converged after apply: {detail}",
+            hint="a change did not take effect; see the step's findings and the host's logs",
+        )

@@ -28,48 +28,16 @@ def run_hosts(
         from orchestrator.transport.connect import connect as default_connect
 
         connect = default_connect
-
-    def one(job: HostJob) -> HostOutcome:
-        started = time.monotonic()
-        emit(HostStart(job.host))
-        transport: Transport | None = None
-        outcome: HostOutcome | None = None
-        try:
-            transport = connect(
-                job.host,
-                inventory,
-                on_retry=lambda host, attempt, error: emit(
-                    Retry(host, attempt=attempt, error=str(error))),
-            )
-            outcome = converge_host(transport, job, check=check, emit=emit)
-        except OrchError as error:
-            outcome = HostOutcome(host=job.host, error=str(error))
-        except KeyboardInterrupt:
-            raise
-        finally:
-            if job.on_end is not None:
-                job.on_end(outcome or HostOutcome(host=job.host, error="its run was interrupted"))
-            if transport is not None:
-                round_trips = transport.round_trips
-                transport.close()
-            else:
-                round_trips = 0
-        outcome.round_trips = round_trips
-        outcome.seconds = time.monotonic() - started
-        emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,
-                     changed=outcome.changed, round_trips=outcome.round_trips,
-                     seconds=round(outcome.seconds, 3)))
-        return outcome
-
+    run = _HostRun(inventory, check, emit, connect)
     if len(jobs) == 1:  # in the main thread, so a benchmark can take Ctrl-C gracefully
-        return [one(jobs[0])]
+        return [run(jobs[0])]
     # Daemon threads joined with a timeout: Ctrl-C reaches the main thread at once, and an
     # interrupted run does not wait for hosts still working before it can exit.
     results: dict[int, HostOutcome] = {}
 
     def work(index: int, job: HostJob) -> None:
         try:
-            results[index] = one(job)
+            results[index] = run(job)
         except BaseException as error:  # a bug, not a host failure: keep the host's outcome
             results[index] = HostOutcome(host=job.host, error=f"internal error: {error!r}")
 
@@ -81,3 +49,39 @@ def run_hosts(
         while thread.is_alive():
             thread.join(timeout=0.2)
     return [results[i] for i in range(len(jobs))]
+
+
+class _HostRun:
+    """One host's run: connect (retrying what is transient), converge, close; the outcome
+    says how it ended whatever happened."""
+
+    def __init__(self, inventory: Inventory, check: bool, emit: Emit,
+                 connect: Callable[..., Transport]) -> None:
+        self.inventory, self.check, self.emit, self.connect = inventory, check, emit, connect
+
+    def __call__(self, job: HostJob) -> HostOutcome:
+        started = time.monotonic()
+        self.emit(HostStart(job.host))
+        transport: Transport | None = None
+        outcome: HostOutcome | None = None
+        try:
+            transport = self.connect(
+                job.host, self.inventory,
+                on_retry=lambda host, attempt, error: self.emit(
+                    Retry(host, attempt=attempt, error=str(error))),
+            )
+            outcome = converge_host(transport, job, check=self.check, emit=self.emit)
+        except OrchError as error:
+            outcome = HostOutcome(host=job.host, error=str(error))
+        finally:
+            if job.on_end is not None:
+                job.on_end(outcome or HostOutcome(host=job.host, error="its run was interrupted"))
+            round_trips = transport.round_trips if transport is not None else 0
+            if transport is not None:
+                transport.close()
+        outcome.round_trips = round_trips
+        outcome.seconds = time.monotonic() - started
+        self.emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,
+                          changed=outcome.changed, round_trips=outcome.round_trips,
+                          seconds=round(outcome.seconds, 3)))
+        return outcome

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from fixtures.orchcli import last_run, orch
 
-from orchestrator.apply.lifecycle import read_files
+from orchestrator.apply.collect import read_files
 from orchestrator.transport.local import LocalTransport
 
 

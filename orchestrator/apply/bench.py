@@ -1,0 +1,183 @@
+"""The bench stage: the plan's sweep against the ready server, with the GPU sampler the host
+allows (nvidia-smi, else its DCGM exporter through a forwarded port); a server that dies
+mid-sweep with no known cause is relaunched within the restart budget and the sweep goes on
+from the level it cut; `--resume` keeps the levels an earlier part of the run finished."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from orchestrator.apply.outcome import HostOutcome
+from orchestrator.bench.dcgm import DcgmSampler, answers
+from orchestrator.bench.gpu_telemetry import GpuSampler
+from orchestrator.bench.samplers import Sampler
+from orchestrator.bench.sweep import SweepResult, kept_levels, run_sweep
+from orchestrator.errors import BenchError, Interrupted
+from orchestrator.events import Emit, PhaseEvent
+from orchestrator.plan.models import Bench, Plan
+from orchestrator.runs.layout import BenchLayout
+from orchestrator.runs.writer import RunFolder
+from orchestrator.service import control
+from orchestrator.service.backends import tail_command
+from orchestrator.service.diagnosis import diagnose
+from orchestrator.service.step import ServiceStep
+from orchestrator.transport.base import Transport
+
+_BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure each other
+
+
+@dataclass
+class BenchStage:
+    plan: Plan
+    step: ServiceStep
+    folder: RunFolder | None
+    console: Console
+    api_key: str | None
+    base_dir: Path | None = None
+    resume: bool = False
+    said: list[str] = field(default_factory=list)  # the diagnosis's words, for the error
+
+    @property
+    def bench(self) -> Bench:
+        assert self.plan.bench is not None
+        return self.plan.bench
+
+    def __call__(self, transport: Transport, base_url: str, outcome: HostOutcome,
+                 emit: Emit) -> str:
+        host = transport.host
+        out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
+        finished = self._resumed(out_dir, host, emit)
+        with contextlib.ExitStack() as forwards:  # the DCGM exporter's port, while read
+            gpus = self._gpu_sampler(transport, forwards)
+            result = self._sweep(transport, base_url, out_dir, finished, gpus, outcome, emit)
+        self.console.print(result.render(title=f"{self.plan.name} on {host}",
+                                         width=self.console.width))
+        outcome.extra["bench_dir"] = str(out_dir)
+        if result.stopped == "interrupted":  # the finished levels are written: now stop
+            raise Interrupted(result.signum or signal.SIGINT)
+        verdict = result.verdict(self.bench.max_failed_fraction)
+        if verdict is not None:
+            raise BenchError(f"{host}: {verdict}; the figures are in {out_dir}")
+        knee = f", knee at C={result.knee}" if result.knee else ""
+        return f"{len(result.levels)} levels{knee}; results in {out_dir}"
+
+    def _resumed(self, out_dir: Path, host: str, emit: Emit) -> list[Any]:
+        """The levels an earlier part of the run finished (kept); a partial one runs again."""
+        if not self.resume:
+            return []
+        finished, partial = kept_levels(self.bench, out_dir)
+        for label in partial:
+            keep_apart(out_dir, label)
+        if finished:
+            emit(PhaseEvent(host, phase="bench", status="ok",
+                            message="resumed: " + ", ".join(lv.spec.label for lv in finished)
+                                    + " finished before, kept as they are"))
+        return finished
+
+    def _gpu_sampler(self, transport: Transport, forwards: contextlib.ExitStack) -> Sampler:
+        smi = GpuSampler(transport, self.bench.gpu_telemetry)  # asks the host once
+        dcgm_port = self.bench.dcgm_port
+        if smi.interval and not smi.available and dcgm_port:
+            # No nvidia-smi to run: the host's DCGM exporter, if it has one, says the same.
+            local = forwards.enter_context(transport.forward(dcgm_port))
+            url = f"http://127.0.0.1:{local}/metrics"
+            if answers(url):
+                return DcgmSampler(url, smi.interval)
+        return smi
+
+    def _sweep(self, transport: Transport, base_url: str, out_dir: Path, finished: list[Any],
+               gpus: Sampler, outcome: HostOutcome, emit: Emit) -> SweepResult:
+        """The sweep, again from the level it cut after each relaunch the budget allows."""
+        host = transport.host
+        service = self.plan.service
+        assert service is not None
+        # An unexplained death mid-sweep is relaunched within the restart budget and the
+        # sweep goes on (one server on one host; an auto search starts over, so it stops).
+        budget = service.restart.max_restarts if self.step.member is None and \
+            self.bench.concurrency != "auto" else 0
+        crash: dict[str, Any] | None = None
+        relaunches = 0
+
+        def explain(level: str | None) -> dict[str, Any]:
+            why, cause = explain_death(transport, self.step, self.folder)
+            self.said[:] = [why]
+            return {"level": level, "cause": cause, "relaunched": relaunches}
+
+        while True:
+            with _BENCH_LOCK:
+                result = run_sweep(
+                    self.bench, base_url=base_url, model=self.step.spec.served_names[0],
+                    api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
+                    labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
+                    finished=finished, crash=crash, explain_death=explain, samplers=[gpus],
+                )
+            if not result.server_died or result.crash is None:
+                return result
+            crash = result.crash
+            if crash["cause"] is not None or relaunches >= budget:
+                self._stopped_early(result, out_dir, host, outcome)
+            relaunches += 1
+            crash = {**crash, "relaunched": relaunches}
+            finished = [level for level in result.levels if not level.partial]
+            self._relaunch(transport, base_url, out_dir, crash, budget, emit)
+
+    def _stopped_early(self, result: SweepResult, out_dir: Path, host: str,
+                       outcome: HostOutcome) -> None:
+        assert result.crash is not None
+        self.console.print(result.render(title=f"{self.plan.name} on {host}",
+                                         width=self.console.width))
+        outcome.extra["bench_dir"] = str(out_dir)
+        at = f" at {result.crash['level']}" if result.crash["level"] else ""
+        raise BenchError(f"{host}: the sweep stopped early{at} ({result.stopped})"
+                         f"{self.said[0] if self.said else ''}; finished levels are in {out_dir}")
+
+    def _relaunch(self, transport: Transport, base_url: str, out_dir: Path,
+                  crash: dict[str, Any], budget: int, emit: Emit) -> None:
+        label = crash["level"] or "the next level"
+        if crash["level"] is not None:  # its partial records kept apart, marked
+            keep_apart(out_dir, crash["level"])
+        emit(PhaseEvent(transport.host, phase="bench", status="changed",
+                        message=f"the server died during {label} with no known cause; "
+                                f"relaunch {crash['relaunched']}/{budget}, then {label} again "
+                                "from its start"))
+        control.relaunch(transport, self.step)
+        control.ready(transport, self.step, self.plan, base_url=base_url, api_key=self.api_key,
+                      launched=True, emit=emit)
+
+
+def keep_apart(out_dir: Path, label: str) -> None:
+    """A level that runs again: its earlier, partial files become interrupted-N-* (the next
+    free N), never read as the level."""
+    bench = BenchLayout(out_dir)
+    attempt = 1
+    while any(p.exists() for p in bench.interrupted(label, attempt)):
+        attempt += 1
+    for old, new in zip((bench.level(label), bench.requests(label)),
+                        bench.interrupted(label, attempt), strict=True):
+        if old.exists():
+            old.replace(new)
+
+
+def explain_death(transport: Transport, step: ServiceStep,
+                  folder: RunFolder | None) -> tuple[str, str | None]:
+    """Why the server went away mid-sweep, from its log, there and then: the words to
+    show, and the known cause (None: nothing explains it, it may be relaunched)."""
+    host = transport.host
+    log = transport.run(tail_command(step.paths, 400), check=False).stdout
+    found = diagnose(log, step.spec.engine)
+    diagnoses = [d for d in found if d.level == "error"]
+    if folder is not None and found:
+        folder.write_diagnosis(host, [d.to_json() for d in found])
+    if not diagnoses:
+        hints = "".join(f"\n  seen:  {d.cause}\n  log:   {d.evidence_line}" for d in found
+                        if d.key != "unknown-vllm-env")
+        return ": no known cause in the service log (orch logs PLAN shows it)" + hints, None
+    return "".join(f"\n  cause: {d.cause}\n  fix:   {d.fix}\n  log:   {d.evidence_line}"
+                   for d in diagnoses), diagnoses[0].cause
