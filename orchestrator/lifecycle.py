@@ -28,10 +28,10 @@ from orchestrator.errors import (
     StepError,
 )
 from orchestrator.events import Emit, PhaseEvent
+from orchestrator.facts import Facts
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
-from orchestrator.probe import Facts
 from orchestrator.runner import HostOutcome, StepOutcome
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.records import Startup

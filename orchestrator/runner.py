@@ -26,9 +26,9 @@ from orchestrator.events import (
     StepEnd,
     StepStart,
 )
+from orchestrator.facts import Facts, ProbeRequest, probe
 from orchestrator.inventory import Inventory
 from orchestrator.lock import Holder, HostLock
-from orchestrator.probe import Facts, ProbeRequest, probe
 from orchestrator.runs.records import HostSteps
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from orchestrator.cluster.gate import ClusterError, Gate
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, PhaseEvent
-from orchestrator.probe import Facts
+from orchestrator.facts import Facts
 from orchestrator.runner import HostOutcome, StepOutcome
 from orchestrator.service.backends import watch_command
 from orchestrator.service.step import ServiceStep

@@ -20,10 +20,10 @@ from orchestrator.engines import engine
 from orchestrator.engines import vllm as vllm_engine
 from orchestrator.engines.layout import layout
 from orchestrator.errors import PreflightError
+from orchestrator.facts import Facts, Gpu, VllmFacts
 from orchestrator.packages import family_mismatches, same_version
 from orchestrator.plan.models import ArgValue, Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
-from orchestrator.probe import Facts, Gpu, VllmFacts
 from orchestrator.service.vllm_names import known_names, suggestion
 from orchestrator.steps.base import Finding
 
@@ -255,7 +255,7 @@ def _build_findings(plan: Plan, facts: Facts) -> list[Finding]:
 
 def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """Flags, choices and VLLM_* variables checked against the installed vLLM's own parser
-    (asked once per package set, remote/facts.py): vLLM refuses an unknown flag only at
+    (asked once per package set, facts/vllm.py): vLLM refuses an unknown flag only at
     launch, and a retired variable only warns."""
     assert plan.service is not None
     vllm = _running_vllm(plan, facts)

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from orchestrator.engines import engine
+from orchestrator.facts import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
 from orchestrator.packages import Installer
 from orchestrator.plan.models import Plan, PythonEnv, ServiceSpec
-from orchestrator.probe import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
 from orchestrator.runs.records import Startup
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.service import spec_diff

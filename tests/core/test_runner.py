@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.events import Event, StepEnd
+from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.runner import HostJob, HostOutcome, run_hosts
 from orchestrator.steps.base import Change, Step, StepPlan
 from orchestrator.transport.base import Transport

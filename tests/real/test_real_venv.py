@@ -29,8 +29,8 @@ from fixtures.realpkgs import (
 )
 from fixtures.sshd import SshServer
 
+from orchestrator.facts import ProbeRequest, probe
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.probe import ProbeRequest, probe
 from orchestrator.service import vllm_names
 from orchestrator.transport import connect
 
