@@ -44,16 +44,20 @@ def _shipped_imports(tree: ast.Module) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                if not alias.name.startswith("orchestrator"):
-                    found.setdefault("", set()).add(alias.name)
+            found.setdefault("", set()).update(
+                _named(a) for a in node.names if not a.name.startswith("orchestrator"))
         elif isinstance(node, ast.ImportFrom) and node.module not in (None, "__future__") \
                 and not str(node.module).startswith("orchestrator"):
-            found.setdefault(str(node.module), set()).update(a.name for a in node.names)
+            found.setdefault(str(node.module), set()).update(map(_named, node.names))
     return found
 
 
+def _named(alias: ast.alias) -> str:
+    return f"{alias.name} as {alias.asname}" if alias.asname else alias.name
+
+
 def _defined(tree: ast.Module) -> set[str]:
+    """The top-level names a host side defines."""
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):

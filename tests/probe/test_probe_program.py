@@ -1,15 +1,28 @@
 """The fact program as assembled from orchestrator/facts/: one text of the modules' host
 sides, Python 3.8 syntax, no orch import, every fact's gatherer called; run for real by the
-local transport on one request that asks for every fact, and read back by each fact's parser."""
+local transport on one request that asks for every fact, and read back by each fact's parser;
+run by a real Python 3.8 where this machine has one."""
 
 from __future__ import annotations
 
 import ast
+import glob
 import hashlib
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator.facts import Facts, ProbeRequest, parse_answer, probe, program_source
+import pytest
+
+from orchestrator.facts import (
+    Facts,
+    ProbeRequest,
+    build_stdin,
+    parse_answer,
+    probe,
+    program_source,
+)
 from orchestrator.facts.program import discovered, host_side
 from orchestrator.facts.request import VLLM_BUILDS
 from orchestrator.transport.local import LocalTransport
@@ -75,3 +88,27 @@ def test_each_parser_reads_only_its_own_keys() -> None:
     assert facts.venv is None and facts.service is None and facts.vllm is None
     assert facts.files == {} and facts.record == {} and facts.units == {}
     assert facts.guards["g"].why == "no" and facts.host.hostname == ""
+
+
+def _python38() -> str | None:
+    """A Python 3.8 on this machine (the oldest a host may have), if one runs."""
+    candidates = [shutil.which("python3.8"),
+                  *sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.8*/bin/python3.8")))]
+    for path in filter(None, candidates):
+        if subprocess.run([path, "-c", "pass"], capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+def test_the_program_runs_on_python_38(tmp_path: Path) -> None:
+    python = _python38()
+    if python is None:
+        pytest.skip("no Python 3.8 here")
+    request = ProbeRequest(venv=sys.prefix, interpreter="sh", record=["pytest"], vllm=True,
+                           files={str(tmp_path / "f"): None}, service={"port": 1},
+                           guards={"g": {"unless": ["true"]}})
+    done = subprocess.run([python, "-S", "-"], input=build_stdin(request), capture_output=True,
+                          check=True)
+    facts = parse_answer(done.stdout.decode())
+    assert facts.host.python.startswith("3.8.") and facts.guards["g"].met
+    assert facts.venv is not None and facts.record["pytest"].missing == []
