@@ -228,7 +228,7 @@ def print_cluster(rows: list[tuple[int, str, float, float, dict[str, int]]], rep
 
 def real_files(venv: Path, pins: list[str]) -> int:
     """How many RECORD entries the pinned distributions have (what a probe checks)."""
-    from orchestrator.remote.facts import record_rows
+    from orchestrator.facts.record import record_rows
 
     site = next((venv / "lib").glob("python*/site-packages"))
     total = 0

@@ -17,7 +17,7 @@ from orchestrator.apply.lock import Holder, HostLock
 from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.errors import OrchError, StepDidNotConverge
 from orchestrator.events import Emit, PhaseEvent, Probed, StepStart
-from orchestrator.probe import Facts, ProbeRequest, probe
+from orchestrator.facts import Facts, ProbeRequest, probe
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 

@@ -26,10 +26,10 @@ from orchestrator.errors import (
     SmokeFailed,
 )
 from orchestrator.events import Emit, PhaseEvent
+from orchestrator.facts import Facts
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
-from orchestrator.probe import Facts
 from orchestrator.runs.records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient

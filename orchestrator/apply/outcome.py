@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.events import StepEnd
-from orchestrator.probe import Facts
+from orchestrator.facts import Facts
 from orchestrator.runs.records import HostSteps
 
 StepStatus = Literal["ok", "changed", "pending", "failed", "skipped"]

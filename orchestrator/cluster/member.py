@@ -30,7 +30,7 @@ from orchestrator.cluster.ray_status import (
 from orchestrator.cluster.topology import Node, Topology
 from orchestrator.cluster.watch import parse_unit_state, unit_state_command
 from orchestrator.errors import OrchError
-from orchestrator.probe import Facts
+from orchestrator.facts import Facts
 from orchestrator.service.step import GroupDecision, ServiceStep
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command

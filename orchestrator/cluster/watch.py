@@ -35,7 +35,7 @@ from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.cluster.gate import ClusterError, Gate
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, PhaseEvent
-from orchestrator.probe import Facts
+from orchestrator.facts import Facts
 from orchestrator.service.backends import watch_command
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport

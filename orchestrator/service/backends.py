@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.probe import Process
+from orchestrator.facts import Process
 from orchestrator.service.launch import LaunchSpec
 from orchestrator.service.systemd import stop_policy
 from orchestrator.transport.command import Command, Raw, quoted

@@ -18,10 +18,10 @@ from orchestrator.apply.lock import Holder, service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.events import Emit, PhaseEvent
+from orchestrator.facts import Facts, ProbeRequest, Process, ServiceFacts, probe
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
-from orchestrator.probe import Facts, ProbeRequest, Process, ServiceFacts, probe
 from orchestrator.runs.records import Startup
 from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 
+from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.packages import Installer
 from orchestrator.plan.models import PythonEnv
-from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.selfwheel import self_wheel, self_wheel_digest
 from orchestrator.steps.base import Change, Step, StepPlan, Upload
 

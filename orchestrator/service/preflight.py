@@ -18,10 +18,10 @@ from orchestrator import masking
 from orchestrator.engines import engine
 from orchestrator.engines.layout import layout
 from orchestrator.errors import PreflightError
+from orchestrator.facts import Facts, Gpu
 from orchestrator.packages import family_mismatches
 from orchestrator.plan.models import ArgValue, Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
-from orchestrator.probe import Facts, Gpu
 from orchestrator.steps.base import Finding
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.probe import OtherInstance, ServiceFacts
+from orchestrator.facts import OtherInstance, ServiceFacts
 from orchestrator.runs.records import Startup
 from orchestrator.service import spec_diff
 from orchestrator.service.backends import Backend

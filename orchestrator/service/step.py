@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from orchestrator.engines import engine
+from orchestrator.facts import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
 from orchestrator.plan.models import Plan, ServiceSpec
-from orchestrator.probe import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
 from orchestrator.selfwheel import self_wheel_digest
 from orchestrator.service.backends import (
     RAY_UNIT,

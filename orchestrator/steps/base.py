@@ -15,7 +15,7 @@ from typing import Literal
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
-from orchestrator.probe import Facts, ProbeRequest
+from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw
 

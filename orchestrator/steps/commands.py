@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from orchestrator import masking
+from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.plan.models import CommandSpec
 from orchestrator.plan.secrets import substitute
-from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.steps.base import Change, Step, StepPlan
 from orchestrator.transport.command import Command, quote_env_value
 

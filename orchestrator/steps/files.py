@@ -14,9 +14,9 @@ from pathlib import Path
 
 from orchestrator import local_files, masking
 from orchestrator.errors import PlanError
+from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.plan.models import FileSpec
 from orchestrator.plan.source import MAX_FILE_BYTES
-from orchestrator.probe import Facts, ProbeRequest
 from orchestrator.steps.base import Change, Finding, Step, StepPlan, Upload
 from orchestrator.transport.command import Command
 

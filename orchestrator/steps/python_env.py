@@ -8,9 +8,9 @@ pinned distributions match their RECORD (reinstalled when `install.clean`); with
 
 from __future__ import annotations
 
+from orchestrator.facts import Facts, ProbeRequest, VenvFacts
 from orchestrator.packages import Installer, family_mismatches, same_version
 from orchestrator.plan.models import Install, PythonEnv, canonical_name
-from orchestrator.probe import Facts, ProbeRequest, VenvFacts
 from orchestrator.steps.base import Change, Finding, Step, StepPlan
 from orchestrator.transport.command import Command
 

@@ -11,16 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.probe import Facts, HostFacts, ServiceFacts, parse_answer
-from orchestrator.remote.facts import (
-    parse_cpu_model,
-    parse_listening_ports,
-    parse_meminfo,
-    parse_nvidia_smi,
-    parse_os_release,
-    parse_proc_stat,
-    parse_systemctl_show,
-)
+from orchestrator.facts import Facts, HostFacts, ServiceFacts, parse_answer
+from orchestrator.facts.gpus import parse_nvidia_smi
+from orchestrator.facts.host import parse_cpu_model, parse_meminfo, parse_os_release
+from orchestrator.facts.processes import parse_proc_stat
+from orchestrator.facts.service import parse_listening_ports, parse_systemctl_show
 
 CAPTURED = Path(__file__).parent / "captured"
 
@@ -100,7 +95,7 @@ def test_who_holds_gpu_memory_is_read_with_each_process_group(tmp_path: Path,
     for the GPUs and for the compute processes, and reads each process's group from /proc."""
     import subprocess
 
-    from orchestrator.probe import ProbeRequest, probe
+    from orchestrator.facts import ProbeRequest, probe
     from orchestrator.transport.local import LocalTransport
 
     holder = subprocess.Popen(["sleep", "30"], start_new_session=True)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from fixtures.wheels import make_wheel
 
+from orchestrator.facts import Facts, ProbeRequest, probe
+from orchestrator.facts.record import RACY_WINDOW_NS, RECORD_CACHE, record_rows
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.probe import Facts, ProbeRequest, probe
-from orchestrator.remote.facts import RACY_WINDOW_NS, RECORD_CACHE, record_rows
 from orchestrator.transport import connect
 
 pytestmark = pytest.mark.slow

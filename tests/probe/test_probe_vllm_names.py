@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.engines.vllm.builds import BUILD_PATTERN
-from orchestrator.remote.facts import vllm_facts as read_facts
+from orchestrator.facts.vllm import vllm_facts as read_facts
 
 
 def vllm_facts(venv: str, cli: bool = False) -> dict[str, object] | None:
@@ -111,7 +111,7 @@ def test_a_vllm_that_cannot_say_its_flags_is_asked_again_only_after_a_change(tmp
     site = venv / "lib" / "python3.12" / "site-packages"
     (site / "torch-2.13.0.dist-info").mkdir()
     (site / "torch-2.13.0.dist-info" / "METADATA").write_text("Name: torch\nVersion: 2.13.0\n")
-    import orchestrator.remote.facts as remote
+    from orchestrator.facts.venv import DISTRIBUTIONS
 
-    remote._DISTRIBUTIONS.clear()  # the program caches distributions for one run
+    DISTRIBUTIONS.clear()  # the program caches distributions for one run
     assert vllm_facts(str(venv), cli=True)["cli"] == {"flags": {}, "env": []}  # type: ignore[index]

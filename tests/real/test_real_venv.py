@@ -31,8 +31,8 @@ from fixtures.sshd import SshServer
 
 from orchestrator.engines.vllm import names as vllm_names
 from orchestrator.engines.vllm.builds import BUILD_PATTERN
+from orchestrator.facts import ProbeRequest, probe
 from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.probe import ProbeRequest, probe
 from orchestrator.transport import connect
 
 API_SERVER = "vllm/entrypoints/openai/api_server.py"

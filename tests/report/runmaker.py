@@ -29,8 +29,8 @@ import httpx
 from orchestrator.apply.compile import resolved_plan_yaml
 from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.sweep import run_sweep
+from orchestrator.facts.host import host_facts
 from orchestrator.plan.loader import LoadedPlan, load_plan
-from orchestrator.remote.facts import host_facts
 from orchestrator.runs.records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service.launch import render_launch

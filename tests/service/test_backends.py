@@ -71,8 +71,8 @@ def test_stop_kills_the_group_it_started_even_when_the_leader_is_gone(tmp_path: 
 def test_what_a_dead_leader_left_of_its_group_is_seen_then_stopped(tmp_path: Path) -> None:
     """vLLM's API server SIGKILLed leaves its EngineCore and workers alive in its process
     group (reparented to init): the probe names them, status says so, stop ends them."""
+    from orchestrator.facts import ProbeRequest, probe
     from orchestrator.plan.models import ServiceSpec
-    from orchestrator.probe import ProbeRequest, probe
     from orchestrator.service.backends import describe_survivors
     from orchestrator.service.step import service_request
 

@@ -17,9 +17,9 @@ from plan_fixtures import make_plan
 
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.events import Event, PhaseEvent
-from orchestrator.probe import Facts, HostFacts
+from orchestrator.facts import Facts, HostFacts
+from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.remote.environment import EnvironmentCapture, read_record
-from orchestrator.remote.facts import parse_nvidia_smi_q
 from orchestrator.runs.writer import RunFolder
 from orchestrator.transport.local import LocalTransport
 

@@ -8,8 +8,7 @@ import pytest
 from plan_fixtures import load_plan, make_plan
 
 from orchestrator.errors import PreflightError
-from orchestrator.plan.models import Plan, canonical_name
-from orchestrator.probe import (
+from orchestrator.facts import (
     Distribution,
     Facts,
     Gpu,
@@ -20,6 +19,7 @@ from orchestrator.probe import (
     VenvFacts,
     VllmFacts,
 )
+from orchestrator.plan.models import Plan, canonical_name
 from orchestrator.service.preflight import preflight as _preflight
 from orchestrator.service.preflight import raise_on_errors, required_gpus, visible_gpus
 from orchestrator.steps.base import Finding
@@ -326,7 +326,7 @@ def test_a_cpu_build_is_vllm_to_the_version_rules_and_its_script_is_not_launched
 
 
 def _busy_facts(apps: list[dict[str, Any]], service_pid: int | None = None) -> Facts:
-    from orchestrator.probe import GpuApp
+    from orchestrator.facts import GpuApp
 
     gpus = tuple(Gpu(i, "NVIDIA RTX PRO 6000", pci_bus_id=f"00000000:0{i}:00.0") for i in range(8))
     return Facts(host=HostFacts(gpus=gpus, gpu_apps=tuple(GpuApp.from_json(a) for a in apps)),

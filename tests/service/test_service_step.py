@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from orchestrator.facts import Facts, HostFacts, ServiceFacts
 from orchestrator.plan.models import Plan
-from orchestrator.probe import Facts, HostFacts, ServiceFacts
 from orchestrator.service.launch import render_launch
 from orchestrator.service.step import ServiceStep
 

@@ -13,9 +13,9 @@ import yaml
 from fixtures.orchcli import SECRET, last_run, orch
 
 from orchestrator.errors import PlanError
+from orchestrator.facts import Facts, Guard
 from orchestrator.plan.loader import load_plan
 from orchestrator.plan.models import CommandSpec
-from orchestrator.probe import Facts, Guard
 from orchestrator.steps.commands import CommandsStep, command_of, environment_text
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.facts import Distribution, Facts, RecordFacts, VenvFacts
 from orchestrator.plan.models import Install, PythonEnv
-from orchestrator.probe import Distribution, Facts, RecordFacts, VenvFacts
 from orchestrator.steps.python_env import PythonEnvStep
 
 VENV = "/opt/venvs/vllm"

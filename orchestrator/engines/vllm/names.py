@@ -1,7 +1,7 @@
 """The names vLLM's flags accept: reasoning parsers, tool call parsers, attention backends.
 
 The truth is the vLLM installed on the host: the probe reads its registries from the
-package's files (`remote/facts.py: vllm_facts`), and a name missing there is an error, since
+package's files (`facts/vllm.py: vllm_facts`), and a name missing there is an error, since
 vLLM 0.17.1 accepts a wrong `--reasoning-parser` at launch and dies only after loading the
 weights and sizing the KV cache. Before vLLM is installed (check mode on a fresh host), the
 built-in lists of vLLM 0.17.1 stand in, as warnings; the real-package tests compare them
@@ -13,8 +13,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from orchestrator.facts import VllmFacts
 from orchestrator.packages import same_version
-from orchestrator.probe import VllmFacts
 
 REASONING_PARSERS_0_17 = frozenset({
     "deepseek_r1", "deepseek_v3", "ernie45", "glm45", "granite", "holo2", "hunyuan_a13b",

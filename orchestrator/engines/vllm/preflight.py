@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 from orchestrator.engines.vllm.builds import DISTRIBUTION, uses_console_script, version_of
 from orchestrator.engines.vllm.names import known_names, suggestion
+from orchestrator.facts import Facts, VllmFacts
 from orchestrator.packages import same_version
 from orchestrator.plan.models import Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
-from orchestrator.probe import Facts, VllmFacts
 from orchestrator.steps.base import Finding
 
 API_KEY_ENV = "VLLM_API_KEY"

@@ -1,0 +1,49 @@
+"""`Facts`: the probe's answer, typed; `parse_answer` reads the program's JSON into it, each
+fact's parser its own keys (pure; tested on captured answers)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import ProbeError
+from orchestrator.facts.files import FileFacts
+from orchestrator.facts.guards import Guard
+from orchestrator.facts.host import HostFacts
+from orchestrator.facts.program import discovered
+from orchestrator.facts.record import RecordFacts
+from orchestrator.facts.service import ServiceFacts
+from orchestrator.facts.venv import VenvFacts
+from orchestrator.facts.vllm import VllmFacts
+
+
+@dataclass
+class Facts:
+    host: HostFacts = field(default_factory=HostFacts)
+    venv: VenvFacts | None = None
+    record: dict[str, RecordFacts] = field(default_factory=dict)
+    record_stats: dict[str, int] = field(default_factory=dict)  # files checked, hashed
+    vllm: VllmFacts | None = None  # when asked for and vLLM is installed
+    files: dict[str, FileFacts] = field(default_factory=dict)
+    service: ServiceFacts | None = None
+    guards: dict[str, Guard] = field(default_factory=dict)  # command name -> its guard
+    units: dict[str, ServiceFacts] = field(default_factory=dict)  # name -> like `service`
+    probe_seconds: float = 0.0
+    # The value of a fact without a field above, by name; its module reads it back typed.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_answer(text: str) -> Facts:
+    """The program's JSON answer -> Facts. Pure."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        raise ProbeError(f"the fact program printed something that is not JSON: {text[-300:]!r}") from None
+    if not isinstance(data, dict) or data.get("probe_version") != 1:
+        raise ProbeError(f"unexpected fact program answer: {line[:300]!r}")
+    facts = Facts(probe_seconds=float(data.get("probe_seconds", 0)))
+    for fact in discovered():
+        fact.parse(data, facts)
+    return facts

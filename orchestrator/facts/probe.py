@@ -1,0 +1,32 @@
+"""`probe`: run the fact program on the host's python3 and read its answer, in one round trip."""
+
+from __future__ import annotations
+
+from orchestrator.errors import ProbeError
+from orchestrator.facts.answer import Facts, parse_answer
+from orchestrator.facts.program import call_stdin
+from orchestrator.facts.request import ProbeRequest
+from orchestrator.transport.base import Transport
+from orchestrator.transport.command import Command
+
+# Runs the host's python3 (or python) on the program given on stdin. `-S`: the program is
+# stdlib only, and a host's site-packages (conda's .pth files, say) can cost more than it.
+HOST_PYTHON = Command.script(
+    'exec "$(command -v python3 || command -v python || echo python3)" -S -'
+)
+
+
+def build_stdin(request: ProbeRequest) -> bytes:
+    return call_stdin("main", request.to_json())
+
+
+def probe(transport: Transport, request: ProbeRequest, *, timeout: float = 120.0) -> Facts:
+    """Run the fact program on the host: one round trip."""
+    result = transport.run(HOST_PYTHON, stdin=build_stdin(request), timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise ProbeError(
+            f"{transport.host}: the fact program failed (exit {result.returncode}): "
+            f"{result.stderr.strip()[-500:]}",
+            hint="the host needs python3 (3.8 or newer) on the PATH of a non-interactive shell",
+        )
+    return parse_answer(result.stdout)

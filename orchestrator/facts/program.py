@@ -1,0 +1,116 @@
+"""The program shipped to the host, assembled from the host sides of this package's modules.
+
+A module's host side is the part between its `# == host side` and `# == controller side`
+lines: stdlib only, Python 3.8 (it runs under the host's python3). The program is their
+stdlib imports, those parts one after the other (so every top-level name they define must be
+unique), and `GATHER`: the gatherer of every module that declares a `FACT`. A host side uses
+another's functions through ordinary `from orchestrator.facts.<module> import ...` lines,
+which the program leaves out: there, the names are defined in the same text.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import pkgutil
+from functools import cache
+from importlib import resources
+from types import ModuleType
+from typing import Any
+
+from orchestrator.facts.fact import Fact
+
+PACKAGE = "orchestrator.facts"
+HOST_MARK, CONTROLLER_MARK = "# == host side", "# == controller side"
+
+
+def _modules() -> list[ModuleType]:
+    """Every module of the package, by name (so `common` comes before the facts)."""
+    package = importlib.import_module(PACKAGE)
+    names = sorted(info.name for info in pkgutil.iter_modules(package.__path__))
+    return [importlib.import_module(f"{PACKAGE}.{name}") for name in names]
+
+
+@cache
+def discovered() -> tuple[Fact, ...]:
+    """The facts: every module that declares `FACT`."""
+    return tuple(m.FACT for m in _modules() if isinstance(getattr(m, "FACT", None), Fact))
+
+
+def _shipped_imports(tree: ast.Module) -> dict[str, set[str]]:
+    """A module's top-level imports the host needs too (not `__future__`, not orch's own):
+    module -> the names taken from it ("" for a plain `import`)."""
+    found: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found.setdefault("", set()).update(
+                _named(a) for a in node.names if not a.name.startswith("orchestrator"))
+        elif isinstance(node, ast.ImportFrom) and node.module not in (None, "__future__") \
+                and not str(node.module).startswith("orchestrator"):
+            found.setdefault(str(node.module), set()).update(map(_named, node.names))
+    return found
+
+
+def _named(alias: ast.alias) -> str:
+    return f"{alias.name} as {alias.asname}" if alias.asname else alias.name
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """The top-level names a host side defines."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def host_side(name: str) -> tuple[dict[str, set[str]], str] | None:
+    """A module's shipped imports and host-side source (None: it has no host side)."""
+    source = resources.files(PACKAGE).joinpath(f"{name}.py").read_text()
+    start = source.find("\n" + HOST_MARK)
+    if start < 0:
+        return None
+    body_start = source.index("\n", start + 1) + 1
+    end = source.find("\n" + CONTROLLER_MARK, body_start)
+    host = source[body_start:end if end >= 0 else len(source)].strip("\n")
+    return _shipped_imports(ast.parse(source)), host
+
+
+def _import_lines(imports: dict[str, set[str]]) -> list[str]:
+    return [f"import {', '.join(sorted(names))}" if not module else
+            f"from {module} import {', '.join(sorted(names))}"
+            for module, names in sorted(imports.items())]
+
+
+@cache
+def program_source() -> str:
+    imports: dict[str, set[str]] = {}
+    parts: list[str] = []
+    owners: dict[str, str] = {}  # top-level name -> the module defining it
+    for module in _modules():
+        name = module.__name__.rsplit(".", 1)[1]
+        found = host_side(name)
+        if found is None:
+            continue
+        for module_name, names in found[0].items():
+            imports.setdefault(module_name, set()).update(names)
+        for defined in _defined(ast.parse(found[1])):
+            if owners.setdefault(defined, name) != name:
+                raise RuntimeError(f"facts/{name}.py and facts/{owners[defined]}.py both define "
+                                   f"{defined!r} on the host side")
+        parts.append(f"# -- facts/{name}.py\n\n{found[1]}\n")
+    gather = ", ".join(fact.gather for fact in discovered())
+    return "\n".join([
+        '"""orch\'s fact program, assembled from orchestrator/facts/ (program.py)."""',
+        "from __future__ import annotations\n", *_import_lines(imports), "\n", "\n\n".join(parts),
+        f"GATHER.extend([{gather}])\n",
+    ])
+
+
+def call_stdin(function: str, argument: Any) -> bytes:
+    """The program plus one call of its host-side `function` with `argument` (JSON)."""
+    return (program_source() + f"\n{function}(json.loads({json.dumps(json.dumps(argument))}))\n").encode()

@@ -1,0 +1,125 @@
+"""The venv: does it exist, its Python, its distributions and versions (read from their
+`*.dist-info/METADATA`, never imported: importing flashinfer with a mismatched cubin would
+crash, the very thing to report), uv in it, and where the plan's interpreter is."""
+# ruff: noqa: UP006, UP035 - the host side runs on Python 3.8 hosts
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List
+
+from orchestrator.facts.common import read_text
+from orchestrator.facts.fact import Fact
+
+if TYPE_CHECKING:
+    from orchestrator.facts.answer import Facts
+
+# == host side: shipped to the host (stdlib only, Python 3.8) ==
+
+
+def site_packages(venv: str) -> List[str]:
+    return sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages")))
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+DISTRIBUTIONS: Dict[str, Dict[str, Dict[str, str]]] = {}  # venv -> its distributions, once per run
+
+
+def distributions(venv: str) -> Dict[str, Dict[str, str]]:
+    """Canonical name -> {name, version, dist_info} of every distribution in the venv."""
+    if venv in DISTRIBUTIONS:
+        return DISTRIBUTIONS[venv]
+    found: Dict[str, Dict[str, str]] = {}
+    for site in site_packages(venv):
+        for info in sorted(glob.glob(os.path.join(site, "*.dist-info"))):
+            name = version = None
+            for line in (read_text(os.path.join(info, "METADATA")) or "").splitlines():
+                if line.startswith("Name:") and name is None:
+                    name = line[5:].strip()
+                elif line.startswith("Version:") and version is None:
+                    version = line[8:].strip()
+                elif not line.strip():
+                    break
+            if name and version:
+                found[canonical_name(name)] = {"name": name, "version": version, "dist_info": info}
+    DISTRIBUTIONS[venv] = found
+    return found
+
+
+def venv_facts(venv: str) -> Dict[str, Any]:
+    venv = os.path.expanduser(venv)
+    python = os.path.join(venv, "bin", "python")
+    cfg = read_text(os.path.join(venv, "pyvenv.cfg")) or ""
+    version = None
+    match = re.search(r"^version(?:_info)?\s*=\s*(\S+)", cfg, re.M)
+    if match:
+        version = match.group(1)
+    exists = os.path.isfile(python) and os.access(python, os.X_OK) and bool(cfg)
+    return {
+        "path": venv,
+        "exists": exists,
+        "python_version": version,
+        "distributions": distributions(venv) if exists else {},
+        "has_uv": os.path.isfile(os.path.join(venv, "bin", "uv")),
+    }
+
+
+def gather_venv(request: Dict[str, Any], answer: Dict[str, Any]) -> None:
+    if request.get("venv"):
+        answer["venv"] = venv_facts(request["venv"])
+        if request.get("interpreter"):
+            answer["venv"]["interpreter"] = shutil.which(request["interpreter"])
+
+
+# == controller side ==
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+
+
+@dataclass
+class VenvFacts:
+    path: str
+    exists: bool
+    python_version: str | None
+    distributions: dict[str, Distribution]  # canonical name -> distribution
+    has_uv: bool
+    interpreter_path: str | None = None  # the plan's interpreter on the host's PATH, if asked
+
+    def installed(self) -> dict[str, str]:
+        """Canonical name -> installed version."""
+        return {name: d.version for name, d in self.distributions.items()}
+
+    def freeze(self) -> str:
+        """`pip freeze`-style lines, sorted by name (read from metadata, no pip call)."""
+        lines = sorted(f"{d.name}=={d.version}" for d in self.distributions.values())
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+def parse(answer: dict[str, Any], facts: Facts) -> None:
+    venv = answer.get("venv")
+    if not venv:
+        return
+    facts.venv = VenvFacts(
+        path=venv["path"],
+        exists=bool(venv["exists"]),
+        python_version=venv.get("python_version"),
+        distributions={
+            key: Distribution(name=d["name"], version=d["version"])
+            for key, d in venv.get("distributions", {}).items()
+        },
+        has_uv=bool(venv.get("has_uv")),
+        interpreter_path=venv.get("interpreter"),
+    )
+
+
+FACT = Fact(gather="gather_venv", parse=parse)
