@@ -12,6 +12,7 @@ from rich.console import Console
 
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
+from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.lifecycle import Lifecycle
 from orchestrator.apply.lock import Holder, lock_paths
@@ -29,7 +30,6 @@ from orchestrator.output import Reporter, print_diffs, print_origins, recap_tabl
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
-from orchestrator.remote.environment import EnvironmentCapture
 from orchestrator.runs.layout import refuse_inside_run
 from orchestrator.runs.records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder

@@ -1,4 +1,4 @@
-"""The environment of a run on the host (the controller side is remote/environment.py):
+"""The environment of a run on the host (the controller side is apply/environment.py):
 `start_collect_env` starts vLLM's collect-env in the background, `environment_facts` runs
 `nvidia-smi -q` and takes what collect-env wrote. Each is called on its own (program.py:
 `call_stdin`), not by the probe, and prints its own JSON answer."""

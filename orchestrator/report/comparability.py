@@ -125,9 +125,9 @@ def kernels_of(s: Series) -> dict[str, Any]:
 
 
 def environment_of(s: Series) -> dict[str, Any]:
-    """The run's environment.json (remote/environment.py): nvidia-smi -q's versions,
+    """The run's environment.json (apply/environment.py): nvidia-smi -q's versions,
     collect-env; empty for a run without one."""
-    from orchestrator.remote.environment import read_record
+    from orchestrator.apply.environment import read_record
 
     return read_record(RunLayout(s.run.path).host(s.host.name).environment)
 

@@ -111,7 +111,7 @@ class HostLayout:
 
     @property
     def environment(self) -> Path:
-        """The run's environment (remote/environment.py): nvidia-smi -q, vLLM's collect-env."""
+        """The run's environment (apply/environment.py): nvidia-smi -q, vLLM's collect-env."""
         return self.root / "environment"
 
     def collected(self, remote_path: str) -> Path:

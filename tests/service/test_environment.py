@@ -1,4 +1,4 @@
-"""The environment of a run (remote/environment.py): `nvidia-smi -q` read and kept where
+"""The environment of a run (apply/environment.py): `nvidia-smi -q` read and kept where
 nvidia-smi exists, said missing where it does not; vLLM's collect-env run in the plan's venv
 in the background, time-boxed, its failure or timeout written down and never fatal. Real
 processes over the local transport: a stand-in `nvidia-smi` on the PATH, a real venv whose
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from plan_fixtures import make_plan
 
+from orchestrator.apply.environment import EnvironmentCapture, read_record
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.events import Event, PhaseEvent
 from orchestrator.facts import Facts, HostFacts
 from orchestrator.facts.environment import parse_nvidia_smi_q
-from orchestrator.remote.environment import EnvironmentCapture, read_record
 from orchestrator.runs.writer import RunFolder
 from orchestrator.transport.local import LocalTransport
 

@@ -82,7 +82,7 @@ def _build_findings(plan: Plan, facts: Facts) -> list[Finding]:
 
 def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """Flags, choices and VLLM_* variables checked against the installed vLLM's own parser
-    (asked once per package set, remote/facts.py): vLLM refuses an unknown flag only at
+    (asked once per package set, facts/vllm.py): vLLM refuses an unknown flag only at
     launch, and a retired variable only warns."""
     assert plan.service is not None
     vllm = _running_vllm(plan, facts)
