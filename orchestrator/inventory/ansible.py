@@ -25,7 +25,6 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from orchestrator.errors import InventoryError, PlanError
-from orchestrator.inventory import Inventory
 from orchestrator.inventory.ansible_parse import (
     BAD_NAME,
     GROUP_KEYS,
@@ -38,6 +37,7 @@ from orchestrator.inventory.ansible_parse import (
     parse_yaml,
 )
 from orchestrator.inventory.destination import parse_destination
+from orchestrator.inventory.models import Inventory
 from orchestrator.plan.source import (
     FieldPath,
     Origin,
