@@ -20,7 +20,7 @@ from orchestrator.bench.table import render_table
 from orchestrator.report.comparison import compare_runs
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.reader import load_bench, read_record
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.records import LevelResult, RepeatResult
 from orchestrator.runs.writer import RunFolder, write_level
 from orchestrator.tables import to_rich
 
@@ -39,13 +39,16 @@ def _written(result: LevelResult, tmp_path: Path) -> str:
 def test_a_level_file_reads_and_writes_back_byte_for_byte(path: Path, tmp_path: Path) -> None:
     result = read_record(path, LevelResult)
     assert result.completed >= 1 and result.repeats
+    assert all(isinstance(repeat, RepeatResult) for repeat in result.repeats)
     assert _written(result, tmp_path) == path.read_text()
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[c["name"] for c in CASES])
 def test_compose_writes_the_level_file_as_before(index: int, tmp_path: Path) -> None:
     (expected,) = FILES.glob(f"case{index}-level-*.json")
-    text = _written(compose_case(CASES[index]).result, tmp_path)
+    result = compose_case(CASES[index]).result
+    assert all(isinstance(repeat, RepeatResult) for repeat in result.repeats)
+    text = _written(result, tmp_path)
     assert DATE.sub('"date": "20260101-000000"', text, count=1) == expected.read_text()
 
 
