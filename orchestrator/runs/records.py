@@ -172,8 +172,9 @@ class LevelResult(OrderedRecord):
     One object from birth (`bench/level.compose`) to the writer, the reader and the report.
     The figures code reads are typed; the per-metric statistics (`p99_ttft_ms`,
     `std_itl_ms`, ...) and blocks only some levels have stay extra keys (`figure()` reads
-    any number, `extra()` any block). Written back in the key order it was made or read
-    with, so a kept level's file is rewritten byte for byte."""
+    any number, `extra()` any block); its `repeats` are `RepeatResult`s. Written in the
+    key order it was made or read with (an `OrderedRecord`): a level file of an older orch
+    reads and writes back byte for byte."""
 
     level: str = ""
     mode: str = "closed"  # closed, batch, rate
