@@ -144,3 +144,18 @@ def throughput_drops(levels: Sequence[tuple[float, float]]) -> list[int]:
         if load_b > load_a and rate_b < rate_a * (1 - DROP_TOLERANCE):
             drops.append(current)
     return drops
+
+
+def flags_against(earlier: Sequence[tuple[float, float]], level: tuple[float, float]) -> list[str]:
+    """The cross-level flags of a level, given as (load, output throughput), against the
+    levels of its mode that ran before it: a sweep writes each level once, as it ends, so
+    its flags are final then (throughput_drop against the nearest lower load, no_scaling
+    against the lowest)."""
+    loads = [*earlier, level]
+    index = len(loads) - 1
+    flags = []
+    if index in throughput_drops(loads):
+        flags.append("throughput_drop")
+    if index in no_scaling(loads):
+        flags.append("no_scaling")
+    return flags

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -29,7 +30,7 @@ from orchestrator.bench.tokens import TokenCounter
 from orchestrator.bench.workload import Workload
 from orchestrator.events import Emit
 from orchestrator.plan.models import Bench
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.records import LevelResult, RepeatResult
 
 
 @dataclass(frozen=True)
@@ -155,114 +156,174 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
     return compose(ctx, spec, repeats, warmup_records)
 
 
-def compose(ctx: Context, spec: LevelSpec, phases: list[Repeat], warmup_records: list[Any]) -> LevelRun:
+@dataclass(frozen=True)
+class MeasuredRepeat:
+    """One repeat as the level's result takes it: its requests' metrics and JSONL rows, its
+    entry of `repeats`, and each sampler's summary of it (by block)."""
+
+    repeat: Repeat
+    metrics: list[RequestMetrics]
+    rows: list[dict[str, Any]]
+    result: RepeatResult
+    sampled: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The measured repeats taken together: what the level's own figures come from."""
+
+    metrics: list[RequestMetrics]
+    duration_s: float
+    cpu_s: float
+    lags_s: list[float]  # how late each scheduled (open-loop) request started
+    stopped: str | None
+
+    @classmethod
+    def of(cls, measured: Sequence[MeasuredRepeat]) -> Pooled:
+        metrics = [m for one in measured for m in one.metrics]
+        stopped = None
+        for one in measured:
+            stopped = stopped or one.repeat.phase.stopped
+        return cls(metrics=metrics,
+                   duration_s=sum(one.repeat.phase.duration_s for one in measured),
+                   cpu_s=sum(one.repeat.phase.cpu_s for one in measured),
+                   lags_s=[m.start_s - m.scheduled_s for m in metrics if m.scheduled_s is not None],
+                   stopped=stopped)
+
+
+def compose(ctx: Context, spec: LevelSpec, repeats: list[Repeat],
+            warmup_records: list[Any]) -> LevelRun:
     """The level's result from its repeats (pure apart from reading the clock for `date`;
     the samplers are asked only to summarize what they sampled)."""
-    config = ctx.config
     label = spec.label
-    rows: list[dict[str, Any]] = []
-    for record in warmup_records:
-        rows.append(jsonl_row(record, derive(record, record.start_ns), label))
-    scale = ctx.server.time_scale if ctx.server.simulated else None
+    rows = [jsonl_row(r, derive(r, r.start_ns), label) for r in warmup_records]
+    measured = [_measure(ctx, one, label) for one in repeats]
+    for one in measured:
+        rows.extend(one.rows)
+    pooled = Pooled.of(measured)
+    stopped = pooled.stopped or ctx.stop.reason
+    figures, blocks = _level_figures(ctx, pooled, measured)
+    data = _vllm_head(ctx, spec, len(pooled.metrics))
+    for key, value in ctx.labels.items():
+        data.setdefault(key, value)
+    data.update(figures)
+    data.update(_orch_keys(ctx, spec, pooled, measured, blocks,
+                           partial=stopped is not None or len(repeats) < ctx.config.repeats,
+                           stopped=stopped, warmup_requests=len(warmup_records)))
+    if ctx.server.simulated and ctx.server.time_scale:
+        data["normalized"] = normalized(figures, ctx.server.time_scale)
+    data["flags"] = []
+    level = LevelResult.model_validate(data)
+    level.effective_concurrency = effective_concurrency(level)
+    level.flags = level_flags(level)
+    return LevelRun(spec, level, rows)
 
-    def summary(metrics: list[RequestMetrics], duration_s: float, **extra: Any) -> dict[str, Any]:
-        return summarize_level(metrics, duration_s=duration_s, slo=config.slo,
-                               percentiles=config.percentiles,
-                               percentile_metrics=config.percentile_metrics, time_scale=scale,
-                               **extra)
 
-    pooled: list[RequestMetrics] = []
-    repeats: list[dict[str, Any]] = []
-    sampled: dict[str, list[dict[str, Any]]] = {s.block: [] for s in ctx.samplers}
-    total_duration = cpu = 0.0
-    lags: list[float] = []
-    stopped = None
-    for measured in phases:
-        phase = measured.phase
-        metrics = [derive(r, phase.origin_ns) for r in phase.records]
-        rows.extend(jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True))
-        token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok
-                       for t in token_times_ns(r)]
-        one = summary(metrics, phase.duration_s, token_times_s=token_times)
-        figures_of: dict[str, Any] = {}
-        for sampler in ctx.samplers:
-            seen = sampler.summarize(measured.samples.get(sampler.block, []))
-            sampled[sampler.block].append(seen)
-            figures_of.update({key: seen.get(key) for key in sampler.repeat_keys})
-        repeats.append(
-            {
-                "duration": one["duration"],
-                "completed": one["completed"],
-                "failed": one["failed"],
-                "output_throughput": one["output_throughput"],
-                "mean_ttft_ms": one["mean_ttft_ms"],
-                "mean_e2el_ms": one["mean_e2el_ms"],
-                "max_output_tokens_per_s": one["max_output_tokens_per_s"],
-                "max_concurrent_requests": one["max_concurrent_requests"],
-                **figures_of,
-                "stopped": phase.stopped,
-            }
-        )
-        pooled.extend(metrics)
-        total_duration += phase.duration_s
-        cpu += phase.cpu_s
-        lags.extend(m.start_s - m.scheduled_s for m in metrics if m.scheduled_s is not None)
-        stopped = stopped or phase.stopped
-    stopped = stopped or ctx.stop.reason
-    partial = stopped is not None or len(phases) < config.repeats
-    figures = summary(pooled, total_duration)
-    blocks = {s.block: s.merge(sampled[s.block]) for s in ctx.samplers}
+def _summary(ctx: Context, metrics: list[RequestMetrics], duration_s: float,
+             token_times_s: Sequence[float] = ()) -> dict[str, Any]:
+    """summarize_level with the plan's objectives and percentiles; a simulator's goodput
+    is judged in model time."""
+    config = ctx.config
+    return summarize_level(metrics, duration_s=duration_s, slo=config.slo,
+                           token_times_s=token_times_s, percentiles=config.percentiles,
+                           percentile_metrics=config.percentile_metrics,
+                           time_scale=ctx.server.time_scale if ctx.server.simulated else None)
+
+
+# The level's figures each `repeats` entry carries (RepeatResult's, in its order)
+REPEAT_FIGURES = ("duration", "completed", "failed", "output_throughput", "mean_ttft_ms",
+                  "mean_e2el_ms", "max_output_tokens_per_s", "max_concurrent_requests")
+
+
+def _measure(ctx: Context, measured: Repeat, label: str) -> MeasuredRepeat:
+    """One repeat's metrics, rows and `repeats` entry (its figures, then the samplers'
+    `repeat_keys`, then `stopped`)."""
+    phase = measured.phase
+    metrics = [derive(r, phase.origin_ns) for r in phase.records]
+    rows = [jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True)]
+    token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok
+                   for t in token_times_ns(r)]
+    one = _summary(ctx, metrics, phase.duration_s, token_times)
+    sampled: dict[str, dict[str, Any]] = {}
+    sampler_figures: dict[str, Any] = {}
+    for sampler in ctx.samplers:
+        seen = sampler.summarize(measured.samples.get(sampler.block, []))
+        sampled[sampler.block] = seen
+        sampler_figures.update({key: seen.get(key) for key in sampler.repeat_keys})
+    result = RepeatResult.model_validate({
+        **{key: one[key] for key in REPEAT_FIGURES},
+        **sampler_figures,
+        "stopped": phase.stopped,
+    })
+    return MeasuredRepeat(measured, metrics, rows, result, sampled)
+
+
+def _level_figures(ctx: Context, pooled: Pooled, measured: Sequence[MeasuredRepeat],
+                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any] | None]]:
+    """The level's figures over its pooled requests, with the samplers' level figures, and
+    each sampler's block merged from its repeats. The peaks are the busiest repeat's: one
+    second bins and overlaps do not add up across repeats."""
+    figures = _summary(ctx, pooled.metrics, pooled.duration_s)
+    blocks = {s.block: s.merge([one.sampled[s.block] for one in measured]) for s in ctx.samplers}
     for sampler in ctx.samplers:
         figures.update(sampler.level_figures(blocks[sampler.block], figures))
-    if repeats:
-        figures["max_output_tokens_per_s"] = max(r["max_output_tokens_per_s"] for r in repeats)
-        figures["max_concurrent_requests"] = max(r["max_concurrent_requests"] for r in repeats)
+    if measured:
+        figures["max_output_tokens_per_s"] = max(
+            one.result.max_output_tokens_per_s or 0.0 for one in measured)
+        figures["max_concurrent_requests"] = max(
+            one.result.max_concurrent_requests or 0 for one in measured)
+    return figures, blocks
+
+
+def _vllm_head(ctx: Context, spec: LevelSpec, num_prompts: int) -> dict[str, Any]:
+    """The keys `vllm bench serve --save-result` opens its result with."""
+    config = ctx.config
     chat = config.endpoint == "chat"
-    result: dict[str, Any] = {
+    rate = spec.mode == "rate"
+    return {
         "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": "openai-chat" if chat else "openai",
         "backend": "openai-chat" if chat else "openai",
         "label": ctx.labels.get("label"),
         "model_id": ctx.server.model,
         "tokenizer_id": str(ctx.tokens.source.parent) if ctx.tokens else ctx.server.model,
-        "num_prompts": len(pooled),
-        "request_rate": spec.rate if spec.mode == "rate" else "inf",
-        "burstiness": config.burstiness if spec.mode == "rate" else 1.0,
-        "max_concurrency": spec.concurrency if spec.mode != "rate" else config.max_in_flight,
+        "num_prompts": num_prompts,
+        "request_rate": spec.rate if rate else "inf",
+        "burstiness": config.burstiness if rate else 1.0,
+        "max_concurrency": config.max_in_flight if rate else spec.concurrency,
     }
-    for key, value in ctx.labels.items():
-        result.setdefault(key, value)
-    result.update(figures)
-    result.update(
-        {
-            "level": label,
-            "mode": spec.mode,
-            "prompt_prefix": config.prompt_prefix,
-            # asked (synthetic prompts, their unique prefix included); mean_input_tokens is
-            # what the server counted, the chat template's tokens included
-            "input_len": config.input_len,
-            "partial": partial,
-            "stopped": stopped,
-            "warmup_requests": len(warmup_records),
-            # False once the server closed kept connections: each request then had its own
-            "keep_alive": ctx.client.keep_alive,
-            "repeats": repeats,
-            "spread": relative_spread([r["output_throughput"] for r in repeats]),
-            "client_cpu_s": cpu,
-            "client_cpu_utilization": cpu / total_duration if total_duration > 0 else 0.0,
-            "client_schedule_lag_ms": summarize([x * 1000 for x in lags]) if lags else None,
-            **blocks,
-            "server_version": ctx.server.version,
-            "simulated": ctx.server.simulated,
-            "simulator_profile": ctx.server.profile,
-            "time_scale": ctx.server.time_scale,
-            "metric_definitions": METRIC_DEFINITIONS,
-        }
-    )
-    if ctx.server.simulated and ctx.server.time_scale:
-        result["normalized"] = normalized(figures, ctx.server.time_scale)
-    result["flags"] = []
-    level = LevelResult.model_validate(result)
-    level.effective_concurrency = effective_concurrency(level)
-    level.flags = level_flags(level)
-    return LevelRun(spec, level, rows)
+
+
+def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
+               measured: Sequence[MeasuredRepeat], blocks: dict[str, dict[str, Any] | None],
+               *, partial: bool, stopped: str | None, warmup_requests: int) -> dict[str, Any]:
+    """orch's keys after the figures: the level, how it ran, its repeats, the client's own
+    load, the samplers' blocks and the server."""
+    config, server = ctx.config, ctx.server
+    repeats = [one.result for one in measured]
+    return {
+        "level": spec.label,
+        "mode": spec.mode,
+        "prompt_prefix": config.prompt_prefix,
+        # asked (synthetic prompts, their unique prefix included); mean_input_tokens is
+        # what the server counted, the chat template's tokens included
+        "input_len": config.input_len,
+        "partial": partial,
+        "stopped": stopped,
+        "warmup_requests": warmup_requests,
+        # False once the server closed kept connections: each request then had its own
+        "keep_alive": ctx.client.keep_alive,
+        "repeats": repeats,
+        "spread": relative_spread([r.output_throughput or 0.0 for r in repeats]),
+        "client_cpu_s": pooled.cpu_s,
+        "client_cpu_utilization": (pooled.cpu_s / pooled.duration_s
+                                   if pooled.duration_s > 0 else 0.0),
+        "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
+                                   if pooled.lags_s else None),
+        **blocks,
+        "server_version": server.version,
+        "simulated": server.simulated,
+        "simulator_profile": server.profile,
+        "time_scale": server.time_scale,
+        "metric_definitions": METRIC_DEFINITIONS,
+    }

@@ -96,19 +96,29 @@ def summarize_level(
     """Headline figures of one level over its measured (non-warm-up) requests; goodput
     against the objectives in model time when `time_scale` (a simulator's) is given."""
     ok = [m for m in requests if m.ok]
-    failed = [m for m in requests if not m.ok]
+    good = sum(1 for m in ok if meets_slo(m, slo, time_scale or 1.0))
+    return {
+        **_headline(requests, duration_s, good if slo_is_set(slo) else None, token_times_s),
+        **_latencies(ok, percentiles, percentile_metrics),
+        **_detail(requests, duration_s, good if slo_is_set(slo) else None),
+    }
+
+
+def _headline(requests: Sequence[RequestMetrics], duration_s: float, good: int | None,
+              token_times_s: Sequence[float]) -> dict[str, Any]:
+    """vllm's counts, tokens and rates (goodput None without objectives), and the peaks."""
+    ok = [m for m in requests if m.ok]
     duration = max(duration_s, 1e-9)
     output_tokens = sum(m.output_tokens for m in ok)
     input_tokens = sum(m.input_tokens or 0 for m in ok)
-    good = sum(1 for m in ok if meets_slo(m, slo, time_scale or 1.0))
-    out: dict[str, Any] = {
+    return {
         "duration": duration_s,
         "completed": len(ok),
-        "failed": len(failed),
+        "failed": len(requests) - len(ok),
         "total_input_tokens": input_tokens,
         "total_output_tokens": output_tokens,
         "request_throughput": len(ok) / duration,
-        "request_goodput": good / duration if slo_is_set(slo) else None,
+        "request_goodput": good / duration if good is not None else None,
         "output_throughput": output_tokens / duration,
         "total_token_throughput": (input_tokens + output_tokens) / duration,
         "max_output_tokens_per_s": peak_tokens_per_second(token_times_s),
@@ -117,6 +127,13 @@ def summarize_level(
         # one request at a time never overlaps two, whatever the client holds in flight.
         "max_generating": max_concurrent(generating(ok)),
     }
+
+
+def _latencies(ok: Sequence[RequestMetrics], percentiles: Sequence[float],
+               percentile_metrics: Sequence[str]) -> dict[str, Any]:
+    """Each latency's statistics (`mean_ttft_ms`, `p99_itl_ms`, ...) over the successful
+    requests; the percentiles only of the metrics chosen for them."""
+    out: dict[str, Any] = {}
     chosen = with_percentiles(percentile_metrics)
     for metric in LATENCIES:
         samples = [x for m in ok for x in m.samples(metric)]
@@ -124,29 +141,37 @@ def summarize_level(
         empty = metric.null_when_empty and not samples
         for stat, value in stats.items():
             out[stat_key(stat, metric.name)] = None if empty else value
-    reasoning = sum(m.reasoning_tokens for m in ok)
-    sources = Counter(m.token_source for m in ok)
-    out.update(
-        {
-            "total_reasoning_tokens": reasoning,
-            "total_content_tokens": output_tokens - reasoning,
-            "reasoning_throughput": reasoning / duration,
-            "content_throughput": (output_tokens - reasoning) / duration,
-            "mean_output_tokens": output_tokens / len(ok) if ok else 0.0,
-            # the server's prompt_tokens: on chat, the prompt plus its chat template
-            "mean_input_tokens": input_tokens / len(ok) if ok else 0.0,
-            "itl_source": _token_source(Counter(m.itl_source for m in ok)),
-            "token_source": _token_source(sources),
-            "requests_meeting_slo": good if slo_is_set(slo) else None,
-            "slo_attainment": (good / len(ok) if ok else 0.0) if slo_is_set(slo) else None,
-            "errors": dict(Counter(m.error_kind or "unknown" for m in failed)),
-            "error_messages": error_messages(failed),
-            "retried": sum(1 for m in requests if m.retried),
-            "finish_reasons": dict(Counter(m.finish_reason or "none" for m in ok)),
-            "hit_max_tokens": sum(1 for m in ok if m.finish_reason == "length"),
-        }
-    )
     return out
+
+
+def _detail(requests: Sequence[RequestMetrics], duration_s: float,
+            good: int | None) -> dict[str, Any]:
+    """orch's own figures: the reasoning split, token sources, objectives met, failures by
+    kind and message, retries and finish reasons."""
+    ok = [m for m in requests if m.ok]
+    failed = [m for m in requests if not m.ok]
+    duration = max(duration_s, 1e-9)
+    output_tokens = sum(m.output_tokens for m in ok)
+    input_tokens = sum(m.input_tokens or 0 for m in ok)
+    reasoning = sum(m.reasoning_tokens for m in ok)
+    return {
+        "total_reasoning_tokens": reasoning,
+        "total_content_tokens": output_tokens - reasoning,
+        "reasoning_throughput": reasoning / duration,
+        "content_throughput": (output_tokens - reasoning) / duration,
+        "mean_output_tokens": output_tokens / len(ok) if ok else 0.0,
+        # the server's prompt_tokens: on chat, the prompt plus its chat template
+        "mean_input_tokens": input_tokens / len(ok) if ok else 0.0,
+        "itl_source": _token_source(Counter(m.itl_source for m in ok)),
+        "token_source": _token_source(Counter(m.token_source for m in ok)),
+        "requests_meeting_slo": good,
+        "slo_attainment": (good / len(ok) if ok else 0.0) if good is not None else None,
+        "errors": dict(Counter(m.error_kind or "unknown" for m in failed)),
+        "error_messages": error_messages(failed),
+        "retried": sum(1 for m in requests if m.retried),
+        "finish_reasons": dict(Counter(m.finish_reason or "none" for m in ok)),
+        "hit_max_tokens": sum(1 for m in ok if m.finish_reason == "length"),
+    }
 
 
 def error_messages(failed: Sequence[RequestMetrics], top: int = 5) -> list[dict[str, Any]]:

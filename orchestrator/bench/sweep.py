@@ -25,7 +25,7 @@ from typing import Any, Literal
 from rich.console import RenderableType
 
 from orchestrator.bench import auto as auto_search
-from orchestrator.bench.anomalies import level_flags, no_scaling, throughput_drops
+from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
@@ -221,6 +221,46 @@ async def _sweep(
     crash: dict[str, Any] | None = None,
     explain_death: ExplainDeath | None = None,
 ) -> SweepResult:
+    ctx = _context(config, root, server, workload, api_key, emit, host, labels, tokens,
+                   warm_workload, extra_samplers)
+    sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash,
+                        kept={level.spec.label for level in finished})
+    started = datetime.now(UTC)
+    restore = _catch_sigint(ctx.stop)
+    try:
+        if config.concurrency == "auto":
+            await _auto(ctx, sweep)
+        for spec in plan_levels(config):
+            if ctx.stop.is_set:
+                break
+            if spec.label not in sweep.kept:
+                await _run_and_write(ctx, sweep, spec)
+    finally:
+        restore()
+        ctx.client.close()
+        sweep.stopped = ctx.stop.reason
+        sweep.signum = ctx.stop.signum
+        if sweep.server_died and explain_death is not None:
+            cut = sweep.levels[-1] if sweep.levels and sweep.levels[-1].partial else None
+            sweep.crash = explain_death(cut.spec.label if cut else None)
+        _finish(sweep, config, root, labels, started)
+    return sweep
+
+
+def _context(
+    config: Bench,
+    root: str,
+    server: ServerInfo,
+    workload: Workload,
+    api_key: str | None,
+    emit: Emit | None,
+    host: str,
+    labels: dict[str, str],
+    tokens: TokenCounter | None,
+    warm_workload: Workload | None,
+    extra_samplers: Sequence[Sampler],
+) -> Context:
+    """What every level of the sweep shares: one client, the /metrics scraper first."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
         parse_target(root),
@@ -230,14 +270,13 @@ async def _sweep(
         timeout=config.request_timeout,
         keep_text=tokens is not None,
     )
-    stop = Stop()
     ctx = Context(
         config=config,
         client=client,
         workload=workload,
         server=server,
         samplers=[Scraper(f"{root}/metrics", config.metrics_interval, headers), *extra_samplers],
-        stop=stop,
+        stop=Stop(),
         emit=emit,
         host=host,
         labels=labels,
@@ -245,29 +284,7 @@ async def _sweep(
         warm_workload=warm_workload,
     )
     check_blocks(ctx.samplers)
-    sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash,
-                        kept={level.spec.label for level in finished})
-    done = sweep.kept
-    started = datetime.now(UTC)
-    restore = _catch_sigint(stop)
-    try:
-        if config.concurrency == "auto":
-            await _auto(ctx, sweep)
-        for spec in plan_levels(config):
-            if stop.is_set:
-                break
-            if spec.label not in done:
-                await _run_and_write(ctx, sweep, spec)
-    finally:
-        restore()
-        client.close()
-        sweep.stopped = stop.reason
-        sweep.signum = stop.signum
-        if sweep.server_died and explain_death is not None:
-            cut = sweep.levels[-1] if sweep.levels and sweep.levels[-1].partial else None
-            sweep.crash = explain_death(cut.spec.label if cut else None)
-        _finish(sweep, config, root, labels, started)
-    return sweep
+    return ctx
 
 
 def kept_levels(config: Bench, out_dir: Path) -> tuple[list[LevelRun], list[str]]:
@@ -297,11 +314,28 @@ async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> L
                             concurrency=spec.concurrency, rate=spec.rate,
                             requests=spec.requests))
     level = await run_level(ctx, spec)
+    level.result.flags = [*_cross_level_flags(sweep.levels, level), *level.result.flags]
     sweep.levels.append(level)
-    write_level(BenchLayout(sweep.out_dir), level.result, level.rows)
+    write_level(BenchLayout(sweep.out_dir), level.result, level.rows)  # once: its flags are final
     if ctx.emit is not None:
         ctx.emit(level_end(ctx.host, level))
     return level
+
+
+def _load(level: LevelRun) -> tuple[float, float]:
+    spec = level.spec
+    return (float((spec.rate if spec.mode == "rate" else spec.concurrency) or 0),
+            level.result.output_throughput or 0.0)
+
+
+def _cross_level_flags(earlier: Sequence[LevelRun], level: LevelRun) -> list[str]:
+    """throughput_drop and no_scaling of a level with finished requests, against the
+    levels of its mode that finished some before it (kept ones included)."""
+    if not level.result.completed:
+        return []
+    mode = level.spec.mode
+    return flags_against([_load(lv) for lv in earlier if lv.spec.mode == mode and lv.result.completed],
+                         _load(level))
 
 
 def level_end(host: str, level: LevelRun) -> LevelEnd:
@@ -342,26 +376,7 @@ async def _auto(ctx: Context, sweep: SweepResult) -> None:
 
 
 def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str], started: datetime) -> None:
-    """Cross-level flags (throughput drops), the CSV and summary.json."""
-    for mode in ("closed", "batch", "rate"):
-        members = [lv for lv in sweep.levels if lv.spec.mode == mode and lv.result.completed]
-        loads = [
-            (float((lv.spec.rate if mode == "rate" else lv.spec.concurrency) or 0),
-             lv.result.output_throughput or 0.0)
-            for lv in members
-        ]
-        marks: dict[int, list[str]] = {}
-        for index in throughput_drops(loads):
-            marks.setdefault(index, []).append("throughput_drop")
-        for index in no_scaling(loads):
-            marks.setdefault(index, []).append("no_scaling")
-        for index, flags in marks.items():
-            level = members[index]
-            new = [*flags, *level_flags(level.result)]
-            changed = level.result.flags != new
-            level.result.flags = new  # the summary says it either way
-            if changed and level.spec.label not in sweep.kept:  # a kept level's file stays
-                write_level(BenchLayout(sweep.out_dir), level.result, level.rows)
+    """The CSV and summary.json (each level's file was written as it ended)."""
     ordered = sweep.ordered()
     bench = BenchLayout(sweep.out_dir)
     columns = csv_columns(config.percentiles, config.percentile_metrics)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bench.anomalies import capped
@@ -71,28 +72,55 @@ def render_table(
     """One row per level. For a simulator at time scale s (not 1), figures are given in
     the model's own time (durations / s, throughputs * s) and the caption says so."""
     model_time = time_scale is not None and time_scale != 1.0
+    shown = _Shown(
+        percentiles=percentiles_of(results),
+        goodput=any(r.request_goodput is not None for r in results),
+        energy=any(r.figure("output_tokens_per_joule") is not None for r in results),
+        notes=[_notes(r, knee) for r in results],
+        model_time=model_time,
+    )
+    table = TableData(title or "Benchmark", _columns(results, shown),
+                      caption="\n".join(_captions(results, shown, time_scale)))
+    for result, notes in zip(results, shown.notes, strict=True):
+        table.add(_row(result, notes, shown))
+    return table
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What the table shows beyond the fixed columns, decided over all its levels."""
+
+    percentiles: list[str]
+    goodput: bool
+    energy: bool
+    notes: list[str]  # per level
+    model_time: bool
+
+
+def _columns(results: Sequence[LevelResult], shown: _Shown) -> list[Column]:
     rate_levels = any(r.mode == "rate" for r in results)
-    percentiles = percentiles_of(results)
-    goodput = any(r.request_goodput is not None for r in results)
-    energy = any(r.figure("output_tokens_per_joule") is not None for r in results)
     columns = [Column("Rate / Conc." if rate_levels else "Concurrency", "right"),
                Column("Throughput (tok/s)", "right"), Column("Avg latency (s)", "right")]
     # P50 and P99 stay longest; the ones between go first when the terminal is narrow
     columns += [Column(f"P{p} (s)", "right", priority=1 if p in ("50", "99") else 2)
-                for p in percentiles]
+                for p in shown.percentiles]
     columns += [Column("TTFT (ms)", "right", priority=1), Column("ITL (ms)", "right", priority=1)]
-    if goodput:
+    if shown.goodput:
         columns.append(Column("Goodput (req/s)", "right", priority=1))
-    if energy:
+    if shown.energy:
         columns += [Column("tok/J", "right", priority=1), Column("GPU W", "right", priority=2)]
-    notes_of = [_notes(r, knee) for r in results]
-    if any(notes_of):
+    if any(shown.notes):
         columns.append(Column("Notes", prose=True))
+    return columns
+
+
+def _captions(results: Sequence[LevelResult], shown: _Shown,
+              time_scale: float | None) -> list[str]:
     captions = ["Throughput: all output tokens (reasoning and content) / wall time. "
                 "P50..P99: end-to-end latency percentiles."]
-    if goodput:
+    if shown.goodput:
         captions.append("Goodput: requests per second meeting every latency objective.")
-    if energy:
+    if shown.energy:
         captions.append("tok/J: output tokens per joule the GPUs drew during the level "
                         "(nvidia-smi power, integrated); GPU W: their mean total power.")
     if any(r.prompt_prefix == "shared" for r in results):
@@ -104,36 +132,37 @@ def render_table(
     if any(r.keep_alive is False for r in results):
         captions.append("The server closes a kept-alive connection after each answer: orch "
                         "then opened a new one per request (its connect is part of TTFT).")
-    if model_time:
+    if shown.model_time:
         captions.append(
             f"Simulator at time scale {time_scale:g}: figures in model time "
             f"(durations / {time_scale:g}, throughputs x {time_scale:g}); raw figures in the files.")
-    table = TableData(title or "Benchmark", columns, caption="\n".join(captions))
-    for result, notes in zip(results, notes_of, strict=True):
-        def f(name: str, result: LevelResult = result) -> float | None:
-            if result.completed == 0:
-                return None  # nothing finished: no figure to show, not zeros
-            return result.figure(name, model_time=model_time)
+    return captions
 
-        throughput = f("output_throughput")
-        row = [
-            _load_label(result),
-            f"{throughput:,.1f}" if throughput is not None else "-",
-            _seconds(f("mean_e2el_ms")),
-            *(_seconds(f("median_e2el_ms") if p == "50" and f(f"p{p}_e2el_ms") is None
-                       else f(f"p{p}_e2el_ms")) for p in percentiles),
-            _ms(f("mean_ttft_ms")),
-            _ms(f("mean_itl_ms")),
-        ]
-        if goodput:
-            value = f("request_goodput")
-            row.append(f"{value:,.2f}" if isinstance(value, int | float) else "-")
-        if energy:
-            value = f("output_tokens_per_joule")
-            power = (result.extra("gpu_telemetry") or {}).get("mean_power_w")
-            row += [f"{value:,.3f}" if value is not None else "-",
-                    f"{power:,.0f}" if isinstance(power, int | float) else "-"]
-        if any(notes_of):
-            row.append(notes)
-        table.add(row)
-    return table
+
+def _row(result: LevelResult, notes: str, shown: _Shown) -> list[str]:
+    def f(name: str) -> float | None:
+        if result.completed == 0:
+            return None  # nothing finished: no figure to show, not zeros
+        return result.figure(name, model_time=shown.model_time)
+
+    throughput = f("output_throughput")
+    row = [
+        _load_label(result),
+        f"{throughput:,.1f}" if throughput is not None else "-",
+        _seconds(f("mean_e2el_ms")),
+        *(_seconds(f("median_e2el_ms") if p == "50" and f(f"p{p}_e2el_ms") is None
+                   else f(f"p{p}_e2el_ms")) for p in shown.percentiles),
+        _ms(f("mean_ttft_ms")),
+        _ms(f("mean_itl_ms")),
+    ]
+    if shown.goodput:
+        value = f("request_goodput")
+        row.append(f"{value:,.2f}" if isinstance(value, int | float) else "-")
+    if shown.energy:
+        value = f("output_tokens_per_joule")
+        power = (result.extra("gpu_telemetry") or {}).get("mean_power_w")
+        row += [f"{value:,.3f}" if value is not None else "-",
+                f"{power:,.0f}" if isinstance(power, int | float) else "-"]
+    if any(shown.notes):
+        row.append(notes)
+    return row

@@ -129,14 +129,52 @@ class DiagnosisRecord(Record):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class LevelResult(Record):
+class OrderedRecord(Record):
+    """A record written back in the key order it was made or read with (typed and extra
+    keys alike), so a file read and written again is the same file byte for byte."""
+
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: Any) -> Any:
+        made = handler(data)
+        if isinstance(data, Mapping):
+            made._order = list(data)
+        return made
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: Any) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        first = [key for key in self._order if key in out]
+        return {**{key: out[key] for key in first}, **out}
+
+
+class RepeatResult(OrderedRecord):
+    """One entry of a level's `repeats`: the repeat's own headline figures, then each
+    sampler's `repeat_keys` (extra keys: `server_output_throughput`, `energy_j`, ...), then
+    why it stopped early, if it did."""
+
+    duration: float | None = None
+    completed: int = 0
+    failed: int = 0
+    output_throughput: float | None = None
+    mean_ttft_ms: float | None = None
+    mean_e2el_ms: float | None = None
+    max_output_tokens_per_s: float | None = None
+    max_concurrent_requests: int | None = None
+    stopped: str | None = None
+
+
+class LevelResult(OrderedRecord):
     """level-<label>.json: one load level (`vllm bench serve`'s result keys, and orch's).
 
     One object from birth (`bench/level.compose`) to the writer, the reader and the report.
     The figures code reads are typed; the per-metric statistics (`p99_ttft_ms`,
     `std_itl_ms`, ...) and blocks only some levels have stay extra keys (`figure()` reads
-    any number, `extra()` any block). Written back in the key order it was made or read
-    with, so a kept level's file is rewritten byte for byte."""
+    any number, `extra()` any block); its `repeats` are `RepeatResult`s. Written in the
+    key order it was made or read with (an `OrderedRecord`): a level file of an older orch
+    reads and writes back byte for byte."""
 
     level: str = ""
     mode: str = "closed"  # closed, batch, rate
@@ -164,7 +202,7 @@ class LevelResult(Record):
     token_source: str | None = None
     retried: int | None = None
     error_messages: list[dict[str, Any]] = Field(default_factory=list)
-    repeats: list[dict[str, Any]] = Field(default_factory=list)
+    repeats: list[RepeatResult] = Field(default_factory=list)
     server_metrics: dict[str, Any] | None = None  # the /metrics sampler's block
     # C asked against what ran: the client's in-flight peak, the server's running/waiting
     effective_concurrency: dict[str, float | int | None] | None = None
@@ -173,21 +211,6 @@ class LevelResult(Record):
     time_scale: float | None = None
     normalized: dict[str, float] | None = None  # figures in the simulator's model time
     metric_definitions: dict[str, str] | None = None
-    _order: list[str] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _keep_order(cls, data: Any, handler: Any) -> Any:
-        made = handler(data)
-        if isinstance(data, Mapping):
-            made._order = list(data)
-        return made
-
-    @model_serializer(mode="wrap")
-    def _in_order(self, handler: Any) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        first = [key for key in self._order if key in out]
-        return {**{key: out[key] for key in first}, **out}
 
     def figure(self, name: str, *, model_time: bool = True) -> float | None:
         """A numeric figure by its result key (`p99_ttft_ms`, `output_throughput`, ...),

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from orchestrator.bench.anomalies import (
     effective_concurrency,
+    flags_against,
     level_flags,
     no_scaling,
     throughput_drops,
@@ -127,6 +128,24 @@ def test_level_flags(result: dict[str, object], flags: list[str]) -> None:
 )
 def test_no_scaling(levels: list[tuple[float, float]], flat: list[int]) -> None:
     assert no_scaling(levels) == flat
+
+
+@pytest.mark.parametrize(
+    ("earlier", "level", "flags"),
+    [
+        ([], (1, 100.0), []),  # the first level: nothing to judge it by
+        ([(1, 100.0)], (1.5, 90.0), ["throughput_drop"]),
+        ([(1, 100.0), (2, 180.0)], (4, 105.0), ["throughput_drop", "no_scaling"]),
+        ([(1, 100.0), (2, 180.0)], (4, 300.0), []),
+        # bisection: judged against the nearest lower load that ran before it
+        ([(1, 100.0), (2, 180.0), (8, 150.0)], (4, 170.0), ["throughput_drop"]),
+        # a level below every earlier one is the new base: no claim about it
+        ([(8, 100.0)], (1, 100.0), []),
+    ],
+)
+def test_flags_against_the_levels_before(earlier: list[tuple[float, float]],
+                                         level: tuple[float, float], flags: list[str]) -> None:
+    assert flags_against(earlier, level) == flags
 
 
 def test_normalized_figures_are_in_model_time() -> None:

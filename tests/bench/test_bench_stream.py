@@ -20,6 +20,7 @@ from stream_server import running_stream_server
 
 from orchestrator.bench.sweep import run_sweep
 from orchestrator.cli import main
+from orchestrator.events import Event, LevelEnd
 from orchestrator.plan.models import Bench
 
 pytestmark = pytest.mark.slow
@@ -123,6 +124,29 @@ def test_error_events_are_counted_and_the_sweep_goes_on(tmp_path: Path) -> None:
     assert c2["errors"] == {"stream_error:InternalServerError": 2}
     assert "errors" in c2["flags"]
     assert rows(tmp_path, "c2")[0]["error"] == "injected failure"
+
+
+def test_each_level_file_is_written_once_as_its_level_ends(tmp_path: Path) -> None:
+    at_end: dict[str, tuple[int, bytes]] = {}
+
+    def seen(event: Event) -> None:  # a level's end comes after its file is written
+        if isinstance(event, LevelEnd):
+            path = tmp_path / f"level-{event.label}.json"
+            at_end[event.label] = (path.stat().st_ino, path.read_bytes())
+
+    # one request in flight at a time, 100 ms each: 20 and 40 req/s both run at 10 req/s,
+    # so the second level gains nothing from its doubled rate (no_scaling)
+    with running_stream_server("--tokens", "4", "--ttft-ms", "100", "--itl-ms", "1") as url:
+        run_sweep(Bench.model_validate({"rate": [20, 40], "max_in_flight": 1, "arrivals": "constant",
+                                        "requests_per_level": 8, "max_tokens": 4, "warmup": 0}),
+                  base_url=url, model=None, api_key=None, out_dir=tmp_path, emit=seen)
+    assert sorted(at_end) == ["r20", "r40"]
+    for label, (inode, text) in at_end.items():
+        path = tmp_path / f"level-{label}.json"
+        assert (path.stat().st_ino, path.read_bytes()) == (inode, text), label
+    assert level(tmp_path, "r40")["flags"] == ["no_scaling"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["anomalies"] == {"r40": ["no_scaling"]}
 
 
 def test_a_server_that_dies_mid_sweep_keeps_finished_levels_and_marks_the_partial_one(tmp_path: Path) -> None:

@@ -3,54 +3,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-
-from orchestrator.bench.client import StreamClient
-from orchestrator.bench.http_stream import parse_target
-from orchestrator.bench.level import Context, LevelSpec, Repeat, compose
-from orchestrator.bench.load import Phase, Stop
-from orchestrator.bench.record import RequestRecord
-from orchestrator.bench.samplers import Snapshot
-from orchestrator.bench.server_metrics import Scraper
-from orchestrator.bench.target import ServerInfo
-from orchestrator.bench.workload import Workload
-from orchestrator.plan.models import Bench
-
-CASES = yaml.safe_load((Path(__file__).parent / "compose_cases.yaml").read_text())
-ORIGIN_NS = 10**12  # perf_counter nanoseconds: any origin will do, figures are relative
-MS = 1_000_000
-UNUSED = "http://127.0.0.1:9"  # compose never reaches the server
-
-
-def _record(index: int, label: str, data: dict[str, Any], *, warmup: bool = False) -> RequestRecord:
-    def at(ms: float) -> int:
-        return ORIGIN_NS + int(ms * MS)
-
-    record = RequestRecord(f"{label}-{index}", warmup=warmup, label=label, index=index,
-                           start_ns=at(data["start"]), end_ns=at(data["end"]), status=200,
-                           event_stream=True, token_ns=[at(t) for t in data.get("tokens", [])],
-                           finish_reason=data.get("finish"))
-    record.content_chunks = len(record.token_ns)
-    if "scheduled" in data:
-        record.scheduled_ns = at(data["scheduled"])
-    if "usage" in data:
-        record.prompt_tokens, record.completion_tokens = data["usage"]
-    if "fail" in data:
-        record.fail(*data["fail"])
-    return record
-
-
-def _repeat(index: int, data: dict[str, Any], label: str) -> Repeat:
-    phase = Phase(origin_ns=ORIGIN_NS, end_ns=ORIGIN_NS + data["duration_ms"] * MS,
-                  stopped=data.get("stopped"))
-    phase.records = [_record(i, f"{label}-{index}", r) for i, r in enumerate(data["requests"])]
-    samples = [Snapshot(t, {k: float(v) for k, v in values.items()})
-               for t, values in data.get("server_metrics", [])]
-    return Repeat(phase, {"server_metrics": samples})
+from level_cases import CASES, compose_case, warmup_count
 
 
 def _at(result: dict[str, Any], dotted: str) -> Any:
@@ -62,21 +18,7 @@ def _at(result: dict[str, Any], dotted: str) -> Any:
 
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_compose(case: dict[str, Any]) -> None:
-    config = Bench.model_validate(case["bench"])
-    spec = LevelSpec(**case["level"])
-    ctx = Context(
-        config=config,
-        client=StreamClient(parse_target(UNUSED), "/v1/chat/completions"),
-        workload=Workload(config, "m"),
-        server=ServerInfo(**case.get("server", {"model": "m"})),
-        samplers=[Scraper(f"{UNUSED}/metrics", config.metrics_interval)],
-        stop=Stop(),
-        labels={},
-    )
-    warmup = [_record(i, f"{spec.label}-w", {"start": 0, "end": 10, "tokens": [5]}, warmup=True)
-              for i in range(case.get("warmup", 0))]
-    repeats = [_repeat(i, r, spec.label) for i, r in enumerate(case["repeats"])]
-    level = compose(ctx, spec, repeats, warmup)
+    level = compose_case(case)
     for key, expected in case["expect"].items():
         got = _at(level.result.model_dump(), key)
         if isinstance(expected, float):
@@ -84,4 +26,4 @@ def test_compose(case: dict[str, Any]) -> None:
         else:
             assert got == expected, key
     # every request (warm-up included) is a row of the level's JSONL
-    assert len(level.rows) == len(warmup) + sum(len(r["requests"]) for r in case["repeats"])
+    assert len(level.rows) == warmup_count(case) + sum(len(r["requests"]) for r in case["repeats"])
