@@ -7,6 +7,10 @@ climb out of its folder (`..`, `/`) nor carry a shell or terminal payload.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import TypeVar
+
+V = TypeVar("V")
 
 NAME_CHARS = "letters, digits and . _ @ : -"
 MAX_NAME = 200  # under NAME_MAX (255) with room for a prefix and suffix (apply-<host>.lock)
@@ -23,3 +27,15 @@ def check_name(value: str, what: str, *, max_length: int = MAX_NAME) -> str:
         raise ValueError(f"expected {what}: {NAME_CHARS}, starting with a letter or digit, "
                          f"at most {max_length} characters; got {value!r}")
     return value
+
+
+def flag_name(key: str) -> str:
+    """A `service.args` key as its server flag's long name: a plan may write either spelling
+    (`tensor_parallel_size` is `--tensor-parallel-size`); every reader folds it here."""
+    return key.replace("_", "-")
+
+
+def arg_value(args: Mapping[str, V], flag: str) -> V | None:
+    """The value `args` (a plan's `service.args`) gives the flag `flag`, however its key is
+    spelled; None when it gives none."""
+    return next((value for key, value in args.items() if flag_name(key) == flag), None)

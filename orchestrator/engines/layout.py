@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.names import flag_name
+
 # Long flag -> the label the report shows.
 FLAGS = {
     "tensor-parallel-size": "TP",
@@ -93,7 +95,7 @@ def layout(args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout
             invalid.pop(flag, None)
 
     for key, value in args.items():
-        flag = key.replace("_", "-")
+        flag = flag_name(key)
         if flag in FLAGS:
             take(flag, value)
     for index, token in enumerate(extra_args):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.engines.layout import FLAGS as PARALLEL_FLAGS
+from orchestrator.names import flag_name
 from orchestrator.plan.models import Plan, canonical_name, parse_pin
 from orchestrator.report.gpus import gpu_count
 from orchestrator.tables import Column, TableData
@@ -82,7 +83,7 @@ def _category(path: str) -> str:
     if path in ("service.model", "service.served_model_name"):
         return "model"
     if path.startswith("service.args."):
-        flag = path.removeprefix("service.args.").replace("_", "-")
+        flag = flag_name(path.removeprefix("service.args."))
         if flag in QUANTIZATION_FLAGS:
             return "quantization"
         return "parallelism" if flag in PARALLELISM_FLAGS else "flags"

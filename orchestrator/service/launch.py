@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from orchestrator import masking
 from orchestrator.engines import engine
 from orchestrator.errors import PlanError, SecretError
+from orchestrator.names import flag_name
 from orchestrator.plan.models import ArgValue, Plan, ServiceSpec
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.transport.command import quote_env_value
@@ -115,7 +116,7 @@ def _args_flags(args: Mapping[str, ArgValue], reserved: Mapping[str, str]) -> li
     one flag, maps become compact JSON."""
     out: list[str] = []
     for key, value in args.items():
-        normal = key.replace("_", "-")
+        normal = flag_name(key)
         if normal in reserved:
             raise PlanError(
                 f"flag {key!r} has its own field",

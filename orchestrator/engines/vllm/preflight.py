@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from orchestrator.engines.vllm.builds import DISTRIBUTION, uses_console_script, version_of
 from orchestrator.engines.vllm.names import known_names, suggestion
 from orchestrator.facts import Facts, VllmFacts
+from orchestrator.names import arg_value, flag_name
 from orchestrator.packages import same_version
 from orchestrator.plan.models import Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
@@ -91,7 +92,7 @@ def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
     flags, where = vllm.flags, f"vLLM {vllm.version} ({vllm.distribution})"
     out: list[Finding] = []
     for key, value in plan.service.args.items():
-        flag = "--" + key.split(".", 1)[0].replace("_", "-")
+        flag = "--" + flag_name(key.split(".", 1)[0])
         if flag not in flags:
             out.append(_unknown_flag(f"service.args.{key}", flag, flags, where))
             continue
@@ -153,8 +154,8 @@ def _parser_findings(plan: Plan, facts: Facts) -> list[Finding]:
     assert plan.service is not None
     args = plan.service.args
     out: list[Finding] = []
-    tool_parser = args.get("tool-call-parser", args.get("tool_call_parser"))
-    if args.get("enable-auto-tool-choice", args.get("enable_auto_tool_choice")) is True and (
+    tool_parser = arg_value(args, "tool-call-parser")
+    if arg_value(args, "enable-auto-tool-choice") is True and (
         not tool_parser
     ):
         out.append(
@@ -169,7 +170,7 @@ def _parser_findings(plan: Plan, facts: Facts) -> list[Finding]:
     if known is None:
         return out
     for flag, names in known.by_flag.items():
-        value = args.get(flag, args.get(flag.replace("-", "_")))
+        value = arg_value(args, flag)
         if not isinstance(value, str) or not value or value in names:
             continue
         late = "; vLLM would die only after loading the weights" if (
