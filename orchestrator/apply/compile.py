@@ -27,6 +27,7 @@ from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host
 from orchestrator.plan.loader import LoadedPlan, locate
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import secret_names, substitute
+from orchestrator.plan.validation import Positions, validate
 from orchestrator.plan.variables import render_vars
 from orchestrator.steps.base import Step
 from orchestrator.steps.commands import CommandsStep
@@ -79,7 +80,7 @@ def compile_plan(
         values = {host: inventory.host_values(host) if inventory is not None else Placeholders()
                   for host in hosts}
         for host in hosts:
-            compiled.plans[host] = plan_for_host(loaded.plan, host, values[host])
+            compiled.plans[host] = plan_for_host(loaded, host, values[host])
         service = loaded.plan.service
         if service is not None and service.nodes is not None and options.with_service:
             compiled.gate = _gate(compiled.plans, list(hosts), know_hosts=inventory is not None)
@@ -91,19 +92,19 @@ def compile_plan(
         raise locate(error, loaded) from None
 
 
-def plan_for_host(plan: Plan, host: str, values: Mapping[str, Any]) -> Plan:
-    """The plan as `host` gets it: `${host.X}` filled from its inventory variables."""
+def plan_for_host(loaded: LoadedPlan, host: str, values: Mapping[str, Any]) -> Plan:
+    """The plan as `host` gets it: `${host.X}` filled from its inventory variables, then
+    validated as the loader validates (every problem, located, with its fix)."""
+    plan = loaded.plan
     data = plan.model_dump(mode="python")
     if not uses_host_vars(data):
         return plan
     filled = substitute_host(data, values, host)
     try:
-        return Plan.model_validate(filled)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise PlanError(f"for host {host}, after filling in its variables: {first['msg']}",
-                        field=field) from None
+        return validate(Plan, filled, loaded.positions or Positions(keys={}, values={}, texts={}))
+    except PlanError as error:
+        error.message = f"for host {host}, after filling in its variables: {error.message}"
+        raise
 
 
 def check(loaded: LoadedPlan) -> None:

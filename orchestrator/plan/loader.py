@@ -61,6 +61,7 @@ class LoadedPlan:
     field_origins: dict[str, Origin]  # dotted field path -> the layer (and line) that set it
     data: dict[str, Any]  # merged mapping after vars substitution, before validation
     digest: str  # sha256 of the canonical JSON of the resolved plan (masked)
+    positions: Positions | None = None  # where each path came from: a later validation's errors
 
     @property
     def origins(self) -> dict[str, str]:
@@ -132,6 +133,7 @@ def load_plan(
         field_origins=_origins(keys, data),
         data=data,
         digest=plan_digest(plan),
+        positions=positions,
     )
 
 

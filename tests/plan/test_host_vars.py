@@ -140,3 +140,17 @@ def test_ansible_group_vars_reach_the_plan(tmp_path: Path) -> None:
     compiled = compile_plan(load_plan(path), {}, ["n1", "n2"], inventory=inventory)
     assert compiled.plans["n1"].env == {"IF": "ib3", "G": "8"}
     assert compiled.plans["n2"].env == {"IF": "eth0", "G": "8"}
+
+
+def test_a_host_value_the_plan_cannot_take_is_located_and_named_per_host(tmp_path: Path) -> None:
+    """The filled plan is validated as the loader validates: the field, its file and line,
+    what was expected, and which host's value it was."""
+    inventory = {**INVENTORY, "hosts": {**INVENTORY["hosts"], "b": {
+        "connection": "local", "vars": {"gpus": [{"count": 4}], "nic": "eth9"}}}}
+    path, _ = _files(tmp_path, SERVICE)
+    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
+    with pytest.raises(PlanError) as raised:
+        compile_plan(load_plan(path), {}, ["a", "b"], inventory=load_inventory(tmp_path / "inv.yaml"))
+    said = str(raised.value)
+    assert "for host b, after filling in its variables" in said
+    assert said.startswith(f"{path}:") and "service.args.tensor-parallel-size" in said, said
