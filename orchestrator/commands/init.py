@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.commands.init_plan import InitSpec, Target
+    from orchestrator.commands.init_plan import HostArg, InitSpec
     from orchestrator.errors import PlanError
 
 T = TypeVar("T")
@@ -149,7 +149,7 @@ def _spec(args: argparse.Namespace, asker: _Asker | None, origins: dict[str, str
 
     # Every flag is checked before the first question: a bad one is not found after answers.
     name = None if args.name is None else ip.plan_name(args.name)
-    flag_target = None if args.host is None else ip.parse_target(args.host)
+    flag_target = None if args.host is None else ip.parse_host_arg(args.host)
     flag_model = None if args.model is None else ip.model_name("model", args.model)
     served = (None if args.served_model_name is None
               else ip.model_name("served_model_name", args.served_model_name))
@@ -164,9 +164,9 @@ def _spec(args: argparse.Namespace, asker: _Asker | None, origins: dict[str, str
         target = flag_target
     elif asker is not None:
         target = asker.ask("[bold]Host[/]: localhost for this machine, or address or "
-                           "user@address[:port] for SSH", ip.parse_target, default=ip.LOCAL)
+                           "user@address[:port] for SSH", ip.parse_host_arg, default=ip.LOCAL)
     else:
-        target = ip.Target(None)
+        target = ip.HostArg(None)
     target = _connection(args, target, origins)
 
     sim = args.sim
@@ -204,7 +204,7 @@ def _spec(args: argparse.Namespace, asker: _Asker | None, origins: dict[str, str
         served_model_name=served, identity_file=identity, jump=jump)
 
 
-def _connection(args: argparse.Namespace, target: Target, origins: dict[str, str]) -> Target:
+def _connection(args: argparse.Namespace, target: HostArg, origins: dict[str, str]) -> HostArg:
     """--user and --port merged into the parsed --host; SSH settings need an SSH host."""
     from dataclasses import replace
 
@@ -247,9 +247,9 @@ def _gpu_answer(text: str) -> int:
 
 
 def _jump(text: str) -> str:
-    from orchestrator.commands.init_plan import parse_target
+    from orchestrator.commands.init_plan import parse_host_arg
 
-    parse_target(text, "jump", allow_local=False)  # the same grammar as --host; kept as written
+    parse_host_arg(text, "jump", allow_local=False)  # the same grammar as --host; kept as written
     return text.strip()
 
 

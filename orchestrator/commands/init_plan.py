@@ -49,7 +49,7 @@ class BadValue(ValueError):
 
 
 @dataclass(frozen=True)
-class Target:
+class HostArg:
     """A parsed `--host`: `address` None means this machine (connection: local)."""
 
     address: str | None
@@ -60,7 +60,7 @@ class Target:
 @dataclass(frozen=True)
 class InitSpec:
     name: str
-    target: Target
+    target: HostArg
     model: str
     tensor_parallel_size: int = 1
     sim: bool = False
@@ -121,11 +121,11 @@ def default_name(model: str, sim: bool) -> str:
     return f"sim-{slug}" if sim else slug
 
 
-def parse_target(text: str, attr: str = "host", *, allow_local: bool = True) -> Target:
+def parse_host_arg(text: str, attr: str = "host", *, allow_local: bool = True) -> HostArg:
     """`localhost` (this machine), or `[user@]address[:port]` (IPv6 in brackets)."""
     text = text_value(attr, text).strip()
     if allow_local and text.lower() == LOCAL:
-        return Target(None)
+        return HostArg(None)
     match = _TARGET.fullmatch(text)
     if match is None:
         raise BadValue(attr, f"expected an address, user@address or user@address:port "
@@ -147,7 +147,7 @@ def parse_target(text: str, attr: str = "host", *, allow_local: bool = True) -> 
         number = int(port)
         if not 1 <= number <= 65535:  # the inventory would refuse it too, after every question
             raise BadValue(attr, f"the port {number} is not between 1 and 65535")
-    return Target(address, user, number)
+    return HostArg(address, user, number)
 
 
 def user_name(value: str, attr: str = "user") -> str:
@@ -156,7 +156,7 @@ def user_name(value: str, attr: str = "user") -> str:
     return value
 
 
-def host_name(target: Target) -> str:
+def host_name(target: HostArg) -> str:
     """The inventory name of a host: its address, kept to characters safe in a file name
     (run folders have one folder per host)."""
     if target.address is None:

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.commands.init_plan import (
+    HostArg,
     InitSpec,
-    Target,
-    parse_target,
+    parse_host_arg,
     render_inventory,
     render_plan,
 )
@@ -187,7 +187,7 @@ def test_existing_files_are_kept_without_force(tmp_path: Path) -> None:
 @given(text=st.text(min_size=1, max_size=40))
 def test_any_text_reads_back_as_itself(text: str) -> None:
     # The command refuses line breaks and `${`; the renderer must not depend on that.
-    spec = InitSpec(name="p", target=Target("gpu1", user="u"), model=text,
+    spec = InitSpec(name="p", target=HostArg("gpu1", user="u"), model=text,
                     served_model_name=text, identity_file=text, jump=text, vllm_version=text)
     plan = yaml.safe_load(render_plan(spec))
     assert plan["service"]["model"] == text and plan["vars"]["vllm_version"] == text
@@ -196,11 +196,11 @@ def test_any_text_reads_back_as_itself(text: str) -> None:
 
 
 def test_host_grammar() -> None:
-    assert parse_target("localhost") == Target(None)
-    assert parse_target("gpu1") == Target("gpu1")
-    assert parse_target("ubuntu@gpu1.example.com:2222") == Target("gpu1.example.com", "ubuntu", 2222)
-    assert parse_target("[fe80::1]:22") == Target("fe80::1", None, 22)
-    assert parse_target("u@localhost") == Target("localhost", "u")  # SSH to this machine
+    assert parse_host_arg("localhost") == HostArg(None)
+    assert parse_host_arg("gpu1") == HostArg("gpu1")
+    assert parse_host_arg("ubuntu@gpu1.example.com:2222") == HostArg("gpu1.example.com", "ubuntu", 2222)
+    assert parse_host_arg("[fe80::1]:22") == HostArg("fe80::1", None, 22)
+    assert parse_host_arg("u@localhost") == HostArg("localhost", "u")  # SSH to this machine
 
 
 # --- questions on a terminal ------------------------------------------------------------------
