@@ -13,8 +13,6 @@ from orchestrator.report.comparison import compare
 from orchestrator.report.series import Series, build_series
 from orchestrator.runs.reader import HostData, RunData
 
-pytestmark = pytest.mark.slow
-
 
 def warnings_for(*runs: RunData) -> list[str]:
     return comparability_warnings(build_series(runs))

@@ -23,8 +23,6 @@ from orchestrator.report.figures import (
 from orchestrator.report.gpus import gpu_count, visible_devices
 from orchestrator.runs.records import LevelResult
 
-pytestmark = pytest.mark.slow
-
 
 def result(c: float, tok_s: float, *, e2el: float = 1000.0, mode: str = "batch", **extra: Any) -> LevelResult:
     return LevelResult.model_validate({

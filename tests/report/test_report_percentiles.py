@@ -15,8 +15,6 @@ from orchestrator.report.percentiles import available, level_percentiles
 from orchestrator.report.plots import percentile_figure
 from orchestrator.runs.records import LevelResult
 
-pytestmark = pytest.mark.slow
-
 
 def with_percentiles(c: int, ttft: dict[str, float], **extra: Any) -> dict[str, Any]:
     """A level whose TTFT percentiles are `ttft` ({"p50": 40.0, ...}) and ITL a tenth of it."""

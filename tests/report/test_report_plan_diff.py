@@ -18,8 +18,6 @@ from orchestrator.plan.models import Plan
 from orchestrator.report.plan_diff import Change, diff_plans, diff_table, weight_format
 from orchestrator.tables import to_html, to_rich
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -17,8 +17,6 @@ from orchestrator.runs.reader import BenchData, HostData, RunData
 from orchestrator.runs.records import LevelResult, Meta, SweepSummary
 from orchestrator.tables import Column, TableData, split_groups, to_html, to_rich
 
-pytestmark = pytest.mark.slow
-
 
 def render(table: TableData, width: int = 80) -> str:
     out = io.StringIO()
