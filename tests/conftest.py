@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["fixtures.sshd", "fixtures.netns"]
+pytest_plugins = ["fixtures.sshd", "fixtures.netns", "fixtures.transports"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

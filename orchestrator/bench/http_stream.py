@@ -22,6 +22,12 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.sse_bytes import (
+    data_of,
+    extended_chunk_size,
+    json_string_body,
+    lf_line_ends,
+)
 from orchestrator.bench.stamping import ArrivalClock, clock_of
 from orchestrator.errors import BenchError
 
@@ -145,7 +151,10 @@ class StreamConnection(asyncio.Protocol):
             if self._state == _DONE:
                 return
         if self._state == _BODY:
-            self._body(data, now)
+            if self._framing == _CHUNKED:
+                self._chunked(data, now)
+            else:
+                self._unchunked(data, now)
         elif self._state == _TRAILERS:
             self._trailers(data, now)
 
@@ -218,18 +227,23 @@ class StreamConnection(asyncio.Protocol):
         if framing == _LENGTH and length == 0:
             self._complete(now)
 
-    def _body(self, data: bytes, now: int) -> None:
-        if self._framing != _CHUNKED:
-            if self._framing == _LENGTH:
-                extra = len(data) - self._left
-                if extra > 0:
-                    data = data[: self._left]
-                    self.reusable = False
-                self._left -= len(data)
-            self._content(data, now)
-            if self._framing == _LENGTH and self._left <= 0:
-                self._complete(now)
-            return
+    def _unchunked(self, data: bytes, now: int) -> None:
+        """A body framed by Content-Length, or one that ends when the connection closes."""
+        if self._framing == _LENGTH:
+            extra = len(data) - self._left
+            if extra > 0:
+                data = data[: self._left]
+                self.reusable = False
+            self._left -= len(data)
+        if self._sse:
+            self._events(data, now)
+        else:
+            self._keep_body(data)
+        if self._framing == _LENGTH and self._left <= 0:
+            self._complete(now)
+
+    def _chunked(self, data: bytes, now: int) -> None:
+        """Decode chunked transfer encoding: the chunks' bytes go on in one piece."""
         pieces: list[bytes] = []
         pos, n = 0, len(data)
         left, crlf = self._left, self._crlf
@@ -266,10 +280,7 @@ class StreamConnection(asyncio.Protocol):
             except ValueError:
                 size = -1
             if size < 0:  # chunk extensions (`;name=value`) or garbage
-                try:
-                    size = int(size_text.split(b";", 1)[0], 16)
-                except ValueError:
-                    size = -1
+                size = extended_chunk_size(size_text)
             if size < 0:
                 self._record_fail("bad_response", f"bad chunk size {size_text[:40]!r}")
                 self.reusable = False
@@ -281,13 +292,20 @@ class StreamConnection(asyncio.Protocol):
             left = size
         self._left, self._crlf = left, crlf
         if pieces:
-            self._content(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
-        if finished:
-            if self._record is not None and self._record.error_kind == "bad_response":
-                self._complete(now)
+            body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            if self._sse:
+                self._events(body, now)
             else:
-                self._state = _TRAILERS
-                self._trailers(data[pos:], now)
+                self._keep_body(body)
+        if finished:
+            self._after_last_chunk(data[pos:], now)
+
+    def _after_last_chunk(self, rest: bytes, now: int) -> None:
+        if self._record is not None and self._record.error_kind == "bad_response":
+            self._complete(now)
+        else:
+            self._state = _TRAILERS
+            self._trailers(rest, now)
 
     def _trailers(self, data: bytes, now: int) -> None:
         # After the last chunk: optional trailer fields, then an empty line.
@@ -307,47 +325,31 @@ class StreamConnection(asyncio.Protocol):
         if self._record is not None:
             self._record.fail(kind, message)
 
-    def _content(self, body: bytes, now: int) -> None:
+    def _keep_body(self, body: bytes) -> None:
+        """A body that is not an event stream: its start is kept for the error message."""
         record = self._record
         assert record is not None
-        if not self._sse:
-            kept = record.body_raw or b""
-            if len(kept) < _BODY_CAP:
-                record.body_raw = kept + body[: _BODY_CAP - len(kept)]
-            return
-        if self._sse_tail:
-            body = self._sse_tail + body
+        kept = record.body_raw or b""
+        if len(kept) < _BODY_CAP:
+            record.body_raw = kept + body[: _BODY_CAP - len(kept)]
+
+    def _events(self, body: bytes, now: int) -> None:
+        """Split SSE events and classify each with one regex pass over the keys that matter."""
+        record = self._record
+        assert record is not None
+        body = self._sse_tail + body if self._sse_tail else body
         if b"\r" in body:
-            # SSE allows CRLF and CR line ends; hold back a final CR that may pair with LF.
-            hold = body.endswith(b"\r")
-            if hold:
-                body = body[:-1]
-            body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if hold:
-                body += b"\r"
+            body = lf_line_ends(body)
         events = body.split(b"\n\n")
         self._sse_tail = events.pop()
-        completions = self._completions
-        keep_text = self._keep_text
+        completions, keep_text = self._completions, self._keep_text
         for event in events:
-            if event[:6] == b"data: " and b"\n" not in event:
-                payload = event[6:]
-            else:
-                joined = _data_of(event)
-                if joined is None:
-                    continue
-                payload = joined
-            # -- classify: one regex pass finds the keys that matter ------------------
-            if payload[:1] == b"[":
-                if payload.startswith(b"[DONE]"):
-                    continue
-            elif payload[:1] != b"{":  # not a JSON object: not an answer (one byte to check)
-                record.fail("bad_response", f"an event that is not JSON: {payload[:60]!r}")
+            payload = event[6:] if event[:6] == b"data: " and b"\n" not in event else data_of(event)
+            if payload is None:
                 continue
-            elif payload[:8] == b'{"error"' or (
-                payload[:9] == b'{"object"' and b'"error"' in payload[:24]
-            ):
-                record.error_raw = payload
+            if (payload[:1] != b"{" or payload[:8] == b'{"error"' or (
+                    payload[:9] == b'{"object"' and b'"error"' in payload[:24])
+            ) and _not_an_answer(record, payload):  # [DONE] or an error: once per response
                 continue
             content = reasoning = metered = False
             for match in _KEYS.finditer(payload):
@@ -409,31 +411,16 @@ def _meter(record: RequestRecord, count: int, now: int) -> None:
         record.metered_counts.append(count)
 
 
-def json_string_body(payload: bytes, start: int) -> bytes:
-    """The JSON string body that starts at `start`, up to its unescaped closing quote."""
-    end = start
-    while True:
-        end = payload.find(b'"', end)
-        if end < 0:
-            end = len(payload)
-            break
-        slashes = 0
-        while payload[end - 1 - slashes] == 0x5C:  # backslashes before the quote
-            slashes += 1
-        if slashes % 2 == 0:
-            break
-        end += 1
-    return payload[start:end]
-
-
-def _data_of(event: bytes) -> bytes | None:
-    """The data of one SSE event in its general form (several lines, comments, fields)."""
-    data: list[bytes] = []
-    for line in event.split(b"\n"):
-        if line.startswith(b"data:"):
-            value = line[5:]
-            data.append(value[1:] if value[:1] == b" " else value)
-    return b"\n".join(data) if data else None
+def _not_an_answer(record: RequestRecord, payload: bytes) -> bool:
+    """An event that is not a JSON object, or an error: True when the key scan skips it
+    ([DONE], not JSON, an error); another JSON array goes on to the scan."""
+    if payload[:1] == b"[":
+        return payload.startswith(b"[DONE]")
+    if payload[:1] != b"{":  # not a JSON object: not an answer
+        record.fail("bad_response", f"an event that is not JSON: {payload[:60]!r}")
+        return True
+    record.error_raw = payload
+    return True
 
 
 async def open_connection(

@@ -100,35 +100,58 @@ async def run_phase(
         records.append(record)
         return record
 
-    last_probe = [0]
+    driver = _driver(shape, stop, new_record, _Sender(client, workload, stop).send, phase)
+    cpu0 = time.process_time()
+    phase.origin_ns = _perf_ns()
+    await _drive(driver, stop)
+    phase.end_ns = _perf_ns()
+    phase.cpu_s = time.process_time() - cpu0
+    phase.stopped = stop.reason
+    return phase
 
-    async def send(index: int, record: RequestRecord) -> None:
-        await client.send(workload.body(index), record)
+
+class _Sender:
+    """Sends one request; after a failure that may mean the server went, asks its health
+    (at most every HEALTH_EVERY_S) and stops the phase when it is gone or unhealthy."""
+
+    def __init__(self, client: StreamClient, workload: Workload, stop: Stop) -> None:
+        self.client = client
+        self.workload = workload
+        self.stop = stop
+        self.last_probe = 0
+
+    async def send(self, index: int, record: RequestRecord) -> None:
+        client, stop = self.client, self.stop
+        await client.send(self.workload.body(index), record)
         if client.refused_in_a_row >= GONE_AFTER_REFUSALS:
             stop.set("server_gone")
         elif (
             record.error_kind is not None
             and record.error_kind.startswith(_SUSPECT_PREFIXES)
             and not stop.is_set
-            and _perf_ns() - last_probe[0] > HEALTH_EVERY_S * 1e9
+            and _perf_ns() - self.last_probe > HEALTH_EVERY_S * 1e9
         ):
-            last_probe[0] = _perf_ns()
+            self.last_probe = _perf_ns()
             status = await client.health()
             if status is None:
                 stop.set("server_gone")
             elif status == 503:
                 stop.set("server_unhealthy")
 
-    driver: Callable[[], Awaitable[None]]
-    if shape.mode == "closed":
-        driver = lambda: _closed(shape, stop, new_record, send)  # noqa: E731
-    elif shape.mode == "batch":
-        driver = lambda: _batch(shape, stop, new_record, send)  # noqa: E731
-    else:
-        driver = lambda: _open(shape, stop, new_record, send, phase)  # noqa: E731
 
-    cpu0 = time.process_time()
-    phase.origin_ns = _perf_ns()
+def _driver(shape: Shape, stop: Stop, new_record: NewRecord, send: Send,
+            phase: Phase) -> Callable[[], Awaitable[None]]:
+    """What sends the phase's requests, by its shape."""
+    if shape.mode == "closed":
+        return lambda: _closed(shape, stop, new_record, send)
+    if shape.mode == "batch":
+        return lambda: _batch(shape, stop, new_record, send)
+    return lambda: _open(shape, stop, new_record, send, phase)
+
+
+async def _drive(driver: Callable[[], Awaitable[None]], stop: Stop) -> None:
+    """Run the driver until it ends or `stop` is set: then cancel it, after a grace for
+    the requests in flight when the server is gone (they fail on their own)."""
     task = asyncio.ensure_future(driver())
     waiter = asyncio.ensure_future(stop.event.wait())
     try:
@@ -143,10 +166,6 @@ async def run_phase(
         waiter.cancel()
         if not task.done():
             task.cancel()
-    phase.end_ns = _perf_ns()
-    phase.cpu_s = time.process_time() - cpu0
-    phase.stopped = stop.reason
-    return phase
 
 
 NewRecord = Callable[..., RequestRecord]

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 from orchestrator.commands.plan_options import add_plan_options, limit_hosts
 
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
+    from rich.console import Console
+
     from orchestrator.plan.models import Plan
-    from orchestrator.service.control import ServiceStatus
+    from orchestrator.service.control import ServiceHandle, ServiceStatus
     from orchestrator.tables import TableData
 
 
@@ -46,13 +48,11 @@ def run(args: argparse.Namespace) -> int:
             sets=list(args.sets), limit=limit, skip={"smoke", "bench"}, restart=True,
             runs_dir=args.runs_dir,
         ))
-    from orchestrator.console import make_console, shown
-    from orchestrator.errors import Interrupted, PlanError, SecretError
+    from orchestrator.console import make_console
+    from orchestrator.errors import PlanError
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
-    from orchestrator.plan.secrets import resolve_secrets, substitute
     from orchestrator.service import control
-    from orchestrator.tables import to_rich
     from orchestrator.transport.connect import connect
 
     plan = load_plan(args.plan, args.overlay, args.sets).plan
@@ -64,12 +64,7 @@ def run(args: argparse.Namespace) -> int:
                        getattr(args, "unit", "server"))
     console = make_console()
     action = args.service_command
-    api_key, key_missing = None, None
-    if action == "status" and plan.service.api_key:  # /v1 answers 401 without it
-        try:
-            api_key = substitute(plan.service.api_key, resolve_secrets(plan))
-        except SecretError:
-            key_missing = "set the API key's variable to list"
+    api_key, key_missing = _status_key(plan) if action == "status" else (None, None)
     rows: list[ServiceStatus] = []
     for host, unit, serves in targets:
         with connect(host, inventory) as transport:
@@ -78,39 +73,69 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
             elif action == "logs":
                 label = f"{host}: " if len(hosts) > 1 else ""
-                try:  # from the tail on: Ctrl-C while it prints ends --follow the same way
-                    for line in control.log_tail(handle, args.lines).splitlines():
-                        sys.stdout.write(f"{label}{line}\n")
-                    sys.stdout.flush()
-                    for chunk in control.follow_log(handle) if args.follow else ():
-                        sys.stdout.buffer.write(chunk)
-                        sys.stdout.flush()
-                except KeyboardInterrupt as stopped:
-                    if isinstance(stopped, Interrupted) or not args.follow:  # SIGTERM, SIGHUP
-                        raise
+                if not _print_log(handle, args, label):
                     return 0  # Ctrl-C is how a user ends --follow
             elif action == "stop":
                 name = handle.paths.name
                 was = control.stop(handle)
                 console.print(f"{host}: " + (f"stopped {name}" if was else f"{name} was not running"))
     if action == "status":
-        if args.json:
-            import json
-
-            # JSON only: an apply in progress is each row's `apply`, not a line after them
-            print(json.dumps([row.to_json() for row in rows], indent=2))
-        else:
-            console.print(to_rich(status_table(rows), console.width))
-            for line, warn in kernel_lines(rows):
-                console.print(line, style="yellow" if warn else None, markup=False, soft_wrap=True)
-            for row in rows:
-                if row.apply:
-                    console.print(f"{row.host}: an apply is in progress: "
-                                  f"{shown(row.apply, markup=True)}", soft_wrap=True)
-        from orchestrator.exit_codes import ExitCode
-
-        return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY
+        return _print_status(rows, args.json, console)
     return 0
+
+
+def _status_key(plan: Plan) -> tuple[str | None, str | None]:
+    """The API key status asks /v1 with (it answers 401 without), or why there is none."""
+    from orchestrator.errors import SecretError
+    from orchestrator.plan.secrets import resolve_secrets, substitute
+
+    assert plan.service is not None
+    if not plan.service.api_key:
+        return None, None
+    try:
+        return substitute(plan.service.api_key, resolve_secrets(plan)), None
+    except SecretError:
+        return None, "set the API key's variable to list"
+
+
+def _print_log(handle: ServiceHandle, args: argparse.Namespace, label: str) -> bool:
+    """The log's tail, then (--follow) what it grows by; False when Ctrl-C ended --follow."""
+    from orchestrator.errors import Interrupted
+    from orchestrator.service import control
+
+    try:  # from the tail on: Ctrl-C while it prints ends --follow the same way
+        for line in control.log_tail(handle, args.lines).splitlines():
+            sys.stdout.write(f"{label}{line}\n")
+        sys.stdout.flush()
+        for chunk in control.follow_log(handle) if args.follow else ():
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+    except KeyboardInterrupt as stopped:
+        if isinstance(stopped, Interrupted) or not args.follow:  # SIGTERM, SIGHUP
+            raise
+        return False
+    return True
+
+
+def _print_status(rows: list[ServiceStatus], as_json: bool, console: Console) -> int:
+    from orchestrator.console import shown
+    from orchestrator.exit_codes import ExitCode
+    from orchestrator.tables import to_rich
+
+    if as_json:
+        import json
+
+        # JSON only: an apply in progress is each row's `apply`, not a line after them
+        print(json.dumps([row.to_json() for row in rows], indent=2))
+    else:
+        console.print(to_rich(status_table(rows), console.width))
+        for line, warn in kernel_lines(rows):
+            console.print(line, style="yellow" if warn else None, markup=False, soft_wrap=True)
+        for row in rows:
+            if row.apply:
+                console.print(f"{row.host}: an apply is in progress: "
+                              f"{shown(row.apply, markup=True)}", soft_wrap=True)
+    return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY
 
 
 def _targets(plan: Plan, every: list[str], hosts: list[str], action: str,

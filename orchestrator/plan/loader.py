@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,46 +80,18 @@ def load_plan(
     for overlay in overlays:
         documents += _chain(Path(overlay), "overlay file", cache, ())
 
-    data: dict[str, Any] = {}
-    keys: dict[FieldPath, Origin] = {}
-    values: dict[FieldPath, Origin] = {}
-    layers: list[str] = []
-    directories: dict[str, Path] = {}
+    layering = _Layering()
     for doc, directory in documents:
-        keys = update_origins(keys, data, (), doc.data, doc.keys.get)
-        values = update_origins(values, data, (), doc.data, doc.values.get)
-        data = merge(data, doc.data)
-        layers.append(doc.name)
-        directories[doc.name] = directory
-    texts = {doc.name: doc.text for doc, _ in documents}
-
-    deleted: dict[FieldPath, Origin] = {}
+        layering.add_document(doc, directory)
     for text in sets:
-        argument = set_argument(text)
-        segments, value = parse_set(text)
-        if segments[0] == "extends":
-            raise PlanError(
-                "extends cannot be set with --set: the base plans are read before any --set",
-                file=argument, snippet=arg_snippet(argument, len("--set ")),
-                hint="add the base plan with -f FILE (an overlay), or name it in the plan file",
-            )
-        new_data, field_path = apply_set(data, segments, value, argument=argument)
-        if value is None:
-            deleted[field_path] = Origin(argument, None, len("--set "))
-        _, below = get_path(data, field_path)
-        key_origin = Origin(argument, None, len("--set "))
-        value_origin = Origin(argument, None, len(argument) - len(text) + text.index("=") + 1)
-        for size in range(1, len(field_path)):  # maps the --set created on its way down
-            keys.setdefault(field_path[:size], key_origin)
-        keys = update_origins(keys, below, field_path, value, _always(key_origin))
-        values = update_origins(values, below, field_path, value, _always(value_origin))
-        data = new_data
-        layers.append(argument)
-
-    positions = Positions(keys=keys, values=values, texts=texts, order=layers, root=root,
-                          via_vars=whole_references(data), deleted=deleted)
+        layering.add_set(text)
+    data = layering.data
+    positions = Positions(keys=layering.keys, values=layering.values,
+                          texts={doc.name: doc.text for doc, _ in documents},
+                          order=layering.layers, root=root, via_vars=whole_references(data),
+                          deleted=layering.deleted)
     data = _substitute(data, positions)
-    _anchor_local_paths(data, positions, directories)
+    _anchor_local_paths(data, positions, layering.directories)
     plan = validate(Plan, data, positions)
     _check_secret_places(plan, positions)
     _check_local_files(plan, positions)
@@ -129,12 +101,55 @@ def load_plan(
         plan=plan,
         path=resolved,
         base_dir=resolved.parent,
-        layers=layers,
-        field_origins=_origins(keys, data),
+        layers=layering.layers,
+        field_origins=_origins(layering.keys, data),
         data=data,
         digest=plan_digest(plan),
         positions=positions,
     )
+
+
+@dataclass
+class _Layering:
+    """The merged data so far, and the layer (and line) each key and value came from."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    keys: dict[FieldPath, Origin] = field(default_factory=dict)
+    values: dict[FieldPath, Origin] = field(default_factory=dict)
+    layers: list[str] = field(default_factory=list)
+    directories: dict[str, Path] = field(default_factory=dict)
+    deleted: dict[FieldPath, Origin] = field(default_factory=dict)
+
+    def add_document(self, doc: Document, directory: Path) -> None:
+        self.keys = update_origins(self.keys, self.data, (), doc.data, doc.keys.get)
+        self.values = update_origins(self.values, self.data, (), doc.data, doc.values.get)
+        self.data = merge(self.data, doc.data)
+        self.layers.append(doc.name)
+        self.directories[doc.name] = directory
+
+    def add_set(self, text: str) -> None:
+        """One `--set a.b=c` on top of everything below it."""
+        argument = set_argument(text)
+        segments, value = parse_set(text)
+        if segments[0] == "extends":
+            raise PlanError(
+                "extends cannot be set with --set: the base plans are read before any --set",
+                file=argument, snippet=arg_snippet(argument, len("--set ")),
+                hint="add the base plan with -f FILE (an overlay), or name it in the plan file",
+            )
+        new_data, field_path = apply_set(self.data, segments, value, argument=argument)
+        if value is None:
+            self.deleted[field_path] = Origin(argument, None, len("--set "))
+        _, below = get_path(self.data, field_path)
+        key_origin = Origin(argument, None, len("--set "))
+        value_origin = Origin(argument, None, len(argument) - len(text) + text.index("=") + 1)
+        for size in range(1, len(field_path)):  # maps the --set created on its way down
+            self.keys.setdefault(field_path[:size], key_origin)
+        self.keys = update_origins(self.keys, below, field_path, value, _always(key_origin))
+        self.values = update_origins(self.values, below, field_path, value,
+                                     _always(value_origin))
+        self.data = new_data
+        self.layers.append(argument)
 
 
 def _origins(keys: dict[FieldPath, Origin], data: dict[str, Any]) -> dict[str, Origin]:

@@ -155,7 +155,7 @@ def problems_from(
         if path in unions:
             problems.append(_union_problem(model, data, path, positions))
         else:
-            problems.append(_problem(model, data, path, items[0], positions))
+            problems.append(_problem(model, path, items[0], positions))
     return problems
 
 
@@ -189,78 +189,124 @@ def _union_problem(
 
 
 def _problem(
-    model: type[BaseModel], data: Any, path: FieldPath, item: dict[str, Any], positions: Positions
+    model: type[BaseModel], path: FieldPath, item: dict[str, Any], positions: Positions
 ) -> Problem:
-    from orchestrator.plan.docs import expected_at, field_index, model_at
-
+    """The problem one pydantic error stands for, worded by its kind."""
     kind: str = item["type"]
+    if kind == "extra_forbidden":
+        return _unknown_key(model, path, positions)
+    if kind == "missing":
+        return _missing_key(model, path, positions)
+    if kind in ("value_error", "assertion_error"):
+        return _validator_problem(model, path, item, positions)
+    if kind == "literal_error":
+        return _literal_problem(model, path, item, positions)
+    return _value_problem(model, path, item, positions)
+
+
+def _where(parent: FieldPath) -> str:
+    return f"in {dotted(parent)}" if parent else "at the top level"
+
+
+def _unknown_key(model: type[BaseModel], path: FieldPath, positions: Positions) -> Problem:
+    """A key the model does not have: the nearest known key, or where the key belongs."""
+    from orchestrator.plan.docs import field_index, model_at
+
     name = path[-1] if path else ""
     parent = path[:-1]
-    where = f"in {dotted(parent)}" if parent else "at the top level"
-    if kind == "extra_forbidden":
-        section = model_at(model, parent)
-        known = list(section.model_fields) if section else []
-        hint = _did_you_mean(str(name), known)
-        if hint is None:
-            elsewhere = [p for p in field_index(model).get(str(name), []) if p != dotted(path)]
-            if elsewhere:
-                hint = f"{name!r} belongs elsewhere: {', '.join(elsewhere)}"
-        return Problem(
-            path,
-            f"unknown key {name!r} {where}",
-            positions.locate(path, key=True),
-            expected=f"one of: {', '.join(known)}" if known else None,
-            hint=hint,
-            name_field=False,
-        )
-    if kind == "missing":
-        expected = expected_at(model, path)
-        deleted = positions.deleted.get(path)
-        return Problem(
-            path,
-            f"missing required key {name!r} {where}"
-            + (f" (deleted by {deleted})" if deleted is not None else ""),
-            deleted if deleted is not None else positions.locate(parent, key=True),
-            expected=f"{name}: {expected}" if expected else None,
-            name_field=False,
-        )
-    origin = positions.locate(path)
-    expected = expected_at(model, path)
-    if kind in ("value_error", "assertion_error"):
-        cause = (item.get("ctx") or {}).get("error")
-        at: FieldPath = tuple(getattr(cause, "at", ()) or ())
-        message = str(cause) if cause is not None else item["msg"]
-        return Problem(
-            (*path, *at),
-            message,
-            positions.locate((*path, *at)),
-            expected=_described(model, path, (*path, *at)) if path else None,
-        )
-    if kind == "literal_error":
-        from orchestrator.plan.docs import literal_values
+    section = model_at(model, parent)
+    known = list(section.model_fields) if section else []
+    hint = _did_you_mean(str(name), known)
+    if hint is None:
+        elsewhere = [p for p in field_index(model).get(str(name), []) if p != dotted(path)]
+        if elsewhere:
+            hint = f"{name!r} belongs elsewhere: {', '.join(elsewhere)}"
+    return Problem(
+        path,
+        f"unknown key {name!r} {_where(parent)}",
+        positions.locate(path, key=True),
+        expected=f"one of: {', '.join(known)}" if known else None,
+        hint=hint,
+        name_field=False,
+    )
 
-        return Problem(
-            path,
-            f"{kind_of(item['input'])} is not one of the allowed values",
-            origin,
-            expected=expected,
-            hint=_did_you_mean(str(item["input"]), literal_values(model, path)),
-        )
+
+def _missing_key(model: type[BaseModel], path: FieldPath, positions: Positions) -> Problem:
+    """A required key that no layer sets (or that a `--set X=null` deleted)."""
+    from orchestrator.plan.docs import expected_at
+
+    name = path[-1] if path else ""
+    parent = path[:-1]
+    expected = expected_at(model, path)
+    deleted = positions.deleted.get(path)
+    return Problem(
+        path,
+        f"missing required key {name!r} {_where(parent)}"
+        + (f" (deleted by {deleted})" if deleted is not None else ""),
+        deleted if deleted is not None else positions.locate(parent, key=True),
+        expected=f"{name}: {expected}" if expected else None,
+        name_field=False,
+    )
+
+
+def _validator_problem(
+    model: type[BaseModel], path: FieldPath, item: dict[str, Any], positions: Positions
+) -> Problem:
+    """A model validator's own error, at the path it names (its `at`) below `path`."""
+    cause = (item.get("ctx") or {}).get("error")
+    at: FieldPath = tuple(getattr(cause, "at", ()) or ())
+    message = str(cause) if cause is not None else item["msg"]
+    return Problem(
+        (*path, *at),
+        message,
+        positions.locate((*path, *at)),
+        expected=_described(model, path, (*path, *at)) if path else None,
+    )
+
+
+def _literal_problem(
+    model: type[BaseModel], path: FieldPath, item: dict[str, Any], positions: Positions
+) -> Problem:
+    from orchestrator.plan.docs import expected_at, literal_values
+
+    return Problem(
+        path,
+        f"{kind_of(item['input'])} is not one of the allowed values",
+        positions.locate(path),
+        expected=expected_at(model, path),
+        hint=_did_you_mean(str(item["input"]), literal_values(model, path)),
+    )
+
+
+def _value_problem(
+    model: type[BaseModel], path: FieldPath, item: dict[str, Any], positions: Positions
+) -> Problem:
+    """A value of the wrong type, or one its field refuses."""
+    from orchestrator.plan.docs import expected_at
+
+    kind: str = item["type"]
+    expected = expected_at(model, path)
     message = item["msg"]
     value = item["input"]
     hint = None
     if kind.endswith(("_type", "_parsing")):
         message = f"expected {expected or message}, got {kind_of(value)}"
         if kind == "string_type" and isinstance(value, int | float):
-            hint = f'quote it: "{_yaml_text(value)}" (YAML reads it as a {type(value).__name__})'
-            var = positions.via_vars.get(path)
-            if var is not None:  # the number came from elsewhere: say where to quote it
-                hint = (f"the value comes from ${{vars.{var}}}, set by "
-                        f"{positions.locate(('vars', var))}, where YAML read it as the "
-                        f"{type(value).__name__} {_yaml_text(value)}: quote it there")
+            hint = _quote_hint(value, path, positions)
     else:
         message = f"{_lower_first(message)}, got {kind_of(value)}"
-    return Problem(path, message, origin, expected=expected, hint=hint)
+    return Problem(path, message, positions.locate(path), expected=expected, hint=hint)
+
+
+def _quote_hint(value: int | float, path: FieldPath, positions: Positions) -> str:
+    """A number where text is expected: say where to quote it."""
+    var = positions.via_vars.get(path)
+    if var is None:
+        return f'quote it: "{_yaml_text(value)}" (YAML reads it as a {type(value).__name__})'
+    # the number came from elsewhere: say where to quote it
+    return (f"the value comes from ${{vars.{var}}}, set by "
+            f"{positions.locate(('vars', var))}, where YAML read it as the "
+            f"{type(value).__name__} {_yaml_text(value)}: quote it there")
 
 
 def _yaml_text(value: Any) -> str:

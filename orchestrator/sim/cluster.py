@@ -63,6 +63,14 @@ def join_ray(world_size: int, log: VllmLog, *, wait_scale: float, stop: threadin
                     "number of available GPUs in the placement group.")
     specs = [{"GPU": 1.0} for _ in range(world_size)]
     group = placement_group(specs, strategy="PACK")
+    _wait_placed(ray, group, specs, log, wait_scale=wait_scale, stop=stop)
+    actors = _start_node_workers(ray, group, PlacementGroupSchedulingStrategy, world_size, log)
+    return Group(lambda: _watch_actors(ray, actors, stop), lambda: _leave_ray(ray))
+
+
+def _wait_placed(ray: Any, group: Any, specs: list[dict[str, float]], log: VllmLog, *,
+                 wait_scale: float, stop: threading.Event) -> None:
+    """Wait for the placement group with vLLM's messages (ClusterFailed: not in time)."""
     ready = group.ready()
     timeout = PG_WAIT_TIMEOUT_S * wait_scale
     started = time.monotonic()
@@ -70,7 +78,7 @@ def join_ray(world_size: int, log: VllmLog, *, wait_scale: float, stop: threadin
     while time.monotonic() - started < timeout and not stop.is_set():
         done, _ = ray.wait([ready], timeout=max(interval, 0.05))
         if done:
-            break
+            return
         interval *= 2
         log.info(_PROC, "ray_utils.py:268",
                  f"Waiting for creating a placement group of specs for "
@@ -80,20 +88,23 @@ def join_ray(world_size: int, log: VllmLog, *, wait_scale: float, stop: threadin
                  "resources, and make sure the IP addresses used by ray cluster are the same "
                  "as VLLM_HOST_IP environment variable specified in each node if you are "
                  "running on a multi-node.")
-    else:
-        ray.util.remove_placement_group(group)
-        log.error(_PROC, "core.py:1", f"ValueError: Cannot provide a placement group requiring "
-                  f"{world_size} GPUs (placement_group_specs={specs}) within "
-                  f"{PG_WAIT_TIMEOUT_S:.0f} seconds.\nTensor parallel size may exceed available "
-                  "GPUs in your cluster. Check resources with `ray status` and `ray list nodes`.")
-        raise ClusterFailed
-    # One actor per node: the first bundle placed on each node.
+    ray.util.remove_placement_group(group)
+    log.error(_PROC, "core.py:1", f"ValueError: Cannot provide a placement group requiring "
+              f"{len(specs)} GPUs (placement_group_specs={specs}) within "
+              f"{PG_WAIT_TIMEOUT_S:.0f} seconds.\nTensor parallel size may exceed available "
+              "GPUs in your cluster. Check resources with `ray status` and `ray list nodes`.")
+    raise ClusterFailed
+
+
+def _start_node_workers(ray: Any, group: Any, strategy: Any, world_size: int,
+                        log: VllmLog) -> list[Any]:
+    """One actor per node: on the first bundle placed on each node."""
     table = ray.util.placement_group_table(group)
     first_bundle: dict[str, int] = {}
     for index, node_id in sorted(table["bundles_to_node_id"].items()):
         first_bundle.setdefault(node_id, int(index))
     worker = ray.remote(num_gpus=1, num_cpus=0)(NodeWorker)
-    actors = [worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+    actors = [worker.options(scheduling_strategy=strategy(
         placement_group=group, placement_group_bundle_index=index)).remote()
         for index in first_bundle.values()]
     where = ray.get([a.where.remote() for a in actors], timeout=120)
@@ -103,30 +114,32 @@ def join_ray(world_size: int, log: VllmLog, *, wait_scale: float, stop: threadin
     for (address, pid), node_id in zip(where, first_bundle, strict=True):
         log.info(_PROC, "ray_executor.py:1", f"worker on node {address} (pid {pid}) holds "
                  f"{per_node[node_id]} of the {world_size} ranks")
+    return actors
 
-    def watch() -> str:
-        while not stop.is_set():
-            try:
-                ray.get([a.where.remote() for a in actors], timeout=30)
-            except ray.exceptions.GetTimeoutError:
-                continue  # a node under load, or being declared dead: ask again
-            except Exception as error:  # an actor or its node died
-                return f"{type(error).__name__}: {_first_line(str(error))}"
-            stop.wait(_PING_EVERY_S)
-        return ""
 
-    def close() -> None:
-        # The placement group goes with the driver; leaving the cluster must not hang on a
-        # node that is gone (a daemon thread, given a few seconds).
-        def shutdown() -> None:
-            with contextlib.suppress(Exception):
-                ray.shutdown()
+def _watch_actors(ray: Any, actors: list[Any], stop: threading.Event) -> str:
+    """Ping the actors every second; why one went away, once it does."""
+    while not stop.is_set():
+        try:
+            ray.get([a.where.remote() for a in actors], timeout=30)
+        except ray.exceptions.GetTimeoutError:
+            continue  # a node under load, or being declared dead: ask again
+        except Exception as error:  # an actor or its node died
+            return f"{type(error).__name__}: {_first_line(str(error))}"
+        stop.wait(_PING_EVERY_S)
+    return ""
 
-        closing = threading.Thread(target=shutdown, daemon=True)
-        closing.start()
-        closing.join(timeout=3)
 
-    return Group(watch, close)
+def _leave_ray(ray: Any) -> None:
+    # The placement group goes with the driver; leaving the cluster must not hang on a
+    # node that is gone (a daemon thread, given a few seconds).
+    def shutdown() -> None:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+
+    closing = threading.Thread(target=shutdown, daemon=True)
+    closing.start()
+    closing.join(timeout=3)
 
 
 class NodeWorker:

@@ -113,6 +113,64 @@ class EngineMetrics:
         self.preemptions += 1
 
 
+# name, help text, EngineMetrics attribute: the histograms of the page, in its order
+_HISTOGRAMS = (
+    ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", "ttft"),
+    ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "itl"),
+    ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", "e2e"),
+    ("vllm:request_queue_time_seconds",
+     "Histogram of time spent in WAITING phase for request.", "queue"),
+    ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", "request_prompt"),
+    ("vllm:request_generation_tokens", "Number of generation tokens processed.",
+     "request_generation"),
+)
+
+
+class _Page:
+    """The exposition text, one metric family at a time, as prometheus_client writes it."""
+
+    def __init__(self, model_name: str, created: float) -> None:
+        self.base = {"model_name": model_name, "engine": "0"}
+        self.labels = _labels(self.base)
+        self.created = format_value(created)
+        self.out: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str, samples: list[str]) -> None:
+        self.out.append(f"# HELP {name} {help_text}")
+        self.out.append(f"# TYPE {name} {kind}")
+        self.out.extend(samples)
+
+    def gauge(self, name: str, help_text: str, value: float, labels: str | None = None) -> None:
+        shown = self.labels if labels is None else labels
+        self.family(name, "gauge", help_text, [f"{name}{shown} {format_value(float(value))}"])
+
+    def counter(self, name: str, help_text: str,
+                series: list[tuple[dict[str, str], float]]) -> None:
+        totals, stamps = [], []
+        for extra, value in series:
+            lab = _labels({**self.base, **extra})
+            totals.append(f"{name}_total{lab} {format_value(float(value))}")
+            stamps.append(f"{name}_created{lab} {self.created}")
+        self.family(f"{name}_total", "counter", help_text, totals)
+        self.family(f"{name}_created", "gauge", help_text, stamps)
+
+    def histogram(self, name: str, help_text: str, hist: Histogram) -> None:
+        samples = []
+        cumulative = 0
+        for bound, count in zip((*hist.buckets, math.inf), hist.counts, strict=True):
+            cumulative += count
+            le = _labels({**self.base, "le": format_value(float(bound))})
+            samples.append(f"{name}_bucket{le} {format_value(float(cumulative))}")
+        samples.append(f"{name}_count{self.labels} {format_value(float(hist.count))}")
+        samples.append(f"{name}_sum{self.labels} {format_value(hist.total)}")
+        self.family(name, "histogram", help_text, samples)
+        self.family(f"{name}_created", "gauge", help_text,
+                    [f"{name}_created{self.labels} {self.created}"])
+
+    def text(self) -> str:
+        return "\n".join(self.out) + "\n"
+
+
 def render(
     metrics: EngineMetrics,
     model_name: str,
@@ -121,67 +179,25 @@ def render(
     cache_info: dict[str, str],
 ) -> str:
     """The /metrics page."""
-    base = {"model_name": model_name, "engine": "0"}
-    labels = _labels(base)
-    created = format_value(metrics.created)
-    out: list[str] = []
-
-    def family(name: str, kind: str, help_text: str, samples: list[str]) -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        out.extend(samples)
-
-    def counter(name: str, help_text: str, series: list[tuple[dict[str, str], float]]) -> None:
-        totals, stamps = [], []
-        for extra, value in series:
-            lab = _labels({**base, **extra})
-            totals.append(f"{name}_total{lab} {format_value(float(value))}")
-            stamps.append(f"{name}_created{lab} {created}")
-        family(f"{name}_total", "counter", help_text, totals)
-        family(f"{name}_created", "gauge", help_text, stamps)
-
-    def histogram(name: str, help_text: str, hist: Histogram) -> None:
-        samples = []
-        cumulative = 0
-        for bound, count in zip((*hist.buckets, math.inf), hist.counts, strict=True):
-            cumulative += count
-            le = _labels({**base, "le": format_value(float(bound))})
-            samples.append(f"{name}_bucket{le} {format_value(float(cumulative))}")
-        samples.append(f"{name}_count{labels} {format_value(float(hist.count))}")
-        samples.append(f"{name}_sum{labels} {format_value(hist.total)}")
-        family(name, "histogram", help_text, samples)
-        family(f"{name}_created", "gauge", help_text, [f"{name}_created{labels} {created}"])
-
+    page = _Page(model_name, metrics.created)
     running, waiting, kv = gauges
-    family("orch_simulator_info", "gauge", "This server is the orch vLLM simulator.",
-           [f"orch_simulator_info{_labels(info)} 1.0"])  # fmt: skip
-    family("vllm:num_requests_running", "gauge",
-           "Number of requests in model execution batches.",
-           [f"vllm:num_requests_running{labels} {format_value(float(running))}"])  # fmt: skip
-    family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-           [f"vllm:num_requests_waiting{labels} {format_value(float(waiting))}"])  # fmt: skip
-    family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-           [f"vllm:kv_cache_usage_perc{labels} {format_value(kv)}"])  # fmt: skip
-    family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
-           [f"vllm:cache_config_info{_labels({**base, **cache_info})} 1.0"])  # fmt: skip
-    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-            [({}, metrics.preemptions)])  # fmt: skip
-    counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
-            [({}, metrics.prompt_tokens)])  # fmt: skip
-    counter("vllm:generation_tokens", "Number of generation tokens processed.",
-            [({}, metrics.generation_tokens)])  # fmt: skip
-    counter("vllm:request_success", "Count of successfully processed requests.",
-            [({"finished_reason": r}, v) for r, v in metrics.finish_counts.items()])  # fmt: skip
-    histogram("vllm:time_to_first_token_seconds",
-              "Histogram of time to first token in seconds.", metrics.ttft)  # fmt: skip
-    histogram("vllm:inter_token_latency_seconds",
-              "Histogram of inter-token latency in seconds.", metrics.itl)  # fmt: skip
-    histogram("vllm:e2e_request_latency_seconds",
-              "Histogram of e2e request latency in seconds.", metrics.e2e)  # fmt: skip
-    histogram("vllm:request_queue_time_seconds",
-              "Histogram of time spent in WAITING phase for request.", metrics.queue)  # fmt: skip
-    histogram("vllm:request_prompt_tokens",
-              "Number of prefill tokens processed.", metrics.request_prompt)  # fmt: skip
-    histogram("vllm:request_generation_tokens",
-              "Number of generation tokens processed.", metrics.request_generation)  # fmt: skip
-    return "\n".join(out) + "\n"
+    page.gauge("orch_simulator_info", "This server is the orch vLLM simulator.", 1.0,
+               _labels(info))
+    page.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+               running)
+    page.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+               waiting)
+    page.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv)
+    page.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1.0,
+               _labels({**page.base, **cache_info}))
+    page.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                 [({}, metrics.preemptions)])
+    page.counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+                 [({}, metrics.prompt_tokens)])
+    page.counter("vllm:generation_tokens", "Number of generation tokens processed.",
+                 [({}, metrics.generation_tokens)])
+    page.counter("vllm:request_success", "Count of successfully processed requests.",
+                 [({"finished_reason": r}, v) for r, v in metrics.finish_counts.items()])
+    for name, help_text, attribute in _HISTOGRAMS:
+        page.histogram(name, help_text, getattr(metrics, attribute))
+    return page.text()

@@ -323,7 +323,45 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
     parser = build_parser()
     known, ignored = split_argv(argv, parser)
     args = parser.parse_args(known)
-    model = args.model or args.model_tag
+    model = _check(parser, args)
+    profile = get_profile(args.profile)
+    return SimOptions(
+        model=model,
+        served_names=list(args.served_model_name or [model]),
+        host=args.host if args.host is not None else "0.0.0.0",
+        port=args.port,
+        profile=profile,
+        max_num_seqs=args.max_num_seqs or profile.max_num_seqs,
+        max_model_len=args.max_model_len or profile.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens or 8192,
+        reasoning_parser=args.reasoning_parser,
+        api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
+        version=VllmVersion(args.vllm_version),
+        time_scale=args.time_scale,
+        startup_time_scale=args.startup_time_scale or args.time_scale,
+        fail_at_startup=args.fail_at_startup,
+        crash_after_requests=args.crash_after_requests,
+        hang_after_requests=args.hang_after_requests,
+        slow_start=args.slow_start,
+        force_include_usage=args.enable_force_include_usage,
+        default_template_kwargs=args.default_chat_template_kwargs or {},
+        log_stats=not args.disable_log_stats,
+        ignored=ignored,
+        non_default=_non_default(parser, args, model, ignored),
+        distributed_backend=args.distributed_executor_backend,
+        pipeline_parallel=args.pipeline_parallel_size,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        headless=args.headless,
+        kv_cache_dtype=args.kv_cache_dtype or "",
+    )
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The model served, once the arguments agree with each other (else a usage error)."""
+    model: str | None = args.model or args.model_tag
     if not model:
         parser.error("a model is required: orch sim serve MODEL [options]")
     if args.model and args.model_tag and args.model != args.model_tag:
@@ -338,8 +376,12 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
                      "uni or external_launcher.")
     if args.node_rank >= args.nnodes:
         parser.error(f"--node-rank {args.node_rank} is not below --nnodes {args.nnodes}")
-    profile = get_profile(args.profile)
-    api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
+    return model
+
+
+def _non_default(parser: argparse.ArgumentParser, args: argparse.Namespace, model: str,
+                 ignored: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """vLLM's `non-default args:` line: what differs from the defaults, the key masked."""
     non_default: dict[str, Any] = {"model_tag": model}
     for action in parser._actions:
         dest = action.dest
@@ -350,35 +392,4 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
             non_default[dest] = "***" if dest == "api_key" else value
     for name, value in ignored:
         non_default[name.replace("-", "_")] = _display(value)
-    return SimOptions(
-        model=model,
-        served_names=list(args.served_model_name or [model]),
-        host=args.host if args.host is not None else "0.0.0.0",
-        port=args.port,
-        profile=profile,
-        max_num_seqs=args.max_num_seqs or profile.max_num_seqs,
-        max_model_len=args.max_model_len or profile.max_model_len,
-        max_num_batched_tokens=args.max_num_batched_tokens or 8192,
-        reasoning_parser=parser_name,
-        api_key=api_key,
-        version=VllmVersion(args.vllm_version),
-        time_scale=args.time_scale,
-        startup_time_scale=args.startup_time_scale or args.time_scale,
-        fail_at_startup=args.fail_at_startup,
-        crash_after_requests=args.crash_after_requests,
-        hang_after_requests=args.hang_after_requests,
-        slow_start=args.slow_start,
-        force_include_usage=args.enable_force_include_usage,
-        default_template_kwargs=args.default_chat_template_kwargs or {},
-        log_stats=not args.disable_log_stats,
-        ignored=ignored,
-        non_default=non_default,
-        distributed_backend=args.distributed_executor_backend,
-        pipeline_parallel=args.pipeline_parallel_size,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        master_addr=args.master_addr,
-        master_port=args.master_port,
-        headless=args.headless,
-        kv_cache_dtype=args.kv_cache_dtype or "",
-    )
+    return non_default

@@ -172,49 +172,19 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
         sock = bind_socket(options.host, options.port)
     except OSError as error:
         return _port_failure(log, error)
-    metrics = EngineMetrics()
-    scheduler = Scheduler(
-        profile=options.profile,
-        max_num_seqs=options.max_num_seqs,
-        kv_capacity=options.kv_cache_tokens,
-        max_batched_tokens=options.max_num_batched_tokens,
-        observer=metrics,
-    )
     dead = asyncio.Event()
-    engine = Engine(
-        scheduler,
-        metrics,
-        log,
-        time_scale=options.time_scale,
-        engine_proc=options.version.engine_process,
-        crash_after=options.crash_after_requests,
-        hang_after=options.hang_after_requests,
-        on_dead=dead.set,
-    )
+    engine, metrics = _engine(options, log, dead)
     app = SimApp(options, engine, metrics, log)
     server = HttpServer(app.handle, [("x-orch-simulator", options.marker())])
     halt = threading.Event()
     group: cluster.Group | None = None
     if options.multi_node:
-        joining = asyncio.create_task(_join(options, log, halt))
-        stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait({joining, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not joining.done():
-            halt.set()
+        joined = await _join_unless_stopped(options, log, halt, stop)
+        if not isinstance(joined, cluster.Group):  # stopped (0) or the group failed (1)
             sock.close()
-            return 0
-        stopping.cancel()
-        try:
-            group = joining.result()
-        except cluster.ClusterFailed:
-            sock.close()
-            return 1
-        def gone(future: asyncio.Future[str]) -> None:
-            if not future.cancelled() and future.result():
-                _lost(log, future.result())
-                dead.set()  # ends the server like a dead engine: exit 1
-
-        _watch(group).add_done_callback(gone)
+            return joined
+        group = joined
+        _end_when_lost(group, log, dead)
     startup = asyncio.create_task(Startup(options, log, lambda: server.serve(sock)).run())
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -226,26 +196,7 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
             startup.result()
         except StartupFailed as failure:
             return failure.code
-        tasks = [asyncio.create_task(engine.run())]
-        if options.log_stats:
-            tasks.append(asyncio.create_task(engine.log_stats()))
-        dying = asyncio.create_task(dead.wait())
-        await asyncio.wait({stopping, dying, tasks[0]}, return_when=asyncio.FIRST_COMPLETED)
-        code = 0
-        if dead.is_set():
-            await asyncio.sleep(CRASH_GRACE_S)
-            code = 1
-        elif tasks[0].done() and tasks[0].exception() is not None:  # a bug, not an injection
-            bug = tasks[0].exception()
-            assert bug is not None
-            log.error("APIServer", "simulator.py:1",
-                      "".join(traceback.format_exception(bug)).rstrip())  # fmt: skip
-            code = 1
-        for task in (*tasks, dying):
-            task.cancel()
-        _shutdown_lines(log)
-        server.close()
-        return code
+        return await _run_engine(options, log, engine, server, stopping, dead)
     finally:
         stopping.cancel()
         halt.set()
@@ -253,6 +204,80 @@ async def serve(options: SimOptions, log: VllmLog | None = None) -> int:
             group.close()
         with contextlib.suppress(OSError):
             sock.close()
+
+
+def _engine(options: SimOptions, log: VllmLog,
+            dead: asyncio.Event) -> tuple[Engine, EngineMetrics]:
+    """The engine and the metrics its scheduler reports to; a crash sets `dead`."""
+    metrics = EngineMetrics()
+    scheduler = Scheduler(
+        profile=options.profile,
+        max_num_seqs=options.max_num_seqs,
+        kv_capacity=options.kv_cache_tokens,
+        max_batched_tokens=options.max_num_batched_tokens,
+        observer=metrics,
+    )
+    engine = Engine(
+        scheduler,
+        metrics,
+        log,
+        time_scale=options.time_scale,
+        engine_proc=options.version.engine_process,
+        crash_after=options.crash_after_requests,
+        hang_after=options.hang_after_requests,
+        on_dead=dead.set,
+    )
+    return engine, metrics
+
+
+async def _join_unless_stopped(options: SimOptions, log: VllmLog, halt: threading.Event,
+                               stop: asyncio.Event) -> cluster.Group | int:
+    """The group, once formed; or the exit code: 0 when stopped first, 1 when it failed."""
+    joining = asyncio.create_task(_join(options, log, halt))
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({joining, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not joining.done():
+        halt.set()
+        return 0
+    stopping.cancel()
+    try:
+        return joining.result()
+    except cluster.ClusterFailed:
+        return 1
+
+
+def _end_when_lost(group: cluster.Group, log: VllmLog, dead: asyncio.Event) -> None:
+    def gone(future: asyncio.Future[str]) -> None:
+        if not future.cancelled() and future.result():
+            _lost(log, future.result())
+            dead.set()  # ends the server like a dead engine: exit 1
+
+    _watch(group).add_done_callback(gone)
+
+
+async def _run_engine(options: SimOptions, log: VllmLog, engine: Engine, server: HttpServer,
+                      stopping: asyncio.Task[Any], dead: asyncio.Event) -> int:
+    """Serve until stopped (exit 0), the engine dies (1, after a grace) or a bug ends it (1)."""
+    tasks = [asyncio.create_task(engine.run())]
+    if options.log_stats:
+        tasks.append(asyncio.create_task(engine.log_stats()))
+    dying = asyncio.create_task(dead.wait())
+    await asyncio.wait({stopping, dying, tasks[0]}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if dead.is_set():
+        await asyncio.sleep(CRASH_GRACE_S)
+        code = 1
+    elif tasks[0].done() and tasks[0].exception() is not None:  # a bug, not an injection
+        bug = tasks[0].exception()
+        assert bug is not None
+        log.error("APIServer", "simulator.py:1",
+                  "".join(traceback.format_exception(bug)).rstrip())  # fmt: skip
+        code = 1
+    for task in (*tasks, dying):
+        task.cancel()
+    _shutdown_lines(log)
+    server.close()
+    return code
 
 
 def main(argv: list[str]) -> int:

@@ -101,14 +101,32 @@ class Startup:
 
     async def run(self) -> None:
         """Print the phases, call `listen` at the end; raise StartupFailed on injection."""
-        o, log, times, profile = self.o, self.log, self.o.profile.startup, self.o.profile
-        api = "APIServer"
-        fail = o.fail_at_startup
+        times = self.o.profile.startup
         await self._sleep(times.init * 0.2)
-        if fail == "trust-remote-code":
-            failures.report_api_failure(log, failures.CONFIG_FRAMES, failures.TRUST_REMOTE_CODE)
+        if self.o.fail_at_startup == "trust-remote-code":
+            failures.report_api_failure(self.log, failures.CONFIG_FRAMES,
+                                        failures.TRUST_REMOTE_CODE)
             raise StartupFailed(1)
-        log.info(api, "model.py:531", f"Resolved architecture: {profile.architecture}")
+        self._config_lines()
+        await self._sleep(times.init * 0.4)
+        await self._init_workers()
+        proc = self.model_proc
+        await self._load_model(proc)
+        await self._compile(proc)
+        started = time.monotonic()
+        await self._sleep(times.kv_profile)
+        self._kv_profile(proc)
+        await self._cuda_graphs(proc)
+        init_took = time.monotonic() - started + self._compile_took
+        self.log.info(self.engine, "core.py:282",
+                      f"init engine (profile, create kv cache, warmup model) took {init_took:.2f} seconds")  # fmt: skip
+        await self._sleep(times.api)
+        await self._api_server()
+
+    def _config_lines(self) -> None:
+        """The API server resolves the config; the engine says what it starts with."""
+        o, log, api = self.o, self.log, "APIServer"
+        log.info(api, "model.py:531", f"Resolved architecture: {o.profile.architecture}")
         log.info(api, "model.py:1554", f"Using max model len {o.max_model_len}")
         log.info(api, "scheduler.py:231",
                  f"Chunked prefill is enabled with max_num_batched_tokens={o.max_num_batched_tokens}.")  # fmt: skip
@@ -123,53 +141,55 @@ class Startup:
                  f"device_config={'cpu' if self.cpu else 'cuda'}, "
                  f"served_model_name={o.served_names[0]}, enable_prefix_caching=True, "
                  f"compilation_config={self._compilation_config()}")  # fmt: skip
-        await self._sleep(times.init * 0.4)
-        if self.worker is not None:
-            log.info(self.engine, "multiproc_executor.py:136",
-                     f"world_size={self.tp}, local_world_size={self.tp}")  # fmt: skip
-            for rank in range(self.tp):
-                log.info(f"Worker_TP{rank}", "parallel_state.py:1393",
-                         f"world_size={self.tp} rank={rank} local_rank={rank} "
-                         f"distributed_init_method=tcp://127.0.0.1:29501 backend=nccl")  # fmt: skip
-            log.info(self.worker, "pynccl.py:111", "vLLM is using nccl==2.27.5")
-            await self._sleep(times.init * 0.4)
+
+    async def _init_workers(self) -> None:
+        """With tensor parallelism: one worker per rank and NCCL (where `nccl` fails)."""
+        log, profile, fail = self.log, self.o.profile, self.o.fail_at_startup
+        if self.worker is None:
             if fail == "nccl":
                 self._fail("nccl", failures.NCCL_ERROR)
-            if profile.pcie_only and self.tp > 2:
-                log.warning(self.worker, "custom_all_reduce.py:154",
-                            "Custom allreduce is disabled because it's not supported on more than "
-                            "two PCIe-only GPUs. To silence this warning, specify "
-                            "disable_custom_all_reduce=True explicitly.")  # fmt: skip
-        elif fail == "nccl":
+            return
+        log.info(self.engine, "multiproc_executor.py:136",
+                 f"world_size={self.tp}, local_world_size={self.tp}")  # fmt: skip
+        for rank in range(self.tp):
+            log.info(f"Worker_TP{rank}", "parallel_state.py:1393",
+                     f"world_size={self.tp} rank={rank} local_rank={rank} "
+                     f"distributed_init_method=tcp://127.0.0.1:29501 backend=nccl")  # fmt: skip
+        log.info(self.worker, "pynccl.py:111", "vLLM is using nccl==2.27.5")
+        await self._sleep(profile.startup.init * 0.4)
+        if fail == "nccl":
             self._fail("nccl", failures.NCCL_ERROR)
-        proc = self.model_proc
+        if profile.pcie_only and self.tp > 2:
+            log.warning(self.worker, "custom_all_reduce.py:154",
+                        "Custom allreduce is disabled because it's not supported on more than "
+                        "two PCIe-only GPUs. To silence this warning, specify "
+                        "disable_custom_all_reduce=True explicitly.")  # fmt: skip
+
+    async def _load_model(self, proc: str) -> None:
+        """The attention backend, the kernels, then the weights shard by shard."""
+        o, log, profile = self.o, self.log, self.o.profile
         backend = profile.attention_backend
         if not self.cpu:  # vLLM's CPU platform picks CPU_ATTN without a line
             candidates = ", ".join(f"'{b}'" for b in profile.attention_candidates or (backend,))
             log.info(proc, "cuda.py:405",
                      f"Using {backend} attention backend out of potential backends: [{candidates}].")  # fmt: skip
         log.info(proc, "gpu_model_runner.py:4281", f"Starting to load model {o.model}...")
-        if fail == "flashinfer-mismatch":
+        if o.fail_at_startup == "flashinfer-mismatch":
             self._fail("flashinfer-mismatch", failures.FLASHINFER_MISMATCH)
         self._kernel_lines(proc)
         await self._load_weights(proc)
         if profile.fp4_marlin_fallback:
             log.warning(proc, "marlin.py:34" if o.version.new_wording else "marlin_utils_fp4.py:151",
                         MARLIN_FP4_WARNING)
-        await self._compile(proc)
-        started = time.monotonic()
-        await self._sleep(times.kv_profile)
-        if fail == "kv-cache":
+
+    def _kv_profile(self, proc: str) -> None:
+        """The memory left for the KV cache (where `kv-cache` fails) and what it holds."""
+        log, profile = self.log, self.o.profile
+        if self.o.fail_at_startup == "kv-cache":
             log.info(proc, "gpu_worker.py:424", "Available KV cache memory: -1.37 GiB")
             self._fail("kv-cache", failures.NO_KV_MEMORY)
         log.info(proc, "gpu_worker.py:424", f"Available KV cache memory: {profile.kv_cache_gib:.2f} GiB")
         self._kv_lines()
-        await self._cuda_graphs(proc)
-        init_took = time.monotonic() - started + self._compile_took
-        log.info(self.engine, "core.py:282",
-                 f"init engine (profile, create kv cache, warmup model) took {init_took:.2f} seconds")  # fmt: skip
-        await self._sleep(times.api)
-        await self._api_server()
 
     @property
     def cpu(self) -> bool:

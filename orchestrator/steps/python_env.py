@@ -51,8 +51,29 @@ class PythonEnvStep(Step):
                 "the host's PATH (python.interpreter); install it or name another interpreter"
             )
             return result
-        if not venv.exists:
+        result.changes.extend(self._venv_changes(venv))
+        installed = {name: d.version for name, d in venv.distributions.items()}
+        specs, notes = self._pin_specs(installed)
+        self._align_families(installed, specs, notes, result)
+        if specs:
             result.changes.append(
+                # A locked (exact) install takes exactly the frozen set: resolving dependencies
+                # could pull in anything (a drifted flashinfer once brought a new torch and 47
+                # more packages).
+                Change("install " + "; ".join(notes),
+                       [self.installer.install(sorted(specs.values()), no_deps=self.exact)])
+            )
+        result.changes.extend(self._record_changes(facts, installed, specs, result.findings))
+        result.changes.extend(self._absent_changes(installed, installing=bool(specs)))
+        if self.exact:
+            result.changes.extend(self._unpinned_changes(venv))
+        return result
+
+    def _venv_changes(self, venv: VenvFacts) -> list[Change]:
+        """Create the venv, and put uv into it when uv installs."""
+        changes: list[Change] = []
+        if not venv.exists:
+            changes.append(
                 Change(
                     f"create venv {self.python.venv} with {self.python.interpreter}",
                     [Command(self.python.interpreter, "-m", "venv", self.python.venv)],
@@ -60,13 +81,11 @@ class PythonEnvStep(Step):
             )
         if self.python.installer == "uv" and not venv.has_uv:
             uv_spec = f"uv=={self.pins['uv']}" if "uv" in self.pins else "uv"
-            result.changes.append(
-                Change(
-                    "install uv into the venv",
-                    [self.installer.install_uv(uv_spec)],
-                )
-            )
-        installed = {name: d.version for name, d in venv.distributions.items()}
+            changes.append(Change("install uv into the venv", [self.installer.install_uv(uv_spec)]))
+        return changes
+
+    def _pin_specs(self, installed: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+        """(name -> `name==version` to install, what each changes) for the pins not met."""
         specs: dict[str, str] = {}
         notes: list[str] = []
         for name, version in self.pins.items():
@@ -77,6 +96,12 @@ class PythonEnvStep(Step):
             elif not same_version(have, version):
                 specs[name] = f"{name}=={version}"
                 notes.append(f"{name} {have} -> {version}")
+        return specs, notes
+
+    def _align_families(self, installed: dict[str, str], specs: dict[str, str],
+                        notes: list[str], result: StepPlan) -> None:
+        """Members of a package family on other versions: aligned to the pinned one (added
+        to `specs`), or the step is blocked when no pin says which version they share."""
         for mismatch in family_mismatches(installed, self.install.families, self.pins):
             if mismatch.target is None:
                 # Nothing says which version they should share: vLLM would crash at start-up
@@ -100,27 +125,17 @@ class PythonEnvStep(Step):
                 if not same_version(have, mismatch.target) and name not in specs:
                     specs[name] = f"{name}=={mismatch.target}"
                     notes.append(f"{name} {have} -> {mismatch.target} (family)")
-        if specs:
-            result.changes.append(
-                # A locked (exact) install takes exactly the frozen set: resolving dependencies
-                # could pull in anything (a drifted flashinfer once brought a new torch and 47
-                # more packages).
-                Change("install " + "; ".join(notes),
-                       [self.installer.install(sorted(specs.values()), no_deps=self.exact)])
-            )
-        result.changes.extend(self._record_changes(facts, installed, specs, result.findings))
-        result.changes.extend(self._absent_changes(installed, installing=bool(specs)))
-        if self.exact:
-            extras = sorted(
-                d.name for key, d in venv.distributions.items()
-                if key not in self.pins and key not in _VENV_TOOLS
-            )
-            if extras:
-                result.changes.append(
-                    Change(f"uninstall {len(extras)} unpinned: {', '.join(extras)}",
-                           [self.installer.uninstall(extras)])
-                )
-        return result
+
+    def _unpinned_changes(self, venv: VenvFacts) -> list[Change]:
+        """An exact (locked) converge uninstalls what no pin names (the venv's tools stay)."""
+        extras = sorted(
+            d.name for key, d in venv.distributions.items()
+            if key not in self.pins and key not in _VENV_TOOLS
+        )
+        if not extras:
+            return []
+        return [Change(f"uninstall {len(extras)} unpinned: {', '.join(extras)}",
+                       [self.installer.uninstall(extras)])]
 
     def _absent_changes(self, installed: dict[str, str], *, installing: bool) -> list[Change]:
         """Remove what must not be there. After an install every absent name is removed

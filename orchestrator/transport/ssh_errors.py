@@ -68,9 +68,20 @@ def translate(error: BaseException, hop: Hop, *, authenticating: bool = False) -
     before authentication succeeded: paramiko then raises plain `SSHException` for
     unusable keys, which is a permanent problem, not a transient one.
     """
-    name = hop.name
     if isinstance(error, TransportError):
         return error
+    # In this order: a key or authentication failure is an SSHException (or OSError) too.
+    translated = _key_or_auth_error(error, hop, authenticating)
+    if translated is None:
+        translated = _network_error(error, hop)
+    if translated is None:
+        raise error  # a programming error, not a connection failure: keep its traceback
+    return translated
+
+
+def _key_or_auth_error(error: BaseException, hop: Hop,
+                       authenticating: bool) -> TransportError | None:
+    """Host key and authentication failures: permanent, never retried."""
     if isinstance(error, UnknownHostKey):
         return _unknown_host_key(error, hop)
     if isinstance(error, paramiko.BadHostKeyException):
@@ -78,7 +89,7 @@ def translate(error: BaseException, hop: Hop, *, authenticating: bool = False) -
     if isinstance(error, paramiko.PasswordRequiredException):
         return AuthError(
             f"the private key for {hop.where} is encrypted and no passphrase was given",
-            host=name,
+            host=hop.name,
             hint="load the key into ssh-agent (ssh-add KEY) or use an unencrypted key",
         )
     if isinstance(error, paramiko.AuthenticationException) or (
@@ -86,13 +97,19 @@ def translate(error: BaseException, hop: Hop, *, authenticating: bool = False) -
     ):
         return AuthError(
             f"authentication failed for {hop.where}: {error or 'no key was accepted'}",
-            host=name,
+            host=hop.name,
             hint=(
                 "check `user` and `identity_file` for this host in the inventory (or User "
                 "and IdentityFile in ~/.ssh/config), and that the public key is in the "
                 "host's ~/.ssh/authorized_keys"
             ),
         )
+    return None
+
+
+def _network_error(error: BaseException, hop: Hop) -> TransportError | None:
+    """Name resolution, sockets and the SSH protocol: retried unless no retry can cure it."""
+    name = hop.name
     if isinstance(error, socket.gaierror):
         return PermanentConnectError(
             f"cannot resolve host name {hop.host!r}: {error.strerror or error}",
@@ -119,17 +136,21 @@ def translate(error: BaseException, hop: Hop, *, authenticating: bool = False) -
     if isinstance(error, EOFError):
         return ConnectError(f"{hop.where} closed the connection", host=name)
     if isinstance(error, paramiko.SSHException):
-        if "protocol banner" in str(error) and not hop.via_jump:
-            said = _not_ssh(hop)
-            if said is not None:  # something answers on that port, and it is not SSH
-                return PermanentConnectError(
-                    f"{hop.host}:{hop.port} accepts connections but is not an SSH server "
-                    f"(it said {said!r})",
-                    host=name,
-                    hint="check `port` (and `address`) of this host in the inventory",
-                )
-        return ConnectError(f"SSH error talking to {hop.where}: {error}", host=name)
-    raise error  # a programming error, not a connection failure: keep its traceback
+        return _ssh_error(error, hop)
+    return None
+
+
+def _ssh_error(error: paramiko.SSHException, hop: Hop) -> TransportError:
+    if "protocol banner" in str(error) and not hop.via_jump:
+        said = _not_ssh(hop)
+        if said is not None:  # something answers on that port, and it is not SSH
+            return PermanentConnectError(
+                f"{hop.host}:{hop.port} accepts connections but is not an SSH server "
+                f"(it said {said!r})",
+                host=hop.name,
+                hint="check `port` (and `address`) of this host in the inventory",
+            )
+    return ConnectError(f"SSH error talking to {hop.where}: {error}", host=hop.name)
 
 
 def _not_ssh(hop: Hop, timeout: float = 2.0) -> str | None:

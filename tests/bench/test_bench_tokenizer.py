@@ -11,8 +11,8 @@ from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from orchestrator.bench.http_stream import json_string_body
 from orchestrator.bench.record import RequestRecord, derive
+from orchestrator.bench.sse_bytes import json_string_body
 from orchestrator.bench.tokens import decode_text, load_tokenizer
 
 CHUNKS, PER_CHUNK = 3, 4  # each word `w<n> "q"\` is 4 tokens: w<n>, ", q, "\ (unknown)

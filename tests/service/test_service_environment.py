@@ -6,31 +6,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.sshd import SshServer
 
-from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.service.backends import BASE_ENV, ServicePaths, start_command, stop_command
 from orchestrator.service.launch import LaunchSpec, render_env_file
-from orchestrator.transport import connect
 from orchestrator.transport.base import Transport
 
 
-@pytest.fixture(params=["local", "ssh"])
-def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Transport]:
-    # Unrelated secrets in the controller's environment (the local transport passes it on).
+@pytest.fixture(autouse=True)
+def _controller_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unrelated secrets in the controller's environment (the local transport passes it on),
+    set before the `transport` fixture connects."""
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-for-the-service")
     monkeypatch.setenv("ORCH_API_KEY", "sk-mapped-only-as-VLLM_API_KEY")
-    if request.param == "local":
-        made = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
-    else:
-        sshd: SshServer = request.getfixturevalue("sshd")
-        made = connect("h1", sshd.inventory(1))
-    yield made
-    made.close()
 
 
 def test_the_service_gets_the_base_and_the_plans_env_only(transport: Transport, tmp_path: Path) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
+from fixtures.health import wait_healthy
 
 from orchestrator.sim.testing import free_port, running_simulator
 
@@ -48,13 +47,8 @@ def test_orch_sim_serve_takes_vllm_flags(tmp_path: Path) -> None:
         process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *argv], stdout=out,
                                    stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.ConnectError:
-                time.sleep(0.05)
+        wait_healthy(process, f"http://127.0.0.1:{port}", log, name="orch sim serve",
+                     budget_s=30, every_s=0.05)
         text = log.read_text()
         for flag in ("--tensor-parallel-size 8", "--trust-remote-code",
                      '--compilation-config {"cudagraph_mode": "PIECEWISE"}', "--tool-call-parser kimi_k2"):

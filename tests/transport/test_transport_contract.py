@@ -8,28 +8,14 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.sshd import SshServer
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
-from orchestrator.inventory import HostSpec, Inventory
-from orchestrator.transport import Command, Secret, connect
+from orchestrator.transport import Command, Secret
 from orchestrator.transport.base import Transport
-
-
-@pytest.fixture(params=["local", "ssh"])
-def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
-    if request.param == "local":
-        made = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
-    else:
-        sshd: SshServer = request.getfixturevalue("sshd")
-        made = connect("h1", sshd.inventory(1))
-    yield made
-    made.close()
 
 
 def test_run_captures_output_and_exit_code(transport: Transport) -> None:

@@ -51,14 +51,6 @@ def http_port() -> Iterator[int]:
     server.server_close()
 
 
-@pytest.fixture
-def ssh(sshd: SshServer) -> Iterator[SshTransport]:
-    transport = connect("h1", sshd.inventory(1))
-    assert isinstance(transport, SshTransport)
-    yield transport
-    transport.close()
-
-
 def test_http_through_the_tunnel(ssh: SshTransport, http_port: int) -> None:
     with ssh.forward(http_port) as port:
         assert port != http_port

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,6 @@ from orchestrator.errors import CommandFailed
 from orchestrator.transport import Command, connect
 from orchestrator.transport.local import LocalTransport
 from orchestrator.transport.ssh import SshTransport, atomic_write_command
-
-
-@pytest.fixture
-def ssh(sshd: SshServer) -> Iterator[SshTransport]:
-    transport = connect("h1", sshd.inventory(1))
-    assert isinstance(transport, SshTransport)
-    yield transport
-    transport.close()
 
 
 def test_killed_command_is_not_a_dropped_connection(ssh: SshTransport) -> None:

@@ -1,0 +1,148 @@
+"""The shape of the code, held: layers import only downwards, no circles, nothing outside
+engines/ imports an engine's package, and modules and functions stay small (docs/concepts.md
+draws the same layers). Read from the sources with `ast`; imports under `if TYPE_CHECKING:`
+are types only and do not count."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "orchestrator"
+
+# Bottom up; a module belongs to the layer of its longest matching prefix.
+LAYERS: list[tuple[str, ...]] = [
+    ("orchestrator", "orchestrator.errors", "orchestrator.masking", "orchestrator.names",
+     "orchestrator.exit_codes", "orchestrator.metrics", "orchestrator.local_files",
+     "orchestrator.console", "orchestrator.tables", "orchestrator.events",
+     "orchestrator.selfwheel"),
+    ("orchestrator.engines", "orchestrator.engines.base", "orchestrator.engines.signatures",
+     "orchestrator.engines.kernels", "orchestrator.engines.layout"),  # the registry, the value
+    ("orchestrator.sim",),  # stdlib only: shipped to hosts
+    ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective"),
+    ("orchestrator.inventory",),
+    ("orchestrator.transport",),
+    ("orchestrator.facts",),
+    ("orchestrator.packages", "orchestrator.steps"),
+    ("orchestrator.runs", "orchestrator.matrix.record"),
+    ("orchestrator.server_client", "orchestrator.bench"),
+    ENGINE_PACKAGES := ("orchestrator.engines.vllm", "orchestrator.engines.sim",
+                        "orchestrator.engines.sglang", "orchestrator.engines.llama"),
+    ("orchestrator.apply.lock", "orchestrator.apply.outcome"),
+    ("orchestrator.service",),
+    ("orchestrator.cluster",),
+    ("orchestrator.apply", "orchestrator.output", "orchestrator.live_view"),
+    ("orchestrator.report",),
+    ("orchestrator.matrix",),
+    ("orchestrator.commands", "orchestrator.cli", "orchestrator.bench.cli"),
+]
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 60
+# Data tables, exempt from the module size: texts matched against logs, the plan's schema.
+DATA_TABLES = {"orchestrator.engines.vllm.signatures", "orchestrator.plan.models"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _runtime_imports(tree: ast.AST) -> Iterator[tuple[str, str | None, int]]:
+    """(module, name, line) of every orchestrator import, at any depth, but types only."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("orchestrator"):
+            yield from ((node.module, alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            yield from ((a.name, None, node.lineno) for a in node.names
+                        if a.name.startswith("orchestrator"))
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _edges() -> dict[str, set[tuple[str, int]]]:
+    edges: dict[str, set[tuple[str, int]]] = {}
+    for name, path in MODULES.items():
+        for module, imported, line in _runtime_imports(ast.parse(path.read_text())):
+            target = f"{module}.{imported}" if f"{module}.{imported}" in MODULES else module
+            if target != name:
+                edges.setdefault(name, set()).add((target, line))
+    return edges
+
+
+def layer(module: str) -> int:
+    best, rank = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    assert rank >= 0, f"{module} has no layer: add it to LAYERS and docs/concepts.md"
+    return rank
+
+
+def test_every_import_goes_down_or_stays_in_its_layer() -> None:
+    upward = [f"{a}:{line} imports {b} (layer {layer(b)} above {layer(a)})"
+              for a, targets in _edges().items() for b, line in targets if layer(b) > layer(a)]
+    assert upward == []
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    edges = {a: {b for b, _ in targets} for a, targets in _edges().items()}
+    circles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in edges.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in MODULES:
+        if module not in index:
+            visit(module)
+    assert circles == []
+
+
+def test_only_engines_import_an_engines_package() -> None:
+    outside = [f"{a}:{line} imports {b}" for a, targets in _edges().items()
+               if not a.startswith("orchestrator.engines.") for b, line in targets
+               if any(b == p or b.startswith(p + ".") for p in ENGINE_PACKAGES)]
+    assert outside == []
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - DATA_TABLES))
+def test_modules_and_functions_stay_small(module: str) -> None:
+    text = MODULES[module].read_text()
+    assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{module}: split it by concept"
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == [], f"{module}: split into named steps"
