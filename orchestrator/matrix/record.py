@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__, local_files
 from orchestrator.errors import RunFolderError
-from orchestrator.runs.layout import run_folder_name
+from orchestrator.runs.layout import MatrixLayout, run_folder_name
 from orchestrator.runs.writer import write_file
 
-FILE = "matrix.json"
+FILE = MatrixLayout.FILE
 PREFIX = "matrix-"
 
 

@@ -26,6 +26,7 @@ from orchestrator.matrix import record as records
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
 from orchestrator.matrix.preview import TAKES, changes, listing
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
+from orchestrator.runs.layout import RunLayout
 from orchestrator.tables import Column, TableData, to_rich
 
 
@@ -200,7 +201,7 @@ def _run_variant(console: Console, matrix: MatrixPlan, variant: Variant, entry: 
 
 
 def _exists(run: str) -> bool:
-    return (Path(run) / "meta.json").is_file()
+    return RunLayout(Path(run)).meta.is_file()
 
 
 def _finished(entry: VariantEntry) -> bool:

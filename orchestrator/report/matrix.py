@@ -29,6 +29,7 @@ from orchestrator.report.distributions import read_distributions
 from orchestrator.report.figures import Point
 from orchestrator.report.level_table import MISSING, tok_s
 from orchestrator.report.series import Series, build_series
+from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.reader import RunData, load_run
 from orchestrator.tables import Column, TableData
 
@@ -201,7 +202,7 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     runs: list[tuple[VariantEntry, RunData | None]] = []
     for entry in entries:
         run = None
-        if entry.run and (Path(entry.run) / "meta.json").is_file():
+        if entry.run and RunLayout(Path(entry.run)).meta.is_file():
             try:
                 run = load_run(Path(entry.run))
             except RunFolderError:

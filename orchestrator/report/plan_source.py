@@ -9,6 +9,7 @@ from pathlib import Path
 
 from orchestrator.errors import RunFolderError
 from orchestrator.plan.models import Plan
+from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.reader import latest_complete, load_plan_yaml
 
 
@@ -27,7 +28,7 @@ def read_plan(ref: str, runs_root: Path) -> PlanRef:
         loaded = load_plan(path)
         return PlanRef(loaded.plan, loaded.plan.name, path)
     if path.is_dir():
-        plan_file = path / "plan.yaml"
+        plan_file = RunLayout(path).plan
         if not plan_file.exists():
             raise RunFolderError(f"{path} holds no plan.yaml", hint="give a run folder or a plan file")
         plan = load_plan_yaml(plan_file)
@@ -35,5 +36,6 @@ def read_plan(ref: str, runs_root: Path) -> PlanRef:
     if "/" in ref or ref.endswith((".yaml", ".yml")):
         raise RunFolderError(f"{ref}: no such plan file or run folder")
     folder = latest_complete(runs_root, ref)
-    plan = load_plan_yaml(folder / "plan.yaml")
-    return PlanRef(plan, f"{plan.name} ({folder.name})", folder / "plan.yaml")
+    plan_file = RunLayout(folder).plan
+    plan = load_plan_yaml(plan_file)
+    return PlanRef(plan, f"{plan.name} ({folder.name})", plan_file)

@@ -20,6 +20,8 @@ folder is spelt anywhere else.
                                      and environment.json: what was captured, what failed
         bench/                       BenchLayout: the benchmark's files
 
+    runs/<plan>/matrix-<UTC time>-<hash8>/matrix.json    a matrix run (MatrixLayout)
+
 `orch bench --result-dir DIR` writes the same benchmark files into any folder but a run folder
 (`refuse_inside_run`).
 """
@@ -110,9 +112,9 @@ class HostLayout:
         return self.root / "commands" / f"{safe_name(name)}.log"
 
     @property
-    def environment(self) -> Path:
+    def environment(self) -> EnvironmentLayout:
         """The run's environment (apply/environment.py): nvidia-smi -q, vLLM's collect-env."""
-        return self.root / "environment"
+        return EnvironmentLayout(self.root / "environment")
 
     def collected(self, remote_path: str) -> Path:
         """`collect/` + the remote path as it is, so two paths never share a file (the plan
@@ -126,6 +128,40 @@ class HostLayout:
     @property
     def bench(self) -> BenchLayout:
         return BenchLayout(self.root / "bench")
+
+
+@dataclass(frozen=True)
+class EnvironmentLayout:
+    """A host's `environment/` folder (apply/environment.py writes it)."""
+
+    root: Path
+    NVIDIA_SMI = "nvidia-smi-q.txt"  # the names environment.json's `file` keys give
+    COLLECT_ENV = "collect-env.txt"
+
+    @property
+    def nvidia_smi(self) -> Path:
+        return self.root / self.NVIDIA_SMI
+
+    @property
+    def collect_env(self) -> Path:
+        return self.root / self.COLLECT_ENV
+
+    @property
+    def record(self) -> Path:
+        """environment.json: what was captured, what failed."""
+        return self.root / "environment.json"
+
+
+@dataclass(frozen=True)
+class MatrixLayout:
+    """A matrix run's folder: its `matrix.json` lists the variants' run folders."""
+
+    root: Path
+    FILE = "matrix.json"
+
+    @property
+    def record(self) -> Path:
+        return self.root / self.FILE
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def _capture(tmp_path: Path, venv: Path, timeout: int = 20) -> tuple[dict[str, o
     capture.start(transport, facts, outcome, said.append)
     capture.finish(transport, facts, outcome, said.append)
     where = folder.host("local").environment
-    return read_record(where), where, said
+    return read_record(where), where.root, said
 
 
 def test_nvidia_smi_and_collect_env_are_kept(tmp_path: Path, venv: Path,
