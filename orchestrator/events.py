@@ -70,8 +70,9 @@ class HostEnd(Event):
 
 
 @dataclass(frozen=True)
-class PhaseEvent(Event):
-    """A phase after converge (ready, smoke, bench, collect) or start-up progress."""
+class StageEvent(Event):
+    """A stage after converge (ready, smoke, bench, collect, environment), a lock wait, or
+    start-up progress. Its `phase` field and `kind` keep their names in events.jsonl."""
 
     phase: str = ""
     status: str = "running"  # running, ok, changed, failed, skipped

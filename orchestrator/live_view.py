@@ -26,9 +26,9 @@ from orchestrator.events import (
     LevelEnd,
     LevelProgress,
     LevelStart,
-    PhaseEvent,
     Probed,
     Retry,
+    StageEvent,
     StepEnd,
     StepStart,
 )
@@ -74,10 +74,10 @@ class HostBoard:
                 self._doing(row, event.step, now)
             elif isinstance(event, Retry):
                 row.said = f"retry {event.attempt}: {event.error}"
-            elif isinstance(event, PhaseEvent) and event.status == "running":
+            elif isinstance(event, StageEvent) and event.status == "running":
                 self._doing(row, event.phase, now)
                 row.said = event.message
-            elif isinstance(event, StepEnd | PhaseEvent):
+            elif isinstance(event, StepEnd | StageEvent):
                 row.said = ""
 
     @staticmethod

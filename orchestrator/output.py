@@ -23,7 +23,7 @@ from rich.text import Text
 from orchestrator import masking
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.console import make_console
-from orchestrator.events import Event, HostEnd, LevelEnd, LevelProgress, PhaseEvent, Retry, StepEnd
+from orchestrator.events import Event, HostEnd, LevelEnd, LevelProgress, Retry, StageEvent, StepEnd
 from orchestrator.inventory import Inventory
 from orchestrator.live_view import LiveView
 from orchestrator.plan.loader import LoadedPlan
@@ -74,7 +74,7 @@ class Reporter:
             view = self.view
             if view is not None:
                 view.update(event)
-                if isinstance(event, PhaseEvent) and event.status == "running":
+                if isinstance(event, StageEvent) and event.status == "running":
                     return  # progress: the host's live line says it
             line = self.render_event(event)
             if line is not None:
@@ -105,7 +105,7 @@ class Reporter:
             return prefix + Text(f"retry {event.attempt}: {event.error}", style="yellow")
         if isinstance(event, HostEnd) and event.error:
             return prefix + Text(f"FAILED: {event.error}", style="bold red")
-        if isinstance(event, PhaseEvent):
+        if isinstance(event, StageEvent):
             if event.status == "running" and not event.message:
                 return None
             text = prefix + Text(f"{event.phase:<10} ") + Text(

@@ -20,7 +20,7 @@ from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.sweep import SweepResult, kept_levels, run_sweep
 from orchestrator.errors import BenchError, Interrupted
-from orchestrator.events import Emit, PhaseEvent
+from orchestrator.events import Emit, StageEvent
 from orchestrator.plan.models import Bench, Plan
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.writer import RunFolder
@@ -76,7 +76,7 @@ class BenchStage:
         for label in partial:
             keep_apart(out_dir, label)
         if finished:
-            emit(PhaseEvent(host, phase="bench", status="ok",
+            emit(StageEvent(host, phase="bench", status="ok",
                             message="resumed: " + ", ".join(lv.spec.label for lv in finished)
                                     + " finished before, kept as they are"))
         return finished
@@ -143,7 +143,7 @@ class BenchStage:
         label = crash["level"] or "the next level"
         if crash["level"] is not None:  # its partial records kept apart, marked
             keep_apart(out_dir, crash["level"])
-        emit(PhaseEvent(transport.host, phase="bench", status="changed",
+        emit(StageEvent(transport.host, phase="bench", status="changed",
                         message=f"the server died during {label} with no known cause; "
                                 f"relaunch {crash['relaunched']}/{budget}, then {label} again "
                                 "from its start"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from orchestrator.apply.lock import Holder, HostLock
 from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.errors import OrchError, StepDidNotConverge
-from orchestrator.events import Emit, PhaseEvent, Probed, StepStart
+from orchestrator.events import Emit, Probed, StageEvent, StepStart
 from orchestrator.facts import Facts, ProbeRequest, probe
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
@@ -78,7 +78,7 @@ def converge_host(
 
             def waiting(holder: Holder | None) -> None:
                 who = holder.describe() if holder is not None else "another apply"
-                emit(PhaseEvent(job.host, phase="lock", status="running",
+                emit(StageEvent(job.host, phase="lock", status="running",
                                 message=f"waiting for {who}"))
 
             # Started now, its answer read after the probe: the two overlap.

@@ -32,7 +32,7 @@ from typing import Any
 
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
-from orchestrator.events import Emit, PhaseEvent
+from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts
 from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.facts.probe import HOST_PYTHON
@@ -115,7 +115,7 @@ def describe(record: dict[str, Any]) -> str:
 
 @dataclass
 class EnvironmentCapture:
-    """The two phases (runner.Phase) of an apply that keep the environment of its run."""
+    """The two stages (apply/converge.py: Stage) of an apply that keep the environment of its run."""
 
     plan: Plan
     folder: RunFolder | None
@@ -161,10 +161,10 @@ class EnvironmentCapture:
         try:
             said = self._finish(transport, self.folder)
         except OrchError as error:  # never fatal: the run is what it is without it
-            emit(PhaseEvent(host, phase="environment", status="warning",
+            emit(StageEvent(host, phase="environment", status="warning",
                             message=f"not captured: {error}"))
             return
-        emit(PhaseEvent(host, phase="environment", status="ok", message=said))
+        emit(StageEvent(host, phase="environment", status="ok", message=said))
 
     def _finish(self, transport: Transport, folder: RunFolder) -> str:
         host = transport.host

@@ -25,7 +25,7 @@ from orchestrator.errors import (
     ServiceError,
     SmokeFailed,
 )
-from orchestrator.events import Emit, PhaseEvent
+from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
@@ -76,7 +76,7 @@ class Lifecycle:
                         if outcome.failed or name in self.skip:
                             why = "--skip" if name in self.skip else "an earlier stage failed"
                             outcome.steps.append(StepOutcome(step=name, status="skipped"))
-                            emit(PhaseEvent(outcome.host, phase=name, status="skipped",
+                            emit(StageEvent(outcome.host, phase=name, status="skipped",
                                             message=why))
                         else:
                             self._stage(outcome, emit, name, body)
@@ -98,16 +98,16 @@ class Lifecycle:
 
     def _stage(self, outcome: HostOutcome, emit: Emit, name: str, body: Any) -> None:
         started = time.monotonic()
-        emit(PhaseEvent(outcome.host, phase=name, status="running"))
+        emit(StageEvent(outcome.host, phase=name, status="running"))
         try:
             message = body() or ""
             step = StepOutcome(step=name, status="ok", seconds=time.monotonic() - started)
-            emit(PhaseEvent(outcome.host, phase=name, status="ok",
+            emit(StageEvent(outcome.host, phase=name, status="ok",
                             message=f"{message} ({step.seconds:.1f}s)".strip()))
         except OrchError as error:
             step = StepOutcome(step=name, status="failed", seconds=time.monotonic() - started,
                                error=str(error))
-            emit(PhaseEvent(outcome.host, phase=name, status="failed", message=str(error)))
+            emit(StageEvent(outcome.host, phase=name, status="failed", message=str(error)))
         outcome.steps.append(step)
 
 
@@ -133,7 +133,7 @@ class Lifecycle:
                 self._startup(outcome.host, Startup(already_running=True, url=base_url))
             return f"{base_url} serves {done.model} (already running)"
         if self.resume:
-            emit(PhaseEvent(outcome.host, phase="ready", status="changed",
+            emit(StageEvent(outcome.host, phase="ready", status="changed",
                             message="the server was started again: the figures of this "
                                     "resumed run span two start-ups"))
         ready = done.readiness

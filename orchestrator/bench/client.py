@@ -15,7 +15,7 @@ import ssl
 import time
 from collections.abc import Mapping
 
-from orchestrator.bench.http_stream import StreamConnection, Target, open_connection
+from orchestrator.bench.http_stream import Endpoint, StreamConnection, open_connection
 from orchestrator.bench.record import RequestRecord
 
 _perf_ns = time.perf_counter_ns
@@ -30,7 +30,7 @@ class StreamClient:
 
     def __init__(
         self,
-        target: Target,
+        target: Endpoint,
         path: str,
         *,
         headers: Mapping[str, str] | None = None,

@@ -53,7 +53,7 @@ _IDLE, _HEADERS, _BODY, _TRAILERS, _DONE = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
-class Target:
+class Endpoint:
     """Where requests go: scheme, host, port and the path prefix of the server root."""
 
     scheme: str
@@ -72,8 +72,8 @@ class Target:
         return f"{self.scheme}://{self.host_header}{self.prefix}"
 
 
-def parse_target(url: str) -> Target:
-    """'http://127.0.0.1:8000' (optionally ending in /v1) -> Target; BenchError if not a URL."""
+def parse_target(url: str) -> Endpoint:
+    """'http://127.0.0.1:8000' (optionally ending in /v1) -> Endpoint; BenchError if not a URL."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise BenchError(
@@ -87,7 +87,7 @@ def parse_target(url: str) -> Target:
     prefix = parts.path.rstrip("/")
     if prefix.endswith("/v1"):
         prefix = prefix[:-3]
-    return Target(parts.scheme, parts.hostname, port, prefix)
+    return Endpoint(parts.scheme, parts.hostname, port, prefix)
 
 
 class StreamConnection(asyncio.Protocol):
@@ -424,7 +424,7 @@ def _not_an_answer(record: RequestRecord, payload: bytes) -> bool:
 
 
 async def open_connection(
-    target: Target,
+    target: Endpoint,
     *,
     ssl_context: ssl.SSLContext | None = None,
     on_header: Callable[[bytes, bytes], None] | None = None,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from orchestrator.bench.anomalies import effective_concurrency, level_flags
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.level_metrics import summarize_level
-from orchestrator.bench.load import Phase, Shape, Stop, run_phase
+from orchestrator.bench.load import RequestRun, Shape, Stop, run_requests
 from orchestrator.bench.progress import progress_events
 from orchestrator.bench.record import (
     METRIC_DEFINITIONS,
@@ -81,7 +81,7 @@ class Context:
 class Repeat:
     """One measured repeat of a level: its requests and what each sampler saw meanwhile."""
 
-    phase: Phase
+    run: RequestRun
     samples: dict[str, list[Snapshot]] = field(default_factory=dict)  # by sampler block
 
 
@@ -121,9 +121,9 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
     warmup_records = []
     if config.warmup and not ctx.stop.is_set:
         warm = warm_up_shape(spec, config.warmup)
-        phase = await run_phase(ctx.client, ctx.warm_workload or ctx.workload, warm, ctx.stop,
+        run = await run_requests(ctx.client, ctx.warm_workload or ctx.workload, warm, ctx.stop,
                                 id_prefix=f"{label}-w", warmup=True)
-        warmup_records = phase.records
+        warmup_records = run.records
         if ctx.tokens is not None:
             ctx.tokens.fill(warmup_records, ctx.workload.prompt_texts)
     repeats: list[Repeat] = []
@@ -133,26 +133,26 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
         origin_ns = time.perf_counter_ns()
         for sampler in ctx.samplers:
             sampler.start(origin_ns)
-        phase = Phase()
+        run = RequestRun()
         gc.collect()
         gc.freeze()  # nothing allocated before the level is ever scanned during it
         try:
-            async with progress_events(ctx.emit, ctx.host, label, phase, spec.requests):
-                await run_phase(
+            async with progress_events(ctx.emit, ctx.host, label, run, spec.requests):
+                await run_requests(
                     ctx.client,
                     ctx.workload,
                     _shape(spec, config, spec.requests),
                     ctx.stop,
                     id_prefix=f"{label}-{repeat}",
-                    phase=phase,
+                    run=run,
                 )
         finally:
             gc.unfreeze()
             for sampler in ctx.samplers:
                 sampler.stop()
-        if ctx.tokens is not None:  # after the phase: never on the timing path
-            ctx.tokens.fill(phase.records, ctx.workload.prompt_texts)
-        repeats.append(Repeat(phase, {s.block: s.snapshots() for s in ctx.samplers}))
+        if ctx.tokens is not None:  # after the run: never on the timing path
+            ctx.tokens.fill(run.records, ctx.workload.prompt_texts)
+        repeats.append(Repeat(run, {s.block: s.snapshots() for s in ctx.samplers}))
     return compose(ctx, spec, repeats, warmup_records)
 
 
@@ -183,10 +183,10 @@ class Pooled:
         metrics = [m for one in measured for m in one.metrics]
         stopped = None
         for one in measured:
-            stopped = stopped or one.repeat.phase.stopped
+            stopped = stopped or one.repeat.run.stopped
         return cls(metrics=metrics,
-                   duration_s=sum(one.repeat.phase.duration_s for one in measured),
-                   cpu_s=sum(one.repeat.phase.cpu_s for one in measured),
+                   duration_s=sum(one.repeat.run.duration_s for one in measured),
+                   cpu_s=sum(one.repeat.run.cpu_s for one in measured),
                    lags_s=[m.start_s - m.scheduled_s for m in metrics if m.scheduled_s is not None],
                    stopped=stopped)
 
@@ -238,12 +238,12 @@ REPEAT_FIGURES = ("duration", "completed", "failed", "output_throughput", "mean_
 def _measure(ctx: Context, measured: Repeat, label: str) -> MeasuredRepeat:
     """One repeat's metrics, rows and `repeats` entry (its figures, then the samplers'
     `repeat_keys`, then `stopped`)."""
-    phase = measured.phase
-    metrics = [derive(r, phase.origin_ns) for r in phase.records]
-    rows = [jsonl_row(r, m, label) for r, m in zip(phase.records, metrics, strict=True)]
-    token_times = [(t - phase.origin_ns) / 1e9 for r in phase.records if r.ok
+    run = measured.run
+    metrics = [derive(r, run.origin_ns) for r in run.records]
+    rows = [jsonl_row(r, m, label) for r, m in zip(run.records, metrics, strict=True)]
+    token_times = [(t - run.origin_ns) / 1e9 for r in run.records if r.ok
                    for t in token_times_ns(r)]
-    one = _summary(ctx, metrics, phase.duration_s, token_times)
+    one = _summary(ctx, metrics, run.duration_s, token_times)
     sampled: dict[str, dict[str, Any]] = {}
     sampler_figures: dict[str, Any] = {}
     for sampler in ctx.samplers:
@@ -253,7 +253,7 @@ def _measure(ctx: Context, measured: Repeat, label: str) -> MeasuredRepeat:
     result = RepeatResult.model_validate({
         **{key: one[key] for key in REPEAT_FIGURES},
         **sampler_figures,
-        "stopped": phase.stopped,
+        "stopped": run.stopped,
     })
     return MeasuredRepeat(measured, metrics, rows, result, sampled)
 

@@ -1,7 +1,7 @@
 """Load shapes: closed loop (C workers back to back), batch (C at once, until all finish)
 and open loop (requests due at precomputed arrival times), each stoppable mid-way.
 
-A `Stop` ends a phase early: on Ctrl-C the running requests are cancelled at once (and
+A `Stop` ends a run early: on Ctrl-C the running requests are cancelled at once (and
 recorded as such); when the server is gone (connections refused) they get a short grace
 to fail on their own. What finished is kept either way; the caller marks it partial.
 """
@@ -32,7 +32,7 @@ _SUSPECT_PREFIXES = ("http_5", "stream_error", "connection_closed", "finish_erro
 
 
 class Stop:
-    """Why and whether the current phase must end early (first reason wins)."""
+    """Why and whether the current run must end early (first reason wins)."""
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -51,7 +51,7 @@ class Stop:
 
 @dataclass(frozen=True)
 class Shape:
-    """What one phase sends."""
+    """What one run sends."""
 
     mode: Literal["closed", "batch", "rate"]
     concurrency: int = 1
@@ -65,8 +65,9 @@ class Shape:
 
 
 @dataclass
-class Phase:
-    """The records of one phase and its wall and CPU time."""
+class RequestRun:
+    """One run of requests (a level's warm-up, or one of its repeats): their records and its
+    wall and CPU time."""
 
     records: list[RequestRecord] = field(default_factory=list)
     origin_ns: int = 0
@@ -79,7 +80,7 @@ class Phase:
         return max(0.0, (self.end_ns - self.origin_ns) / 1e9)
 
 
-async def run_phase(
+async def run_requests(
     client: StreamClient,
     workload: Workload,
     shape: Shape,
@@ -87,12 +88,12 @@ async def run_phase(
     *,
     id_prefix: str,
     warmup: bool = False,
-    phase: Phase | None = None,
-) -> Phase:
-    """Run one phase until its requests are done or `stop` is set. Pass `phase` to watch
+    run: RequestRun | None = None,
+) -> RequestRun:
+    """Run one run until its requests are done or `stop` is set. Pass `run` to watch
     its records fill while it runs (progress display)."""
-    phase = phase if phase is not None else Phase()
-    records = phase.records
+    run = run if run is not None else RequestRun()
+    records = run.records
 
     def new_record(index: int, scheduled_ns: int = 0) -> RequestRecord:
         record = RequestRecord(str(uuid.uuid4()), warmup=warmup, scheduled_ns=scheduled_ns,
@@ -100,19 +101,19 @@ async def run_phase(
         records.append(record)
         return record
 
-    driver = _driver(shape, stop, new_record, _Sender(client, workload, stop).send, phase)
+    driver = _driver(shape, stop, new_record, _Sender(client, workload, stop).send, run)
     cpu0 = time.process_time()
-    phase.origin_ns = _perf_ns()
+    run.origin_ns = _perf_ns()
     await _drive(driver, stop)
-    phase.end_ns = _perf_ns()
-    phase.cpu_s = time.process_time() - cpu0
-    phase.stopped = stop.reason
-    return phase
+    run.end_ns = _perf_ns()
+    run.cpu_s = time.process_time() - cpu0
+    run.stopped = stop.reason
+    return run
 
 
 class _Sender:
     """Sends one request; after a failure that may mean the server went, asks its health
-    (at most every HEALTH_EVERY_S) and stops the phase when it is gone or unhealthy."""
+    (at most every HEALTH_EVERY_S) and stops the run when it is gone or unhealthy."""
 
     def __init__(self, client: StreamClient, workload: Workload, stop: Stop) -> None:
         self.client = client
@@ -140,13 +141,13 @@ class _Sender:
 
 
 def _driver(shape: Shape, stop: Stop, new_record: NewRecord, send: Send,
-            phase: Phase) -> Callable[[], Awaitable[None]]:
-    """What sends the phase's requests, by its shape."""
+            run: RequestRun) -> Callable[[], Awaitable[None]]:
+    """What sends the run's requests, by its shape."""
     if shape.mode == "closed":
         return lambda: _closed(shape, stop, new_record, send)
     if shape.mode == "batch":
         return lambda: _batch(shape, stop, new_record, send)
-    return lambda: _open(shape, stop, new_record, send, phase)
+    return lambda: _open(shape, stop, new_record, send, run)
 
 
 async def _drive(driver: Callable[[], Awaitable[None]], stop: Stop) -> None:
@@ -205,7 +206,7 @@ async def _batch(shape: Shape, stop: Stop, new_record: NewRecord, send: Send) ->
 
 
 async def _open(
-    shape: Shape, stop: Stop, new_record: NewRecord, send: Send, phase: Phase
+    shape: Shape, stop: Stop, new_record: NewRecord, send: Send, run: RequestRun
 ) -> None:
     count = shape.count
     if count is None:  # a duration: as many arrivals as fit
@@ -215,7 +216,7 @@ async def _open(
     )
     if shape.count is None and shape.duration_s is not None:
         offsets = [o for o in offsets if o < shape.duration_s] or [0.0]
-    origin = phase.origin_ns
+    origin = run.origin_ns
     tasks: list[asyncio.Task[None]] = []
     if shape.max_in_flight is not None:  # as vllm bench serve's semaphore: wait, then send
         slots = asyncio.Semaphore(shape.max_in_flight)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.cluster.gate import ClusterError, Gate
 from orchestrator.errors import OrchError
-from orchestrator.events import Emit, PhaseEvent
+from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts
 from orchestrator.service.backends import watch_command
 from orchestrator.service.step import ServiceStep
@@ -49,7 +49,7 @@ _FORMING_POLL_S = 2.0
 
 @dataclass
 class NodeWatch:
-    """A phase of a worker node's run (runner.Phase), before its collect."""
+    """A stage of a worker node's run (apply/converge.py: Stage), before its collect."""
 
     gate: Gate
     host: str
@@ -90,7 +90,7 @@ class NodeWatch:
         step = StepOutcome(step="node", status="failed", seconds=time.monotonic() - started,
                            error=why)
         outcome.steps.append(step)
-        emit(PhaseEvent(self.host, phase="node", status="failed", message=why))
+        emit(StageEvent(self.host, phase="node", status="failed", message=why))
 
     def _watch_forming(self, transport: Transport, head: str, rays: list[ServiceStep]) -> None:
         """Until the group formed or the head's run ended: a Ray node of this worker that

@@ -17,7 +17,7 @@ from typing import Any
 from orchestrator.apply.lock import Holder, service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
-from orchestrator.events import Emit, PhaseEvent
+from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts, ProbeRequest, Process, ServiceFacts, probe
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
@@ -113,10 +113,10 @@ def said_kernels(host: str, kernels: dict[str, Any] | None, emit: Emit) -> None:
     """The kernels the start-up chose, one line; each fallback vLLM warned about, a warning."""
     if not kernels:
         return
-    emit(PhaseEvent(host, phase="startup", status="ok",
+    emit(StageEvent(host, phase="startup", status="ok",
                     message=f"kernels: {describe_kernels(kernels, fallbacks=False)}"))
     for fallback in fallbacks_of(kernels):
-        emit(PhaseEvent(host, phase="startup", status="warning",
+        emit(StageEvent(host, phase="startup", status="warning",
                         message=f"kernel fallback: {fallback} (fix: {FALLBACK_FIX})"))
 
 

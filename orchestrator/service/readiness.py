@@ -21,7 +21,7 @@ from typing import Any
 from orchestrator.engines import engine
 from orchestrator.engines.base import Engine, StartupReader, StartupStatus
 from orchestrator.errors import CrashLoop, ServiceError, ServiceHung, StartupFailed, StartupTimeout
-from orchestrator.events import Emit, PhaseEvent
+from orchestrator.events import Emit, StageEvent
 from orchestrator.plan.models import Health
 from orchestrator.server_client import CHAT_ANSWERED, ServerClient
 from orchestrator.service.backends import Backend, ServicePaths, watch_command
@@ -169,7 +169,7 @@ class _Watch:
             status.label not in self.last_label or now - self.last_emit >= PROGRESS_EVERY)
         if moved or now - self.last_emit >= HEARTBEAT_EVERY:
             self.last_label, self.last_emit = shown, now
-            self.emit(PhaseEvent(self.host, phase="startup", status="running",
+            self.emit(StageEvent(self.host, phase="startup", status="running",
                                  message=f"{shown} ({status.total_s:.1f}s since launch)"))
 
     def frozen(self, status: StartupStatus | None) -> bool:
@@ -204,7 +204,7 @@ class _Watch:
                           f"{self.host}: the server died {self.restarts + 1} times during "
                           f"start-up (service.restart.max_restarts: {max_restarts}); "
                           "not relaunching", diagnoses, self.log)
-        self.emit(PhaseEvent(self.host, phase="startup", status="changed",
+        self.emit(StageEvent(self.host, phase="startup", status="changed",
                              message=f"died without a known cause; relaunch "
                                      f"{self.restarts + 1}/{max_restarts}"))
         return True

@@ -11,7 +11,7 @@ import yaml
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.level import Context, LevelRun, LevelSpec, Repeat, compose
-from orchestrator.bench.load import Phase, Stop
+from orchestrator.bench.load import RequestRun, Stop
 from orchestrator.bench.record import RequestRecord
 from orchestrator.bench.samplers import Snapshot
 from orchestrator.bench.server_metrics import Scraper
@@ -45,12 +45,12 @@ def _record(index: int, label: str, data: dict[str, Any], *, warmup: bool = Fals
 
 
 def _repeat(index: int, data: dict[str, Any], label: str) -> Repeat:
-    phase = Phase(origin_ns=ORIGIN_NS, end_ns=ORIGIN_NS + data["duration_ms"] * MS,
+    run = RequestRun(origin_ns=ORIGIN_NS, end_ns=ORIGIN_NS + data["duration_ms"] * MS,
                   stopped=data.get("stopped"))
-    phase.records = [_record(i, f"{label}-{index}", r) for i, r in enumerate(data["requests"])]
+    run.records = [_record(i, f"{label}-{index}", r) for i, r in enumerate(data["requests"])]
     samples = [Snapshot(t, {k: float(v) for k, v in values.items()})
                for t, values in data.get("server_metrics", [])]
-    return Repeat(phase, {"server_metrics": samples})
+    return Repeat(run, {"server_metrics": samples})
 
 
 def warmup_count(case: dict[str, Any]) -> int:

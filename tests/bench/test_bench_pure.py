@@ -243,18 +243,18 @@ def test_failures_are_noted_and_the_table_fits_80_columns() -> None:
 
 
 def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
-    from orchestrator.bench.load import Phase
+    from orchestrator.bench.load import RequestRun
     from orchestrator.bench.progress import progress_of
     from orchestrator.bench.record import RequestRecord
     from orchestrator.live_view import progress_line
 
-    phase = Phase(origin_ns=1_000_000_000)
+    run = RequestRun(origin_ns=1_000_000_000)
     done = RequestRecord("a", end_ns=2, token_ns=[1, 2, 3])
     failed = RequestRecord("b", end_ns=2)
     failed.fail("timeout", "slow")
     running = RequestRecord("c", token_ns=[1])
-    phase.records.extend([done, failed, running])
-    text = progress_line(progress_of("h", "c8", phase, 10, now_ns=3_000_000_000)).plain
+    run.records.extend([done, failed, running])
+    text = progress_line(progress_of("h", "c8", run, 10, now_ns=3_000_000_000)).plain
     assert "2/10 requests" in text and "2.0 s" in text and "2 tok/s" in text and "1 failed" in text
 
 

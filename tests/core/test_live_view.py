@@ -9,7 +9,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from orchestrator.events import HostEnd, HostStart, PhaseEvent, Probed, Retry, StepEnd, StepStart
+from orchestrator.events import HostEnd, HostStart, Probed, Retry, StageEvent, StepEnd, StepStart
 from orchestrator.live_view import HostBoard
 from tests.fixtures.orchcli import orch
 from tests.fixtures.sshd import free_port
@@ -46,9 +46,9 @@ def test_the_board_shows_what_each_host_does_and_for_how_long() -> None:
     assert lines[0].split() == ["gpu1", "python", "2.0s", "(host", "4s)"]
     assert "gpu2" in lines[1] and "connecting" in lines[1] and "retry 1: connection refused" in lines[1]
     board.update(StepEnd("gpu1", step="python", status="changed"))
-    board.update(PhaseEvent("gpu1", phase="startup", message="loading weights, 3/119 shards"))
+    board.update(StageEvent("gpu1", phase="startup", message="loading weights, 3/119 shards"))
     clock.now += 60
-    board.update(PhaseEvent("gpu1", phase="startup", message="torch.compile"))
+    board.update(StageEvent("gpu1", phase="startup", message="torch.compile"))
     clock.now += 5
     (gpu1,) = [line for line in _shown(board).splitlines() if line.startswith("gpu1")]
     # a new message within the phase keeps the phase's clock

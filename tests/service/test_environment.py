@@ -17,7 +17,7 @@ from plan_fixtures import make_plan
 
 from orchestrator.apply.environment import EnvironmentCapture, read_record
 from orchestrator.apply.outcome import HostOutcome
-from orchestrator.events import Event, PhaseEvent
+from orchestrator.events import Event, StageEvent
 from orchestrator.facts import Facts, HostFacts
 from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.runs.writer import RunFolder
@@ -87,7 +87,7 @@ def test_nvidia_smi_and_collect_env_are_kept(tmp_path: Path, venv: Path,
     assert isinstance(env, dict) and env["captured"] is True and env["file"] == "collect-env.txt"
     assert "vLLM Version                 : 0.17.1" in (where / "collect-env.txt").read_text()
     (event,) = said
-    assert isinstance(event, PhaseEvent) and event.status == "ok"
+    assert isinstance(event, StageEvent) and event.status == "ok"
     assert event.message.startswith("nvidia-smi -q kept (driver 580.95.05, CUDA 13.0); "
                                     "vllm collect-env kept (")
 
@@ -103,7 +103,7 @@ def test_without_nvidia_smi_or_in_time_nothing_fails_and_the_folder_says_why(
     assert isinstance(env, dict) and env["captured"] is False
     assert env["why"] == "did not finish within 1 s (best effort; its partial output kept)"
     assert json.loads((where / "environment.json").read_text()) == record
-    assert isinstance(said[0], PhaseEvent) and said[0].status == "ok"
+    assert isinstance(said[0], StageEvent) and said[0].status == "ok"
 
 
 def test_a_failing_collect_env_and_a_venv_without_vllm(tmp_path: Path, venv: Path,
