@@ -1,0 +1,109 @@
+"""What every part of the plan model shares: its strict base, durations, pins, host paths,
+the engine names, an argument value."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+)
+
+from orchestrator.engines import LAUNCHABLE
+
+
+class FieldError(ValueError):
+    """A validation failure that belongs to part of the validated value: `at` is the path
+    below it (e.g. `(2,)` for the third list item), so the loader can point at that part."""
+
+    def __init__(self, message: str, *, at: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.at = at
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(value: Any) -> float:
+    """'30m', '2s', '1h30m', '500ms' or a number of seconds -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30s, 5m or 1h")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        if re.fullmatch(r"\d+(?:\.\d+)?", text):  # seconds, as a number is (`--timeout 5`)
+            return float(text)
+        if text and _DURATION_PART.sub("", text) == "":
+            scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+            return sum(float(n) * scale[u] for n, u in _DURATION_PART.findall(text))
+    raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
+
+
+# The JSON Schema accepts the written forms ("30m") as well as seconds.
+Duration = Annotated[float, BeforeValidator(parse_duration, json_schema_input_type=float | str)]
+
+if TYPE_CHECKING:
+    EngineName = str
+else:  # the registry's names, as a Literal: validation, the schema and the docs read it
+    EngineName = Literal[tuple(LAUNCHABLE)]
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
+
+
+def parse_pin(spec: str) -> tuple[str, str]:
+    """'vllm==0.17.1' -> ('vllm', '0.17.1'). Only exact pins are reproducible."""
+    match = _PIN.match(spec.strip())
+    if not match:
+        raise ValueError(
+            f"{spec!r} is not an exact pin; write it as name==version (e.g. vllm==0.17.1)"
+        )
+    return match.group(1), match.group(3)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# Plan values that become paths and names on a host are held to a conservative character
+# set where they are loaded: pip writes a venv's path into `#!/bin/sh` wrappers, systemd and
+# orch's state folders take the service name, and no value may climb out with `..`.
+_PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
+COMMAND_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # not "..", not an option
+
+
+_HOST_REF = re.compile(r"\$\{host\.[A-Za-z_][A-Za-z0-9_-]*\}")
+
+
+SYSTEM_DIRS = frozenset({
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib",
+    "/usr/local", "/usr/local/bin", "/usr/local/lib", "/usr/sbin", "/usr/share", "/var",
+    "/var/lib", "/var/log"})
+
+
+def host_path(value: str, *, host_refs: bool = False) -> str:
+    """An absolute path on the host: letters, digits and `. _ + @ / -`, no `..`. With
+    `host_refs`, `${host.X}` may stand in a part (checked again once filled in per host)."""
+    if not value.startswith("/"):
+        raise ValueError(f"expected an absolute path (~ is not expanded on the host), got {value!r}")
+    if not _PATH_CHARS.fullmatch(_HOST_REF.sub("x", value) if host_refs else value):
+        odd = "".join(sorted({c for c in value if not _PATH_CHARS.fullmatch(c)}))
+        raise ValueError(
+            f"{value!r} holds characters a host path must not ({odd!r}); use letters, digits "
+            "and . _ + @ / -")
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r}: '..' is not allowed in a host path")
+    return value
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
