@@ -25,8 +25,7 @@ from orchestrator.plan.models import Bench, Plan
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service import control
-from orchestrator.service.backends import tail_command
-from orchestrator.service.diagnosis import diagnose
+from orchestrator.service.diagnosis import explain_death
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 
@@ -163,21 +162,3 @@ def keep_apart(out_dir: Path, label: str) -> None:
                         bench.interrupted(label, attempt), strict=True):
         if old.exists():
             old.replace(new)
-
-
-def explain_death(transport: Transport, step: ServiceStep,
-                  folder: RunFolder | None) -> tuple[str, str | None]:
-    """Why the server went away mid-sweep, from its log, there and then: the words to
-    show, and the known cause (None: nothing explains it, it may be relaunched)."""
-    host = transport.host
-    log = transport.run(tail_command(step.paths, 400), check=False).stdout
-    found = diagnose(log, step.spec.engine)
-    diagnoses = [d for d in found if d.level == "error"]
-    if folder is not None and found:
-        folder.write_diagnosis(host, [d.to_json() for d in found])
-    if not diagnoses:
-        hints = "".join(f"\n  seen:  {d.cause}\n  log:   {d.evidence_line}" for d in found
-                        if d.key != "unknown-vllm-env")
-        return ": no known cause in the service log (orch logs PLAN shows it)" + hints, None
-    return "".join(f"\n  cause: {d.cause}\n  fix:   {d.fix}\n  log:   {d.evidence_line}"
-                   for d in diagnoses), diagnoses[0].cause

@@ -8,16 +8,14 @@ A failure ends the later stages of that host (collect still runs) and never the 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from orchestrator.apply.bench import BenchStage, explain_death
 from orchestrator.apply.collect import collect
 from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.errors import (
@@ -34,10 +32,12 @@ from orchestrator.runs.records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
+from orchestrator.service.diagnosis import explain_death
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 
-_BENCH_LOCK = threading.Lock()  # one benchmark at a time: they would measure each other
+if TYPE_CHECKING:
+    from orchestrator.apply.bench import BenchStage
 
 
 @dataclass
@@ -84,6 +84,8 @@ class Lifecycle:
             self._stage(outcome, emit, "collect", lambda: self._collect(transport, outcome))
 
     def _bench(self) -> BenchStage:
+        from orchestrator.apply.bench import BenchStage  # the load generator: not for a no-op
+
         assert self.service_step is not None
         return BenchStage(self.plan, self.service_step, self.folder, self.console, self.api_key,
                           base_dir=self.base_dir, resume=self.resume)

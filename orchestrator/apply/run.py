@@ -14,12 +14,10 @@ from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.hosts import run_hosts
-from orchestrator.apply.lifecycle import Lifecycle
 from orchestrator.apply.lock import Holder, lock_paths
 from orchestrator.apply.locked import Locked, load_locked, locked_hosts, resumable
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.cluster.gate import Gate
-from orchestrator.cluster.watch import NodeWatch
 from orchestrator.console import make_console
 from orchestrator.engines import engine
 from orchestrator.errors import UsageError
@@ -33,7 +31,6 @@ from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runs.layout import refuse_inside_run
 from orchestrator.runs.records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
-from orchestrator.service.step import ServiceStep
 
 
 @dataclass
@@ -198,6 +195,12 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
          inventory: Inventory, compiled: Compiled, folder: RunFolder | None, host: str,
          holder: Holder) -> HostJob:
     """One host's job: its steps, its locks, and the stages after converge in order."""
+    # What a plan without a server never needs (the load generator among it) is not imported
+    # for it: a no-op re-apply's time is mostly the interpreter's.
+    from orchestrator.apply.lifecycle import Lifecycle
+    from orchestrator.cluster.watch import NodeWatch
+    from orchestrator.service.step import ServiceStep
+
     plan = loaded.plan
     lock = None if options.check else LockRequest(
         lock_paths(plan.python.venv if plan.python else None, plan.name,
