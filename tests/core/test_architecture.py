@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.packages", "orchestrator.steps"),
     ("orchestrator.runs", "orchestrator.matrix.record"),
     ("orchestrator.server_client", "orchestrator.bench"),
+    ("orchestrator.limits",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
     ENGINE_PACKAGES := ("orchestrator.engines.vllm", "orchestrator.engines.sim",
                         "orchestrator.engines.sglang", "orchestrator.engines.llama"),
     ("orchestrator.apply.lock", "orchestrator.apply.outcome"),

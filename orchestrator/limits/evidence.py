@@ -1,0 +1,175 @@
+"""The figures a limiter verdict needs, from one level's result (pure): `gather(level, plan)`.
+
+Every figure is None when the level does not have it (no /metrics, no GPU telemetry, an older
+level file): a rule that needs it then makes no claim. Sources:
+
+- client: `client_cpu_utilization` (the load generator's CPU seconds over its wall time,
+  1.0 = one core busy) and `effective_concurrency` (C asked, the client's in-flight peak);
+- server, from `server_metrics`: the running and waiting gauges (max, mean), KV-cache usage
+  (max, 0-1), the preemptions counter's delta, how many scrapes;
+- GPUs, from `gpu_telemetry` (nvidia-smi or DCGM): utilization, memory utilization, power
+  against its limit and SM clock against its highest, each a mean over the GPUs; throttling;
+- the level's own figures: prefill tok/s (one request's prompt tokens per second of its
+  TTFT) and decode tok/s (one stream's tokens per second between tokens, 1000 / ITL ms), in
+  the simulator's model time where the level has it.
+
+Keys the host collection adds later are named here once (PCIE_RX ... SERVER_CPU, below) and
+read where present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from orchestrator.bench.anomalies import capped, effective_concurrency
+from orchestrator.limits.topology import LayoutLinks
+from orchestrator.runs.records import LevelResult
+
+# In a level's `gpu_telemetry` block (all GPUs, `mean_<key>` or `<key>`), per GPU:
+PCIE_RX = "pcie_rx_mb_s"  # PCIe receive, MB/s (nvidia-smi dmon -s t / DCGM_FI_PROF_PCIE_RX_BYTES)
+PCIE_TX = "pcie_tx_mb_s"  # PCIe transmit, MB/s
+NVLINK = "nvlink_mb_s"  # NVLink, both directions, MB/s (DCGM_FI_PROF_NVLINK_RX/TX_BYTES)
+SM_ACTIVE = "sm_active"  # fraction 0-1 of time an SM had a warp (DCGM_FI_PROF_SM_ACTIVE)
+# A key of the level itself: the busiest server process's CPU seconds per wall second
+# (1.0 = one core; from /proc/<pid>/stat over the level).
+SERVER_CPU = "server_cpu"
+HOST_KEYS = (PCIE_RX, PCIE_TX, NVLINK, SM_ACTIVE, SERVER_CPU)
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the plan and the host say beside the level (each optional)."""
+
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    links: LayoutLinks | None = None  # the plan's TP groups on the host's topology
+    gpus: int | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    level: str
+    load: float | None  # C asked (closed, batch) or the rate
+    completed: int
+    partial: bool
+    client_cpu: float | None
+    client_in_flight: float | None
+    capped: str | None  # anomalies.capped's words
+    max_running: float | None
+    mean_running: float | None
+    max_waiting: float | None
+    mean_waiting: float | None
+    scrapes: int | None
+    kv_cache_max: float | None
+    preemptions: float | None
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    gpus: int | None
+    gpu_util: float | None  # 0-1
+    mem_util: float | None  # 0-1: time device memory was read or written
+    power_fraction: float | None  # mean power / power limit
+    clock_fraction: float | None  # mean SM clock / the GPU's highest in the level
+    throttled: bool | None
+    pcie_mb_s: float | None  # rx + tx, per GPU
+    nvlink_mb_s: float | None
+    sm_active: float | None
+    server_cpu: float | None
+    links: LayoutLinks | None
+    prefill_tok_s: float | None
+    decode_tok_s: float | None
+
+    def present(self) -> dict[str, Any]:
+        """The figures the level has, by name (no links, no words)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None and f.name not in ("links", "level", "capped")}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    return round(part / whole, 4) if part is not None and whole else None
+
+
+def _gpu_block(level: LevelResult) -> Mapping[str, Any]:
+    block = level.extra("gpu_telemetry")
+    return block if isinstance(block, Mapping) and block.get("samples") else {}
+
+
+def _mean_over_gpus(gpus: Sequence[Mapping[str, Any]], part: str, whole: str) -> float | None:
+    ratios = [r for g in gpus if (r := _ratio(_number(g.get(part)), _number(g.get(whole)))) is not None]
+    return round(sum(ratios) / len(ratios), 4) if ratios else None
+
+
+def _host_key(block: Mapping[str, Any], key: str) -> float | None:
+    value = _number(block.get(f"mean_{key}"))
+    return value if value is not None else _number(block.get(key))
+
+
+def _gpu_figures(level: LevelResult) -> dict[str, Any]:
+    block = _gpu_block(level)
+    gpus = [g for g in block.get("gpus") or [] if isinstance(g, Mapping)]
+    util = _number(block.get("mean_util_pct"))
+    mems = [m for g in gpus if (m := _number(g.get("mean_mem_util_pct"))) is not None]
+    mem = sum(mems) / len(mems) if mems else None
+    rx, tx = _host_key(block, PCIE_RX), _host_key(block, PCIE_TX)
+    return {
+        "gpu_util": _ratio(util, 100.0),
+        "mem_util": _ratio(mem, 100.0),
+        "power_fraction": _mean_over_gpus(gpus, "mean_power_w", "power_limit_w"),
+        "clock_fraction": _mean_over_gpus(gpus, "mean_sm_clock_mhz", "max_sm_clock_mhz"),
+        "throttled": bool(block["throttled"]) if "throttled" in block else None,
+        "pcie_mb_s": (rx or 0.0) + (tx or 0.0) if rx is not None or tx is not None else None,
+        "nvlink_mb_s": _host_key(block, NVLINK),
+        "sm_active": _host_key(block, SM_ACTIVE),
+        "gpus_seen": _number(block.get("gpu_count")),
+    }
+
+
+def _split(level: LevelResult) -> tuple[float | None, float | None]:
+    """(prefill tok/s, decode tok/s) of one request, from the level's mean figures."""
+    prompt, ttft = level.figure("mean_input_tokens", model_time=False), level.figure("mean_ttft_ms")
+    itl = level.figure("mean_itl_ms")
+    prefill = round(prompt / (ttft / 1000), 1) if prompt and ttft else None
+    decode = round(1000 / itl, 2) if itl else None
+    return prefill, decode
+
+
+def _client_cpu(level: LevelResult) -> float | None:
+    cpu = level.figure("client_cpu_utilization", model_time=False)
+    if cpu is None:
+        seconds, wall = level.figure("client_cpu_s", model_time=False), level.duration
+        cpu = _ratio(seconds, wall)
+    return cpu
+
+
+def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
+    """The evidence of one level (and what the plan and host say, when given)."""
+    plan = plan or PlanFacts()
+    server = level.server_metrics or {}
+    seen = effective_concurrency(level) or {}
+    gpu = _gpu_figures(level)
+    prefill, decode = _split(level)
+    load = level.max_concurrency if level.mode != "rate" else _number(level.request_rate)
+    seen_gpus = gpu.pop("gpus_seen")
+    return Evidence(
+        level=level.level, load=_number(load), completed=level.completed, partial=level.partial,
+        client_cpu=_client_cpu(level),
+        client_in_flight=_number(seen.get("client_in_flight")
+                                 if seen else level.figure("max_concurrent_requests", model_time=False)),
+        capped=capped(level),
+        max_running=_number(server.get("max_running")), mean_running=_number(server.get("mean_running")),
+        max_waiting=_number(server.get("max_waiting")), mean_waiting=_number(server.get("mean_waiting")),
+        scrapes=int(server["scrapes"]) if isinstance(server.get("scrapes"), int) else None,
+        kv_cache_max=_number(server.get("max_kv_cache_usage")),
+        preemptions=_number(server.get("delta_preemptions")),
+        max_num_seqs=plan.max_num_seqs, max_num_batched_tokens=plan.max_num_batched_tokens,
+        gpus=plan.gpus if plan.gpus is not None else (int(seen_gpus) if seen_gpus else None),
+        server_cpu=level.figure(SERVER_CPU, model_time=False), links=plan.links,
+        prefill_tok_s=prefill, decode_tok_s=decode, **gpu,
+    )

@@ -1,0 +1,255 @@
+"""The limiter of a level, from its evidence (pure): `limiter(evidence) -> Verdict`, and where a
+sweep stops rising and why: `knee(levels)`.
+
+The rules run in this order; the first that decides names the limiter:
+
+1. not-enough-evidence   fewer than 2 requests completed, or the level was cut short;
+2. client-bound          the load generator used CPU_BUSY (90%) of a core or more, or never
+                         held C in flight although the level had C requests: the server was
+                         not asked for C, so nothing after this rule may blame it;
+3. scheduler-cap         requests waited while the running gauge sat at --max-num-seqs (95%);
+                         without the plan's value, waiting while fewer than C ran and the KV
+                         cache had room (medium: max-num-seqs or max-num-batched-tokens);
+4. kv-cache-bound        KV-cache usage at KV_FULL (95%) with requests waiting or preempted
+                         (high), or either sign alone (medium);
+5. host-cpu-bound        the busiest server process at CPU_BUSY of a core while the GPUs sat
+                         below GPU_IDLE (50%) busy, or the host has no GPU telemetry at all
+                         (vLLM on a CPU: the server's own CPU is its compute);
+6. interconnect-bound    GPUs busy (GPU_BUSY, 80%) with SM activity below SM_LOW (50%) while
+                         PCIe/NVLink carried LINK_BUSY_MB_S or more per GPU (high when a TP
+                         group also leaves NVLink); without those counters, a TP group off
+                         NVLink, GPUs busy and power below POWER_LOW (70%) of the limit (medium);
+7. compute-bound         GPUs busy (GPU_SATURATED, 90%) at their power limit (POWER_HIGH, 90%)
+                         or throttled, or SM activity at SM_HIGH (80%);
+8. memory-bandwidth-bound GPUs busy, device memory busy (MEM_BUSY, 60%) and power below the
+                         limit (medium: nvidia-smi's memory utilization is coarse);
+9. not-enough-evidence   none of the above decided: the figures the level had are given, no
+                         guess is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.bench.anomalies import CPU_LIMIT, MIN_SCRAPES
+from orchestrator.bench.auto import knee_of_sweep
+from orchestrator.limits.evidence import Evidence, PlanFacts, gather
+from orchestrator.plan.models import AutoSweep
+from orchestrator.runs.records import LevelResult
+
+LIMITERS = ("client-bound", "scheduler-cap", "kv-cache-bound", "host-cpu-bound", "interconnect-bound",
+            "compute-bound", "memory-bandwidth-bound", "not-enough-evidence")
+Confidence = Literal["high", "medium", "low"]
+
+CPU_BUSY = CPU_LIMIT  # 0.90 of one core: the client's `client_saturated` flag uses the same
+AT_CAP = 0.95
+KV_FULL = 0.95
+GPU_IDLE = 0.50
+GPU_BUSY = 0.80
+GPU_SATURATED = 0.90
+SM_LOW = 0.50
+SM_HIGH = 0.80
+LINK_BUSY_MB_S = 5000.0  # per GPU: a fifth of PCIe 4.0 x16, far above what a decode step needs
+POWER_LOW = 0.70
+POWER_HIGH = 0.90
+MEM_BUSY = 0.60
+KNEE_THRESHOLD = AutoSweep().threshold  # the same 5% as `concurrency: auto`
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str  # one of LIMITERS
+    confidence: Confidence
+    why: str
+    figures: dict[str, float | str | bool] = field(default_factory=dict)
+
+
+def _f(value: float) -> str:
+    return f"{value:.0%}" if value <= 1.5 else f"{value:,.0f}"
+
+
+def _not_finished(e: Evidence) -> Verdict | None:
+    if e.completed >= 2 and not e.partial:
+        return None
+    return Verdict("not-enough-evidence", "high", "the level completed fewer than 2 requests or was cut short",
+                   {"completed": e.completed, "partial": e.partial})
+
+
+def _client(e: Evidence) -> Verdict | None:
+    busy = e.client_cpu is not None and e.client_cpu >= CPU_BUSY
+    short = (e.client_in_flight is not None and e.load is not None and e.client_in_flight < e.load
+             <= e.completed and e.capped is not None)
+    if not (busy or short):
+        return None
+    figures: dict[str, float | str | bool] = {}
+    if e.client_cpu is not None:
+        figures["client_cpu"] = e.client_cpu
+    if short and e.client_in_flight is not None and e.load is not None:
+        figures |= {"client_in_flight": e.client_in_flight, "asked": e.load}
+    why = (f"orch's load generator used {_f(e.client_cpu or 0.0)} of a core" if busy
+           else "the client never held the asked concurrency in flight")
+    return Verdict("client-bound", "high" if busy and short else "medium",
+                   why + ": the server was not given the load asked", figures)
+
+
+def _waiting(e: Evidence) -> bool:
+    return (e.max_waiting or 0.0) > 0 and (e.scrapes or 0) >= MIN_SCRAPES
+
+
+def _scheduler(e: Evidence) -> Verdict | None:
+    if not _waiting(e) or e.max_running is None:
+        return None
+    if e.max_num_seqs:
+        if e.max_running < AT_CAP * e.max_num_seqs:
+            return None
+        return Verdict("scheduler-cap", "high",
+                       f"requests waited while {e.max_running:g} ran, --max-num-seqs {e.max_num_seqs}",
+                       {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
+                        "max_num_seqs": e.max_num_seqs})
+    room = e.kv_cache_max is not None and e.kv_cache_max < KV_FULL
+    if e.load is None or e.max_running >= e.load or not room or (e.preemptions or 0) > 0:
+        return None
+    return Verdict("scheduler-cap", "medium",
+                   f"requests waited while {e.max_running:g} of {e.load:g} ran and the KV cache had room "
+                   "(--max-num-seqs or --max-num-batched-tokens)",
+                   {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
+                    "kv_cache_max": e.kv_cache_max or 0.0, "asked": e.load})
+
+
+def _kv(e: Evidence) -> Verdict | None:
+    full = e.kv_cache_max is not None and e.kv_cache_max >= KV_FULL
+    preempted = (e.preemptions or 0) > 0
+    if not (full or preempted):
+        return None
+    figures: dict[str, float | str | bool] = {}
+    if e.kv_cache_max is not None:
+        figures["kv_cache_max"] = e.kv_cache_max
+    if e.preemptions is not None:
+        figures["preemptions"] = e.preemptions
+    if e.max_waiting is not None:
+        figures["max_waiting"] = e.max_waiting
+    sure = full and (preempted or _waiting(e))
+    said = [f"the KV cache reached {_f(e.kv_cache_max or 0.0)}"] if full else []
+    said += [f"{e.preemptions:g} requests were preempted for want of KV blocks"] if preempted else []
+    why = " and ".join(said)
+    return Verdict("kv-cache-bound", "high" if sure else "medium", why, figures)
+
+
+def _host_cpu(e: Evidence) -> Verdict | None:
+    if e.server_cpu is None or e.server_cpu < CPU_BUSY:
+        return None
+    idle = e.gpu_util is not None and e.gpu_util < GPU_IDLE
+    no_gpu = e.gpu_util is None and e.gpus in (None, 0)
+    if not (idle or no_gpu):
+        return None
+    figures: dict[str, float | str | bool] = {"server_cpu": e.server_cpu}
+    if e.gpu_util is not None:
+        figures["gpu_util"] = e.gpu_util
+    where = f"while the GPUs were {_f(e.gpu_util or 0.0)} busy" if idle else "with no GPU to hand work to"
+    return Verdict("host-cpu-bound", "high" if idle or e.gpus == 0 else "medium",
+                   f"the busiest server process used {_f(e.server_cpu)} of a core {where}", figures)
+
+
+def _interconnect(e: Evidence) -> Verdict | None:
+    busy = e.gpu_util is not None and e.gpu_util >= GPU_BUSY
+    if not busy or (e.links is not None and e.links.tensor < 2):
+        return None
+    traffic = max(e.pcie_mb_s or 0.0, e.nvlink_mb_s or 0.0)
+    off_nvlink = e.links is not None and e.links.over_pcie
+    figures: dict[str, float | str | bool] = {"gpu_util": e.gpu_util or 0.0}
+    if e.links is not None:
+        figures["tp_links"] = e.links.describe()
+    if e.sm_active is not None and e.sm_active < SM_LOW and traffic >= LINK_BUSY_MB_S:
+        figures |= {"sm_active": e.sm_active, "link_mb_s": traffic}
+        return Verdict("interconnect-bound", "high" if off_nvlink else "medium",
+                       f"GPUs {_f(e.gpu_util or 0.0)} busy with SMs active {_f(e.sm_active)} while links "
+                       f"carried {traffic:,.0f} MB/s per GPU", figures)
+    measured = e.sm_active is not None or e.pcie_mb_s is not None or e.nvlink_mb_s is not None
+    if measured or not off_nvlink or e.power_fraction is None or e.power_fraction >= POWER_LOW:
+        return None
+    figures["power_fraction"] = e.power_fraction
+    return Verdict("interconnect-bound", "medium",
+                   f"{figures['tp_links']}: GPUs {_f(e.gpu_util or 0.0)} busy at {_f(e.power_fraction)} of "
+                   "their power limit (waiting on the all-reduce, not computing)", figures)
+
+
+def _compute(e: Evidence) -> Verdict | None:
+    if e.sm_active is not None and e.sm_active >= SM_HIGH:
+        return Verdict("compute-bound", "high", f"SMs active {_f(e.sm_active)} of the time",
+                       {"sm_active": e.sm_active})
+    if e.gpu_util is None or e.gpu_util < GPU_SATURATED:
+        return None
+    at_limit = e.power_fraction is not None and e.power_fraction >= POWER_HIGH
+    if not (at_limit or e.throttled):
+        return None
+    figures: dict[str, float | str | bool] = {"gpu_util": e.gpu_util, "throttled": bool(e.throttled)}
+    if e.power_fraction is not None:
+        figures["power_fraction"] = e.power_fraction
+    if e.clock_fraction is not None:
+        figures["clock_fraction"] = e.clock_fraction
+    return Verdict("compute-bound", "high" if at_limit else "medium",
+                   f"GPUs {_f(e.gpu_util)} busy at {_f(e.power_fraction or 0.0)} of their power limit"
+                   + (", clocks throttled" if e.throttled else ""), figures)
+
+
+def _memory(e: Evidence) -> Verdict | None:
+    if e.gpu_util is None or e.gpu_util < GPU_SATURATED or e.mem_util is None or e.mem_util < MEM_BUSY:
+        return None
+    if e.power_fraction is not None and e.power_fraction >= POWER_HIGH:
+        return None
+    figures: dict[str, float | str | bool] = {"gpu_util": e.gpu_util, "mem_util": e.mem_util}
+    if e.power_fraction is not None:
+        figures["power_fraction"] = e.power_fraction
+    return Verdict("memory-bandwidth-bound", "medium",
+                   f"GPUs {_f(e.gpu_util)} busy, device memory busy {_f(e.mem_util)} of the time, below "
+                   "the power limit", figures)
+
+
+RULES: tuple[Callable[[Evidence], Verdict | None], ...] = (
+    _not_finished, _client, _scheduler, _kv, _host_cpu, _interconnect, _compute, _memory)
+
+
+def limiter(evidence: Evidence) -> Verdict:
+    """The first rule that decides (module doc); not-enough-evidence when none does."""
+    for rule in RULES:
+        verdict = rule(evidence)
+        if verdict is not None:
+            return verdict
+    return Verdict("not-enough-evidence", "low", "no figure of the level decides what held it",
+                   {k: v for k, v in evidence.present().items() if isinstance(v, float | int | str | bool)})
+
+
+@dataclass(frozen=True)
+class Knee:
+    at: int | None  # the knee's concurrency; None while the curve still rises
+    how: str
+    verdict: Verdict | None  # the limiter at the knee (or at the highest level while rising)
+    after: list[tuple[int, Verdict]]  # each level from the knee on (or the highest alone)
+
+    def describe(self) -> str:
+        """`interconnect-bound from C=64` / `still rising, compute-bound at C=256`."""
+        if not self.after:
+            return self.how
+        if self.at is None:
+            load, verdict = self.after[-1]
+            return f"still rising, {verdict.name} at C={load}"
+        return f"{self.verdict.name if self.verdict else '?'} from C={self.at}"
+
+
+def knee(levels: Sequence[LevelResult], plan: PlanFacts | None = None,
+         threshold: float = KNEE_THRESHOLD) -> Knee:
+    """Where output throughput stops rising among the closed and batch levels (the report's
+    definition, bench/auto.py's `knee_of_sweep`), and the limiter at and after it."""
+    usable = {int(lv.max_concurrency): lv for lv in levels
+              if lv.mode != "rate" and lv.max_concurrency and not lv.partial and lv.output_throughput}
+    if len(usable) < 2:
+        return Knee(None, "too few levels", None, [])
+    curve = {c: lv.figure("output_throughput") or 0.0 for c, lv in usable.items()}
+    at = knee_of_sweep(curve, threshold)
+    loads = sorted(usable)
+    shown = [c for c in loads if c >= at] if at is not None else loads[-1:]
+    after = [(c, limiter(gather(usable[c], plan))) for c in shown]
+    how = f"doubling gains < {threshold:.0%}" if at is not None else f"still rising at C={loads[-1]}"
+    return Knee(at, how, after[0][1] if after else None, after)
