@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 from pydantic import ValidationError
@@ -34,6 +34,9 @@ from orchestrator.steps.commands import CommandsStep
 from orchestrator.steps.files import DesiredFile, FilesStep, read_template, render_files
 from orchestrator.steps.python_env import PythonEnvStep
 
+if TYPE_CHECKING:
+    from orchestrator.service.step import ServiceStep
+
 
 @dataclass(frozen=True)
 class Options:
@@ -52,15 +55,18 @@ class Compiled:
     plans: dict[str, Plan] = field(default_factory=dict)  # host -> the plan, its variables filled
     gate: Gate | None = None  # a multi-node server: its nodes vote and start in order here
 
-    def service_step(self, host: str) -> Step | None:
+    def service_step(self, host: str) -> ServiceStep | None:
         """The step of the server this host answers for (None on a worker node)."""
         if self.gate is not None and self.gate.topology.node(host).role == "worker":
             return None
-        return next((s for s in self.steps.get(host, []) if s.name == "service"), None)
+        return next((cast("ServiceStep", s) for s in self.steps.get(host, [])
+                     if s.name == "service"), None)
 
-    def unit_steps(self, host: str) -> list[Step]:
-        """Every supervised process of the host (the server, a Ray node): their logs."""
-        return [s for s in self.steps.get(host, []) if s.name in ("service", "ray")]
+    def unit_steps(self, host: str) -> list[ServiceStep]:
+        """Every supervised process of the host (the server, a Ray node: service steps, by
+        construction below): their logs."""
+        return [cast("ServiceStep", s) for s in self.steps.get(host, [])
+                if s.name in ("service", "ray")]
 
 
 def placeholders(plan: Plan) -> dict[str, str]:

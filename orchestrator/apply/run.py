@@ -197,10 +197,6 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     """One host's job: its steps, its locks, and the stages after converge in order."""
     # What a plan without a server never needs (the load generator among it) is not imported
     # for it: a no-op re-apply's time is mostly the interpreter's.
-    from orchestrator.apply.lifecycle import Lifecycle
-    from orchestrator.cluster.watch import NodeWatch
-    from orchestrator.service.step import ServiceStep
-
     plan = loaded.plan
     lock = None if options.check else LockRequest(
         lock_paths(plan.python.venv if plan.python else None, plan.name,
@@ -211,17 +207,19 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     if folder is not None:
         after.append(environment.start)
     gate = compiled.gate
-    units = [s for s in compiled.unit_steps(host) if isinstance(s, ServiceStep)]
+    units = compiled.unit_steps(host)
     if gate is not None and gate.topology.node(host).role == "worker" and \
             "service" not in options.skip:
+        from orchestrator.cluster.watch import NodeWatch
+
         # It stays in the run until the head's ends, and answers for itself if that
         # failed: a worker cut off after its start is no `changed` in the recap.
         after.append(NodeWatch(gate, host, units))
     if plan.service is not None or plan.collect:
-        service_step = compiled.service_step(host)
-        assert service_step is None or isinstance(service_step, ServiceStep)
+        from orchestrator.apply.lifecycle import Lifecycle
+
         after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,
-                               console=console, service_step=service_step,
+                               console=console, service_step=compiled.service_step(host),
                                skip=options.skip, base_dir=loaded.base_dir, units=units,
                                resume=options.resume is not None))
     if folder is not None:

@@ -77,7 +77,9 @@ def host_side(name: str) -> tuple[dict[str, set[str]], str] | None:
     body_start = source.index("\n", start + 1) + 1
     end = source.find("\n" + CONTROLLER_MARK, body_start)
     host = source[body_start:end if end >= 0 else len(source)].strip("\n")
-    return _shipped_imports(ast.parse(source)), host
+    # The module's own imports stand above its host side: only that head is parsed (a
+    # no-op apply assembles the program once, and parsing whole modules was most of it).
+    return _shipped_imports(ast.parse(source[:start])), host
 
 
 def _import_lines(imports: dict[str, set[str]]) -> list[str]:
@@ -86,23 +88,33 @@ def _import_lines(imports: dict[str, set[str]]) -> list[str]:
             for module, names in sorted(imports.items())]
 
 
+def _host_sides() -> list[tuple[str, dict[str, set[str]], str]]:
+    found = [(m.__name__.rsplit(".", 1)[1], host_side(m.__name__.rsplit(".", 1)[1]))
+             for m in _modules()]
+    return [(name, side[0], side[1]) for name, side in found if side is not None]
+
+
+def clashes() -> list[str]:
+    """Top-level names two host sides both define (one program: they would clash); a test
+    holds this empty, so assembling the program need not parse every host side."""
+    owners: dict[str, str] = {}
+    said = []
+    for name, _, host in _host_sides():
+        for defined in sorted(_defined(ast.parse(host))):
+            if owners.setdefault(defined, name) != name:
+                said.append(f"facts/{name}.py and facts/{owners[defined]}.py both define "
+                            f"{defined!r} on the host side")
+    return said
+
+
 @cache
 def program_source() -> str:
     imports: dict[str, set[str]] = {}
     parts: list[str] = []
-    owners: dict[str, str] = {}  # top-level name -> the module defining it
-    for module in _modules():
-        name = module.__name__.rsplit(".", 1)[1]
-        found = host_side(name)
-        if found is None:
-            continue
-        for module_name, names in found[0].items():
+    for name, shipped, host in _host_sides():
+        for module_name, names in shipped.items():
             imports.setdefault(module_name, set()).update(names)
-        for defined in _defined(ast.parse(found[1])):
-            if owners.setdefault(defined, name) != name:
-                raise RuntimeError(f"facts/{name}.py and facts/{owners[defined]}.py both define "
-                                   f"{defined!r} on the host side")
-        parts.append(f"# -- facts/{name}.py\n\n{found[1]}\n")
+        parts.append(f"# -- facts/{name}.py\n\n{host}\n")
     gather = ", ".join(fact.gather for fact in discovered())
     return "\n".join([
         '"""orch\'s fact program, assembled from orchestrator/facts/ (program.py)."""',

@@ -24,7 +24,7 @@ from orchestrator.facts import (
     probe,
     program_source,
 )
-from orchestrator.facts.program import discovered, host_side
+from orchestrator.facts.program import clashes, discovered, host_side
 from orchestrator.transport.local import LocalTransport
 
 
@@ -37,6 +37,12 @@ def test_the_program_is_python_38_without_orch_imports_or_controller_code() -> N
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     assert {"main", "read_text", "host_facts", "record_rows", "start_collect_env"} <= defined
     assert not defined & {"HostFacts", "ServiceFacts", "parse", "parse_nvidia_smi_q"}
+
+
+def test_no_two_host_sides_define_one_name() -> None:
+    """The program is their texts one after the other: a second definition would replace the
+    first without a word (assembly does not check it, to stay cheap: this test does)."""
+    assert clashes() == []
 
 
 def test_every_fact_has_its_gatherer_on_the_host_side() -> None:
