@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -77,15 +78,26 @@ def test_wait_waits_for_the_holder_then_applies(setup: tuple[Path, Path, Path]) 
         cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "ORCH_E2E_SECRET": SECRET, "COLUMNS": "200"},
     )
+    lines: list[str] = []
+    said_waiting = threading.Event()
+
+    def read() -> None:  # until it says it waits: on a loaded machine it gets there late
+        assert waiting.stdout is not None
+        for line in waiting.stdout:
+            lines.append(line)
+            if "waiting for alice@other-controller" in line:
+                said_waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(3)
+        assert said_waiting.wait(90), "".join(lines)
         assert waiting.poll() is None  # still waiting
         assert not (tmp / "etc" / "a.conf").exists()
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, out + err
-    assert "waiting for alice@other-controller" in out
+    assert waiting.wait(120) == 0, "".join(lines) + (waiting.stderr.read() if waiting.stderr else "")
+    reader.join(10)
     assert (tmp / "etc" / "a.conf").read_text() == "a\n"
 
 
