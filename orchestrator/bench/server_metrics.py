@@ -31,19 +31,17 @@ COUNTER_KEYS = ("generation_tokens", "prompt_tokens", "requests_finished", "pree
 
 
 @cache
-def names_of(kind: str) -> dict[str, tuple[str, ...]]:
-    """`gauges` or `counters`: key -> every engine's names for it (read when first needed:
+def names_of() -> dict[str, tuple[str, ...]]:
+    """A gauge's or counter's key -> every engine's names for it (read when first needed:
     the engines' packages are imported on first use)."""
-    keys = GAUGE_KEYS if kind == "gauges" else COUNTER_KEYS
     dialects = metric_names()
-    return {key: tuple(name for d in dialects for name in getattr(d, kind).get(key, ()))
-            for key in keys}
+    return {key: tuple(name for d in dialects for name in {**d.gauges, **d.counters}.get(key, ()))
+            for key in (*GAUGE_KEYS, *COUNTER_KEYS)}
 
 
 def wanted_names() -> tuple[str, ...]:
     """The metric names a scrape keeps (line prefixes)."""
-    return tuple(sorted({name for kind in ("gauges", "counters")
-                         for names in names_of(kind).values() for name in names}))
+    return tuple(sorted({name for names in names_of().values() for name in names}))
 
 
 def parse_samples(lines: Iterable[str]) -> dict[str, float]:
@@ -73,15 +71,9 @@ def parse_samples(lines: Iterable[str]) -> dict[str, float]:
     return totals
 
 
-def _gauge(snapshot: Snapshot, key: str) -> float | None:
-    for name in names_of("gauges")[key]:
-        if name in snapshot.values:
-            return snapshot.values[name]
-    return None
-
-
-def _counter(snapshot: Snapshot, key: str) -> float | None:
-    for name in names_of("counters")[key]:
+def _value(snapshot: Snapshot, key: str) -> float | None:
+    """The gauge's or counter's value under the first of its names the server exports."""
+    for name in names_of()[key]:
         if name in snapshot.values:
             return snapshot.values[name]
     return None
@@ -93,14 +85,14 @@ def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
         return {"scrapes": 0, "source": "none"}
     out: dict[str, Any] = {"scrapes": len(snapshots), "source": source_of(snapshots)}
     for key in GAUGE_KEYS:
-        values = [v for v in (_gauge(s, key) for s in snapshots) if v is not None]
+        values = [v for v in (_value(s, key) for s in snapshots) if v is not None]
         if values:
             out[f"max_{key}"] = max(values)
             out[f"mean_{key}"] = sum(values) / len(values)
     first, last = snapshots[0], snapshots[-1]
     span = last.t_s - first.t_s
     for key in COUNTER_KEYS:
-        a, b = _counter(first, key), _counter(last, key)
+        a, b = _value(first, key), _value(last, key)
         if a is not None and b is not None:
             out[f"delta_{key}"] = b - a
     generated = out.get("delta_generation_tokens")
@@ -110,8 +102,8 @@ def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
     out["timeline"] = [
         {
             "t_s": round(s.t_s, 3),
-            **{k: v for k in GAUGE_KEYS if (v := _gauge(s, k)) is not None},
-            **{k: v for k in ("generation_tokens",) if (v := _counter(s, k)) is not None},
+            **{k: v for k in GAUGE_KEYS if (v := _value(s, k)) is not None},
+            **{k: v for k in ("generation_tokens",) if (v := _value(s, k)) is not None},
         }
         for s in snapshots
     ]

@@ -129,8 +129,7 @@ class _Watch:
         self.deadline = self.started + health.startup_timeout
         self.restarts = 0
         self.frozen_polls = self.silent = self.refused = 0
-        self.restart()
-        self.restarts = 0
+        self._fresh_log()
 
     @property
     def host(self) -> str:
@@ -139,6 +138,9 @@ class _Watch:
     def restart(self) -> None:
         """A relaunched server: its log and reader start over."""
         self.restarts += 1
+        self._fresh_log()
+
+    def _fresh_log(self) -> None:
         self.offset, self.log, self.last_label, self.last_emit = 0, "", "", 0.0
         self.decoder = _decoder()
         self.reader: StartupReader = self.engine.startup(time.time())
