@@ -122,6 +122,7 @@ class LevelEnd(Event):
     output_throughput: float | None = None  # tok/s; None when no request completed
     mean_e2el_ms: float | None = None
     model_time: bool = False
+    limiter: str | None = None  # what held the level (limits/rules.py LIMITERS); None: not judged
     kind: ClassVar[str] = "level_end"
 
 

@@ -21,6 +21,8 @@ from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.sweep import SweepResult, kept_levels, run_sweep
 from orchestrator.errors import BenchError, Interrupted
 from orchestrator.events import Emit, StageEvent
+from orchestrator.limits.verdicts import Judge, plan_facts, plateau_lines
+from orchestrator.masking import mask
 from orchestrator.plan.models import Bench, Plan
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.writer import RunFolder
@@ -58,6 +60,7 @@ class BenchStage:
             result = self._sweep(transport, base_url, out_dir, finished, gpus, outcome, emit)
         self.console.print(result.render(title=f"{self.plan.name} on {host}",
                                          width=self.console.width))
+        self._say_plateau(result)
         outcome.extra["bench_dir"] = str(out_dir)
         if result.stopped == "interrupted":  # the finished levels are written: now stop
             raise Interrupted(result.signum or signal.SIGINT)
@@ -66,6 +69,25 @@ class BenchStage:
             raise BenchError(f"{host}: {verdict}; the figures are in {out_dir}")
         knee = f", knee at C={result.knee}" if result.knee else ""
         return f"{len(result.levels)} levels{knee}; results in {out_dir}"
+
+    def _judge(self, outcome: HostOutcome) -> Judge:
+        """The limits judge, with what the plan and this host's facts tell it."""
+        service = self.plan.service
+        assert service is not None
+        host = outcome.facts.host if outcome.facts is not None else None
+        gpus = len(host.gpus) if host is not None and host.gpus is not None else None
+        facts = plan_facts(service.args, service.extra_args,
+                           host.topology if host is not None else None, gpus)
+        return Judge(facts, dict(service.args), tuple(service.extra_args),
+                     self.bench.auto.threshold)
+
+    def _say_plateau(self, result: SweepResult) -> None:
+        block = result.summary.get("plateau")
+        if not isinstance(block, dict):
+            return
+        plan_ref = str(self.folder.layout.plan) if self.folder else f"<{self.plan.name}'s plan>"
+        for line in plateau_lines(block, plan_ref):
+            self.console.print(mask(line), markup=False, soft_wrap=True)
 
     def _resumed(self, out_dir: Path, host: str, emit: Emit) -> list[Any]:
         """The levels an earlier part of the run finished (kept); a partial one runs again."""
@@ -116,6 +138,7 @@ class BenchStage:
                     api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
                     labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
                     finished=finished, crash=crash, explain_death=explain, samplers=[gpus],
+                    judge=self._judge(outcome),
                 )
             if not result.server_died or result.crash is None:
                 return result

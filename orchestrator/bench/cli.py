@@ -269,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.bench.sweep import run_sweep
     from orchestrator.console import make_console, shown
     from orchestrator.errors import UsageError
+    from orchestrator.limits.verdicts import Judge, plateau_lines
     from orchestrator.output import Reporter
     from orchestrator.plan.models import Bench
     from orchestrator.runs.layout import refuse_inside_run
@@ -300,8 +301,12 @@ def run(args: argparse.Namespace) -> int:
             out_dir=out,
             emit=reporter,
             labels=labels,
+            judge=Judge(threshold=config.auto.threshold),  # no plan: the server's figures alone
         )
     console.print(result.render(width=console.width))
+    plateau = result.summary.get("plateau")
+    for line in plateau_lines(plateau, "YOUR-PLAN.yaml") if isinstance(plateau, dict) else []:
+        console.print(masking.mask(line), markup=False, soft_wrap=True)
     if result.stopped == "interrupted":
         console.print("interrupted: finished levels are kept; the last one is marked partial")
         return 128 + (result.signum or 2)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from orchestrator.bench.anomalies import effective_concurrency, level_flags
 from orchestrator.bench.client import StreamClient
+from orchestrator.bench.judge import Judge
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.load import RequestRun, Shape, Stop, run_requests
 from orchestrator.bench.progress import progress_events
@@ -75,6 +76,7 @@ class Context:
     host: str = ""  # the events' host
     tokens: TokenCounter | None = None  # --tokenizer: counts for servers without usage
     warm_workload: Workload | None = None  # short answers for the warm-up (warm_up_shape)
+    judge: Judge | None = None  # what held each level (bench/judge.py); None: not judged
 
 
 @dataclass(frozen=True)

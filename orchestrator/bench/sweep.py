@@ -29,6 +29,7 @@ from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
+from orchestrator.bench.judge import Judge
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
 from orchestrator.bench.load import Stop
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
@@ -160,6 +161,7 @@ def run_sweep(
     finished: Sequence[LevelRun] = (),
     crash: dict[str, Any] | None = None,
     explain_death: ExplainDeath | None = None,
+    judge: Judge | None = None,
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
@@ -167,7 +169,8 @@ def run_sweep(
     the server crashed and was relaunched): kept as they are, not run again. `crash`: what
     ended the server in an earlier part, for summary.json. `explain_death(level)`: asked
     when the server dies during this part (the level it cut, or None), before summary.json
-    is written; what it returns is the summary's `crash`."""
+    is written; what it returns is the summary's `crash`. `judge`: says what held each level
+    (its `limiter` block) and where the sweep plateaus (summary.json's `plateau`)."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
@@ -179,7 +182,7 @@ def run_sweep(
         warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
                        labels or {}, tokens, warm, list(samplers), list(finished), crash,
-                       explain_death)
+                       explain_death, judge)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -220,9 +223,11 @@ async def _sweep(
     finished: Sequence[LevelRun] = (),
     crash: dict[str, Any] | None = None,
     explain_death: ExplainDeath | None = None,
+    judge: Judge | None = None,
 ) -> SweepResult:
     ctx = _context(config, root, server, workload, api_key, emit, host, labels, tokens,
                    warm_workload, extra_samplers)
+    ctx.judge = judge
     sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash,
                         kept={level.spec.label for level in finished})
     started = datetime.now(UTC)
@@ -243,7 +248,7 @@ async def _sweep(
         if sweep.server_died and explain_death is not None:
             cut = sweep.levels[-1] if sweep.levels and sweep.levels[-1].partial else None
             sweep.crash = explain_death(cut.spec.label if cut else None)
-        _finish(sweep, config, root, labels, started)
+        _finish(sweep, config, root, labels, started, judge)
     return sweep
 
 
@@ -315,6 +320,8 @@ async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> L
                             requests=spec.requests))
     level = await run_level(ctx, spec)
     level.result.flags = [*_cross_level_flags(sweep.levels, level), *level.result.flags]
+    if ctx.judge is not None:  # after the flags: a capped level's verdict reads them
+        level.result.limiter = ctx.judge.level(level.result)
     sweep.levels.append(level)
     write_level(BenchLayout(sweep.out_dir), level.result, level.rows)  # once: its flags are final
     if ctx.emit is not None:
@@ -349,6 +356,7 @@ def level_end(host: str, level: LevelRun) -> LevelEnd:
         output_throughput=r.figure("output_throughput") if r.completed else None,
         mean_e2el_ms=r.figure("mean_e2el_ms") if r.completed else None,
         model_time=bool(r.normalized),
+        limiter=(r.limiter or {}).get("name"),
     )
 
 
@@ -375,7 +383,8 @@ async def _auto(ctx: Context, sweep: SweepResult) -> None:
         )
 
 
-def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str], started: datetime) -> None:
+def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str], started: datetime,
+            judge: Judge | None = None) -> None:
     """The CSV and summary.json (each level's file was written as it ended)."""
     ordered = sweep.ordered()
     bench = BenchLayout(sweep.out_dir)
@@ -393,6 +402,7 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
         "crash": sweep.crash,
         "knee": sweep.knee,
         "knee_reason": sweep.knee_reason,
+        **({"plateau": judge.sweep(ordered, sweep.knee)} if judge is not None and ordered else {}),
         "labels": labels,
         "config": config.model_dump(mode="json"),
         "levels": [csv_row(r, columns) for r in ordered],

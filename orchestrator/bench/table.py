@@ -52,6 +52,9 @@ def _notes(result: LevelResult, knee: int | None) -> str:
         notes.append(_SOURCES[result.token_source])
     notes += [capped(result) or flag if flag == "capped" else _SHORT.get(flag, flag)
               for flag in result.flags if flag != "errors"]
+    name = (result.limiter or {}).get("name")
+    if isinstance(name, str) and name != "not-enough-evidence":  # no verdict: nothing to say
+        notes.append(name)
     return ", ".join(notes)
 
 

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from orchestrator.console import make_console
     from orchestrator.report.compare_tables import captions, comparison_tables
+    from orchestrator.report.plateaus import plateau_lines
     from orchestrator.tables import split_groups, to_rich
 
     console = make_console()
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         for part in split_groups(table):
             console.print(to_rich(part, console.width))
     console.print(mask(captions(comparison)), markup=False, soft_wrap=True)
+    for line in plateau_lines(comparison.series):
+        console.print(mask(line), markup=False, soft_wrap=True)
     for warning in comparison.warnings:
         console.print(mask(f"warning: {warning}"), style="yellow", markup=False)
     for path in written:

@@ -217,8 +217,24 @@ def limiter(evidence: Evidence) -> Verdict:
         verdict = rule(evidence)
         if verdict is not None:
             return verdict
-    return Verdict("not-enough-evidence", "low", "no figure of the level decides what held it",
+    missing = _missing(evidence)
+    why = "no figure of the level decides what held it" + (f" (none of: {', '.join(missing)})" if missing else "")
+    return Verdict("not-enough-evidence", "low", why,
                    {k: v for k, v in evidence.present().items() if isinstance(v, float | int | str | bool)})
+
+
+def _missing(e: Evidence) -> list[str]:
+    """The kinds of evidence the level lacks, in the words of the plan and the host."""
+    out = []
+    if e.scrapes is None:
+        out.append("the server's /metrics (bench.metrics_interval)")
+    if e.gpu_util is None:
+        out.append("GPU telemetry (nvidia-smi or a DCGM exporter on the host)")
+    elif e.sm_active is None and e.pcie_mb_s is None:
+        out.append("SM activity and PCIe traffic (DCGM's profiling fields)")
+    if e.server_cpu is None:
+        out.append("the server's CPU time")
+    return out
 
 
 @dataclass(frozen=True)
@@ -234,22 +250,36 @@ class Knee:
             return self.how
         if self.at is None:
             load, verdict = self.after[-1]
-            return f"still rising, {verdict.name} at C={load}"
-        return f"{self.verdict.name if self.verdict else '?'} from C={self.at}"
+            return f"still rising, {_named(verdict)} at C={load}"
+        return f"{_named(self.verdict)} from C={self.at}"
+
+
+def _named(verdict: Verdict | None) -> str:
+    """A verdict's name as a sentence part: no verdict is said as such, not as a cause."""
+    if verdict is None or verdict.name == "not-enough-evidence":
+        return "cause not measured"
+    return verdict.name
 
 
 def knee(levels: Sequence[LevelResult], plan: PlanFacts | None = None,
-         threshold: float = KNEE_THRESHOLD) -> Knee:
+         threshold: float = KNEE_THRESHOLD, *, known: tuple[int | None, str] | None = None,
+         judge: Callable[[LevelResult], Verdict] | None = None) -> Knee:
     """Where output throughput stops rising among the closed and batch levels (the report's
-    definition, bench/auto.py's `knee_of_sweep`), and the limiter at and after it."""
+    definition, bench/auto.py's `knee_of_sweep`; `known`: the knee and how, as a caller found
+    it already), and the limiter at and after it (`judge`: how a level is judged; default its
+    evidence with `plan`)."""
     usable = {int(lv.max_concurrency): lv for lv in levels
               if lv.mode != "rate" and lv.max_concurrency and not lv.partial and lv.output_throughput}
     if len(usable) < 2:
         return Knee(None, "too few levels", None, [])
-    curve = {c: lv.figure("output_throughput") or 0.0 for c, lv in usable.items()}
-    at = knee_of_sweep(curve, threshold)
     loads = sorted(usable)
+    if known is not None and (known[0] is None or known[0] in usable):
+        at, how = known
+    else:
+        curve = {c: lv.figure("output_throughput") or 0.0 for c, lv in usable.items()}
+        at = knee_of_sweep(curve, threshold)
+        how = f"doubling gains < {threshold:.0%}" if at is not None else f"still rising at C={loads[-1]}"
+    judged = judge or (lambda lv: limiter(gather(lv, plan)))
     shown = [c for c in loads if c >= at] if at is not None else loads[-1:]
-    after = [(c, limiter(gather(usable[c], plan))) for c in shown]
-    how = f"doubling gains < {threshold:.0%}" if at is not None else f"still rising at C={loads[-1]}"
+    after = [(c, judged(usable[c])) for c in shown]
     return Knee(at, how, after[0][1] if after else None, after)

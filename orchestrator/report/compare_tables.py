@@ -26,6 +26,7 @@ from orchestrator.report.level_table import (
     with_ratio,
 )
 from orchestrator.report.outcome_table import outcome_table
+from orchestrator.report.plateaus import plateau_table
 from orchestrator.report.run_context import kernels_table
 from orchestrator.tables import Column, TableData
 
@@ -146,13 +147,14 @@ def comparison_tables(comparison: Comparison) -> list[TableData]:
     tables = [
         overview_table(comparison),
         headline_table(comparison),
+        plateau_table(comparison.series),
         throughput_table(comparison),
         *latency_tables(comparison),
         outcome_table(comparison),
     ]
     energy = energy_table(comparison)
     if energy is not None:
-        tables.insert(3, energy)  # beside the throughput it is made of
+        tables.insert(4, energy)  # beside the throughput it is made of
     if len(comparison.series) > 1:
         tables.append(equal_load_table(comparison))
     kernels = kernels_table(comparison)

@@ -106,6 +106,7 @@ def _series_json(s: Series) -> dict[str, Any]:
         "peak_throughput_per_gpu": s.per_gpu(top.output_throughput if top else None),
         "knee": s.knee,
         "knee_how": s.knee_how,
+        "plateau": s.plateau.to_json(),
         "levels": [asdict(p) for p in s.points],
     }
 

@@ -30,6 +30,7 @@ from orchestrator.report.knee_timeline import knee_timelines
 from orchestrator.report.matrix import MatrixComparison, matrix_table, reasons
 from orchestrator.report.matrix_plots import matrix_plots
 from orchestrator.report.plan_diff import diff_plans, diff_table
+from orchestrator.report.plateaus import plateau_html
 from orchestrator.report.plots import Plot, comparison_plots
 from orchestrator.report.run_context import host_facts_html, host_groups, settings_table
 from orchestrator.tables import Column, TableData, split_groups, text, text_width, to_html
@@ -209,7 +210,7 @@ def render_report(comparison: Comparison, plots: Sequence[Plot], *, generated: s
         names = f"Matrix {matrix.record.plan}: {len(matrix.results)} variants" + (f" of {varying}" if varying else "")
     stamp = generated or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     tables = comparison_tables(comparison)
-    summary, rest = tables[:2], tables[2:]
+    summary, rest = tables[:3], tables[3:]  # the runs, the headline, why each plateaus
     levels = [t for t in rest if t.title != ENERGY_TABLE]
     energy = [t for t in rest if t.title == ENERGY_TABLE]
     body = [
@@ -220,7 +221,7 @@ def render_report(comparison: Comparison, plots: Sequence[Plot], *, generated: s
         body.append(_section("matrix", "Matrix", _matrix(matrix)))
     body += [
         _section("warnings", "Comparability", _warnings(comparison)),
-        _section("summary", "Summary", _tables(summary)),
+        _section("summary", "Summary", _tables(summary) + plateau_html(comparison.series)),
         _section("plots", "Plots", _plots([p for p in plots if p.name not in OWN_SECTION])),
         _section("levels", "By load level", _tables(levels)),
         _section("distributions", "Per-request distributions", _distributions(comparison, plots)),

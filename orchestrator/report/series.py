@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.limits.verdicts import Plateau
 from orchestrator.report.figures import (
     DEFAULT_KNEE_THRESHOLD,
     Point,
@@ -16,6 +17,7 @@ from orchestrator.report.figures import (
     single_stream,
 )
 from orchestrator.report.gpus import GpuCount, gpu_count
+from orchestrator.report.plateaus import plateau_of
 from orchestrator.runs.reader import HostData, RunData
 
 
@@ -34,6 +36,7 @@ class Series:
     model: str | None
     knee: int | None
     knee_how: str
+    plateau: Plateau  # what held it at the knee, and what to try (report/plateaus.py)
 
     @property
     def engine(self) -> str:
@@ -98,6 +101,7 @@ def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = Tr
         model=model,
         knee=knee_at,
         knee_how=how,
+        plateau=plateau_of(run, host, (knee_at, how), _threshold(config)),
     )
 
 

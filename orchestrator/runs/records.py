@@ -207,6 +207,9 @@ class LevelResult(OrderedRecord):
     # C asked against what ran: the client's in-flight peak, the server's running/waiting
     effective_concurrency: dict[str, float | int | None] | None = None
     flags: list[str] = Field(default_factory=list)
+    # What held the level (limits/verdicts.py: name, confidence, why, figures); None in a
+    # level file of an orch before verdicts: the reader judges it then.
+    limiter: dict[str, Any] | None = None
     simulated: bool = False
     time_scale: float | None = None
     normalized: dict[str, float] | None = None  # figures in the simulator's model time
@@ -264,6 +267,8 @@ class SweepSummary(Record):
     crash: dict[str, Any] | None = None
     knee: int | None = None
     knee_reason: str | None = None
+    # Where the sweep stops rising, what held it there and what to try (limits/verdicts.py)
+    plateau: dict[str, Any] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)  # the Bench settings it ran with
     levels: list[dict[str, Any]] = Field(default_factory=list)  # the CSV rows
