@@ -178,6 +178,7 @@ class Pooled:
     duration_s: float
     cpu_s: float
     lags_s: list[float]  # how late each scheduled (open-loop) request started
+    loop_lags_s: list[float]  # how late the client's event loop woke (load.py `_loop_lag`)
     stopped: str | None
 
     @classmethod
@@ -190,6 +191,7 @@ class Pooled:
                    duration_s=sum(one.repeat.run.duration_s for one in measured),
                    cpu_s=sum(one.repeat.run.cpu_s for one in measured),
                    lags_s=[m.start_s - m.scheduled_s for m in metrics if m.scheduled_s is not None],
+                   loop_lags_s=[lag for one in measured for lag in one.repeat.run.loop_lags_s],
                    stopped=stopped)
 
 
@@ -322,6 +324,9 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
                                    if pooled.duration_s > 0 else 0.0),
         "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
                                    if pooled.lags_s else None),
+        # only where the loop was watched (a level composed from records alone was not)
+        **({"client_loop_lag_ms": summarize([x * 1000 for x in pooled.loop_lags_s])}
+           if pooled.loop_lags_s else {}),
         **blocks,
         "server_version": server.version,
         "simulated": server.simulated,

@@ -74,6 +74,9 @@ class RequestRun:
     end_ns: int = 0
     cpu_s: float = 0.0
     stopped: str | None = None
+    # How late the event loop woke for a timer due every LAG_TICK_S: the load generator's own
+    # saturation, or the controller's CPU taken by others (either way, it sent and read late)
+    loop_lags_s: list[float] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -104,7 +107,11 @@ async def run_requests(
     driver = _driver(shape, stop, new_record, _Sender(client, workload, stop).send, run)
     cpu0 = time.process_time()
     run.origin_ns = _perf_ns()
-    await _drive(driver, stop)
+    ticks = asyncio.ensure_future(_loop_lag(run.loop_lags_s))
+    try:
+        await _drive(driver, stop)
+    finally:
+        ticks.cancel()
     run.end_ns = _perf_ns()
     run.cpu_s = time.process_time() - cpu0
     run.stopped = stop.reason
@@ -167,6 +174,17 @@ async def _drive(driver: Callable[[], Awaitable[None]], stop: Stop) -> None:
         waiter.cancel()
         if not task.done():
             task.cancel()
+
+
+LAG_TICK_S = 0.02  # 50 wake-ups a second: nothing beside a level's token arrivals
+
+
+async def _loop_lag(lags: list[float]) -> None:
+    """Until cancelled: how late each timer of the loop fired (seconds)."""
+    while True:
+        due = time.perf_counter() + LAG_TICK_S
+        await asyncio.sleep(LAG_TICK_S)
+        lags.append(max(0.0, time.perf_counter() - due))
 
 
 NewRecord = Callable[..., RequestRecord]

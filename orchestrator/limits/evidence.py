@@ -4,7 +4,8 @@ Every figure is None when the level does not have it (no /metrics, no GPU teleme
 level file): a rule that needs it then makes no claim. Sources:
 
 - client: `client_cpu_utilization` (the load generator's CPU seconds over its wall time,
-  1.0 = one core busy) and `effective_concurrency` (C asked, the client's in-flight peak);
+  1.0 = one core busy), `client_loop_lag_ms` (how late its event loop woke: its median) and
+  `effective_concurrency` (C asked, the client's in-flight peak);
 - server, from `server_metrics`: the running and waiting gauges (max, mean), KV-cache usage
   (max, 0-1), the preemptions counter's delta, how many scrapes;
 - GPUs, from `gpu_telemetry` (nvidia-smi or DCGM): utilization, memory utilization, power
@@ -55,6 +56,7 @@ class Evidence:
     completed: int
     partial: bool
     client_cpu: float | None
+    client_loop_lag_ms: float | None  # median lateness of the client's event loop
     client_in_flight: float | None
     capped: str | None  # anomalies.capped's words
     max_running: float | None
@@ -148,6 +150,11 @@ def _client_cpu(level: LevelResult) -> float | None:
     return cpu
 
 
+def _loop_lag(level: LevelResult) -> float | None:
+    block = level.extra("client_loop_lag_ms")
+    return _number(block.get("median")) if isinstance(block, Mapping) else None
+
+
 def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
     """The evidence of one level (and what the plan and host say, when given)."""
     plan = plan or PlanFacts()
@@ -159,7 +166,7 @@ def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
     seen_gpus = gpu.pop("gpus_seen")
     return Evidence(
         level=level.level, load=_number(load), completed=level.completed, partial=level.partial,
-        client_cpu=_client_cpu(level),
+        client_cpu=_client_cpu(level), client_loop_lag_ms=_loop_lag(level),
         client_in_flight=_number(seen.get("client_in_flight")
                                  if seen else level.figure("max_concurrent_requests", model_time=False)),
         capped=capped(level),

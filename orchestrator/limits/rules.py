@@ -4,9 +4,11 @@ sweep stops rising and why: `knee(levels)`.
 The rules run in this order; the first that decides names the limiter:
 
 1. not-enough-evidence   fewer than 2 requests completed, or the level was cut short;
-2. client-bound          the load generator used CPU_BUSY (90%) of a core or more, or never
-                         held C in flight although the level had C requests: the server was
-                         not asked for C, so nothing after this rule may blame it;
+2. client-bound          the load generator used CPU_BUSY (90%) of a core or more, its event
+                         loop woke LOOP_LAG_MS (10 ms) late or more at the median (it read and
+                         sent late: its own work, or the controller's CPU taken by others), or
+                         it never held C in flight although the level had C requests: the
+                         server was not asked for C, so nothing after this rule may blame it;
 3. scheduler-cap         requests waited while the running gauge sat at --max-num-seqs (95%);
                          without the plan's value, waiting while fewer than C ran and the KV
                          cache had room (medium: max-num-seqs or max-num-batched-tokens);
@@ -44,6 +46,7 @@ LIMITERS = ("client-bound", "scheduler-cap", "kv-cache-bound", "host-cpu-bound",
 Confidence = Literal["high", "medium", "low"]
 
 CPU_BUSY = CPU_LIMIT  # 0.90 of one core: the client's `client_saturated` flag uses the same
+LOOP_LAG_MS = 10.0  # half the client's 20 ms timer tick: late most of the time
 AT_CAP = 0.95
 KV_FULL = 0.95
 GPU_IDLE = 0.50
@@ -79,19 +82,26 @@ def _not_finished(e: Evidence) -> Verdict | None:
 
 def _client(e: Evidence) -> Verdict | None:
     busy = e.client_cpu is not None and e.client_cpu >= CPU_BUSY
+    late = e.client_loop_lag_ms is not None and e.client_loop_lag_ms >= LOOP_LAG_MS
     short = (e.client_in_flight is not None and e.load is not None and e.client_in_flight < e.load
              <= e.completed and e.capped is not None)
-    if not (busy or short):
+    if not (busy or late or short):
         return None
     figures: dict[str, float | str | bool] = {}
+    said = []
     if e.client_cpu is not None:
         figures["client_cpu"] = e.client_cpu
+    if busy:
+        said.append(f"orch's load generator used {_f(e.client_cpu or 0.0)} of a core")
+    if late and e.client_loop_lag_ms is not None:
+        figures["client_loop_lag_ms"] = e.client_loop_lag_ms
+        said.append(f"its event loop woke {e.client_loop_lag_ms:.0f} ms late at the median")
     if short and e.client_in_flight is not None and e.load is not None:
         figures |= {"client_in_flight": e.client_in_flight, "asked": e.load}
-    why = (f"orch's load generator used {_f(e.client_cpu or 0.0)} of a core" if busy
-           else "the client never held the asked concurrency in flight")
-    return Verdict("client-bound", "high" if busy and short else "medium",
-                   why + ": the server was not given the load asked", figures)
+        said.append(f"it held {e.client_in_flight:g} of {e.load:g} requests in flight at most")
+    signs = busy + late + short
+    return Verdict("client-bound", "high" if signs >= 2 or late else "medium",
+                   "; ".join(said) + ": the server was not given the load asked", figures)
 
 
 def _waiting(e: Evidence) -> bool:
@@ -250,7 +260,8 @@ class Knee:
             return self.how
         if self.at is None:
             load, verdict = self.after[-1]
-            return f"still rising, {_named(verdict)} at C={load}"
+            rising = "one level" if self.how == "one level" else "still rising"
+            return f"{rising}, {_named(verdict)} at C={load}"
         return f"{_named(self.verdict)} from C={self.at}"
 
 
@@ -270,7 +281,11 @@ def knee(levels: Sequence[LevelResult], plan: PlanFacts | None = None,
     evidence with `plan`)."""
     usable = {int(lv.max_concurrency): lv for lv in levels
               if lv.mode != "rate" and lv.max_concurrency and not lv.partial and lv.output_throughput}
-    if len(usable) < 2:
+    judged = judge or (lambda lv: limiter(gather(lv, plan)))
+    if len(usable) == 1:  # no knee to find, but the level still says what held it
+        (c, only), = usable.items()
+        return Knee(None, "one level", judged(only), [(c, judged(only))])
+    if not usable:
         return Knee(None, "too few levels", None, [])
     loads = sorted(usable)
     if known is not None and (known[0] is None or known[0] in usable):
@@ -279,7 +294,6 @@ def knee(levels: Sequence[LevelResult], plan: PlanFacts | None = None,
         curve = {c: lv.figure("output_throughput") or 0.0 for c, lv in usable.items()}
         at = knee_of_sweep(curve, threshold)
         how = f"doubling gains < {threshold:.0%}" if at is not None else f"still rising at C={loads[-1]}"
-    judged = judge or (lambda lv: limiter(gather(lv, plan)))
     shown = [c for c in loads if c >= at] if at is not None else loads[-1:]
     after = [(c, judged(usable[c])) for c in shown]
     return Knee(at, how, after[0][1] if after else None, after)

@@ -116,5 +116,7 @@ def test_knee_still_rising_names_the_highest_level() -> None:
     assert found.describe() == "still rising, compute-bound at C=256"
 
 
-def test_knee_needs_two_levels() -> None:
-    assert knee(sweep({8: 100.0}, {})).describe() == "too few levels"
+def test_knee_needs_two_levels_but_one_level_still_says_what_held_it() -> None:
+    one = knee(sweep({8: 100.0}, {8: {"level": {"client_cpu_utilization": 0.95}}}))
+    assert (one.at, one.describe()) == (None, "one level, client-bound at C=8")
+    assert knee([]).describe() == "too few levels"
