@@ -224,6 +224,9 @@ def test_a_server_that_is_gone_or_a_host_without_python_says_why(
     never = ServicePaths.for_venv(str(tmp_path / "other"), "never-started")
     sampler = ServerCpuSampler(LocalTransport(), main_pid("process", never), interval=0)
     assert sampler.summarize(_repeat(sampler, 0.1)) == {"source": "none", "reason": "the server's main process is not running"}
+    # systemd's MainPID: 0 for a unit that is down, nothing where systemd does not run (here)
+    down = ServerCpuSampler(LocalTransport(), main_pid("systemd", never), interval=0)
+    assert down.summarize(_repeat(down, 0.1))["reason"] == "the server's main process is not running"
     # a pidfile naming a process that is not the one orch started (another start time)
     stale = tree.pidfile
     pid = Path(stale).read_text().split()[0]
