@@ -109,6 +109,17 @@ THROUGHPUTS: tuple[Metric, ...] = (
 )
 ENERGY = ("output_tokens_per_joule", "output_tokens_per_s_per_w")
 
+# Figures of the level that are the host's, not its requests' (a sampler's `level_figures`:
+# bench/server_cpu.py). No Metric: never moved to model time (a CPU second per wall second is
+# the host's own, whatever a simulator's scale) and in no latency or throughput table; named
+# once here for the sampler that writes them and the limiter that reads them.
+SERVER_CPU = "server_cpu"
+SERVER_CPU_TOTAL = "server_cpu_total"
+HOST_FIGURES = {
+    SERVER_CPU: "the busiest server process's CPU seconds per wall second (1.0 = one core)",
+    SERVER_CPU_TOTAL: "all the server's processes' CPU seconds per wall second",
+}
+
 METRICS: tuple[Metric, ...] = LATENCIES + THROUGHPUTS
 BY_NAME = {m.name: m for m in METRICS}
 

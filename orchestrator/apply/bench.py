@@ -18,7 +18,9 @@ from orchestrator.apply.outcome import HostOutcome
 from orchestrator.bench.dcgm import DcgmSampler, answers
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.bench.samplers import Sampler
+from orchestrator.bench.server_cpu import ServerCpuSampler
 from orchestrator.bench.sweep import SweepResult, kept_levels, run_sweep
+from orchestrator.engines import engine
 from orchestrator.errors import BenchError, Interrupted
 from orchestrator.events import Emit, StageEvent
 from orchestrator.limits.verdicts import Judge, plan_facts, plateau_lines
@@ -27,6 +29,7 @@ from orchestrator.plan.models import Bench, Plan
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service import control
+from orchestrator.service.backends import main_pid
 from orchestrator.service.diagnosis import explain_death
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
@@ -113,6 +116,15 @@ class BenchStage:
                 return DcgmSampler(url, smi.interval)
         return smi
 
+    def _server_cpu(self, transport: Transport) -> list[Sampler]:
+        """The server's processes' CPU time, for a real server whose processes are on this
+        host: not a simulator (its CPU is not the modelled server's), not a multi-node
+        server (its engine's processes run on the other nodes)."""
+        service = self.plan.service
+        if service is None or engine(service.engine).simulated or self.step.member is not None:
+            return []
+        return [ServerCpuSampler(transport, main_pid(self.step.backend, self.step.paths))]
+
     def _sweep(self, transport: Transport, base_url: str, out_dir: Path, finished: list[Any],
                gpus: Sampler, outcome: HostOutcome, emit: Emit) -> SweepResult:
         """The sweep, again from the level it cut after each relaunch the budget allows."""
@@ -137,8 +149,8 @@ class BenchStage:
                     self.bench, base_url=base_url, model=self.step.spec.served_names[0],
                     api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
                     labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
-                    finished=finished, crash=crash, explain_death=explain, samplers=[gpus],
-                    judge=self._judge(outcome),
+                    finished=finished, crash=crash, explain_death=explain,
+                    samplers=[gpus, *self._server_cpu(transport)], judge=self._judge(outcome),
                 )
             if not result.server_died or result.crash is None:
                 return result

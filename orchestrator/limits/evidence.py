@@ -14,7 +14,7 @@ level file): a rule that needs it then makes no claim. Sources:
   TTFT) and decode tok/s (one stream's tokens per second between tokens, 1000 / ITL ms), in
   the simulator's model time where the level has it.
 
-Keys the host collection adds later are named here once (PCIE_RX ... SERVER_CPU, below) and
+The keys the host collection fills are named here once (PCIE_RX ... SERVER_CPU, below) and
 read where present.
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 
 from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.limits.topology import LayoutLinks
+from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
 from orchestrator.runs.records import LevelResult
 
 # In a level's `gpu_telemetry` block (all GPUs, `mean_<key>` or `<key>`), per GPU:
@@ -33,9 +34,9 @@ PCIE_RX = "pcie_rx_mb_s"  # PCIe receive, MB/s (nvidia-smi dmon -s t / DCGM_FI_P
 PCIE_TX = "pcie_tx_mb_s"  # PCIe transmit, MB/s
 NVLINK = "nvlink_mb_s"  # NVLink, both directions, MB/s (DCGM_FI_PROF_NVLINK_RX/TX_BYTES)
 SM_ACTIVE = "sm_active"  # fraction 0-1 of time an SM had a warp (DCGM_FI_PROF_SM_ACTIVE)
-# A key of the level itself: the busiest server process's CPU seconds per wall second
-# (1.0 = one core; from /proc/<pid>/stat over the level).
-SERVER_CPU = "server_cpu"
+# A figure of the level itself (bench/server_cpu.py): the busiest server process's CPU seconds
+# per wall second (1.0 = one core; from /proc/<pid>/stat over the level).
+SERVER_CPU = METRIC_SERVER_CPU
 HOST_KEYS = (PCIE_RX, PCIE_TX, NVLINK, SM_ACTIVE, SERVER_CPU)
 
 

@@ -6,7 +6,8 @@ The rules run in this order; the first that decides names the limiter:
 1. not-enough-evidence   fewer than 2 requests completed, or the level was cut short;
 2. client-bound          the load generator used CPU_BUSY (90%) of a core or more, its event
                          loop woke LOOP_LAG_MS (10 ms) late or more at the median (it read and
-                         sent late: its own work, or the controller's CPU taken by others), or
+                         sent late: its own work, or the controller's CPU taken by others)
+                         while the server's gauges never held C requests at once, or
                          it never held C in flight although the level had C requests: the
                          server was not asked for C, so nothing after this rule may blame it;
 3. scheduler-cap         requests waited while the running gauge sat at --max-num-seqs (95%);
@@ -82,7 +83,8 @@ def _not_finished(e: Evidence) -> Verdict | None:
 
 def _client(e: Evidence) -> Verdict | None:
     busy = e.client_cpu is not None and e.client_cpu >= CPU_BUSY
-    late = e.client_loop_lag_ms is not None and e.client_loop_lag_ms >= LOOP_LAG_MS
+    # a late loop read and sent late, but if the server held all C at once it was given them
+    late = e.client_loop_lag_ms is not None and e.client_loop_lag_ms >= LOOP_LAG_MS and not _server_held(e)
     short = (e.client_in_flight is not None and e.load is not None and e.client_in_flight < e.load
              <= e.completed and e.capped is not None)
     if not (busy or late or short):
@@ -102,6 +104,13 @@ def _client(e: Evidence) -> Verdict | None:
     signs = busy + late + short
     return Verdict("client-bound", "high" if signs >= 2 or late else "medium",
                    "; ".join(said) + ": the server was not given the load asked", figures)
+
+
+def _server_held(e: Evidence) -> bool:
+    """The server's gauges saw every request of the level's load at once (running or waiting)."""
+    if e.max_running is None or e.load is None or (e.scrapes or 0) < MIN_SCRAPES:
+        return False
+    return e.max_running + (e.max_waiting or 0.0) >= e.load
 
 
 def _waiting(e: Evidence) -> bool:

@@ -118,6 +118,16 @@ def _owned(pidfile: str) -> str:
     )
 
 
+def main_pid(backend: Backend, paths: ServicePaths) -> str:
+    """Shell that sets $pid to the service's main process (it leads the service's session),
+    or to nothing when it does not run: the process backend's pidfile, checked as the one
+    orch started (`_owned`); systemd's MainPID (0 when the unit is down)."""
+    if backend == "systemd":
+        return (f"pid=$(systemctl show -p MainPID --value {quoted(paths.unit)} 2>/dev/null); "
+                '[ "$pid" != 0 ] || pid=')
+    return f"{_owned(quoted(paths.pidfile))} || pid="
+
+
 def _record_pid(pidfile: str) -> str:
     return f"""echo "$! $(sed 's/.*) //' /proc/$!/stat | cut -d' ' -f20)" > {pidfile}"""
 

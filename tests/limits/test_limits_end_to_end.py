@@ -99,7 +99,7 @@ def _bench(url: str, out: Path, slowed: bool) -> dict[str, Any]:
 
 
 def test_a_slowed_load_generator_is_named_client_bound_never_the_server(tmp_path: Path) -> None:
-    with running_simulator(time_scale=0.05, startup_time_scale=0.001, max_num_seqs=4) as sim:  # a server with a real cap too
+    with running_simulator(time_scale=0.05, startup_time_scale=0.001) as sim:
         free = _bench(sim.base_url, tmp_path / "free", slowed=False)
         slowed = _bench(sim.base_url, tmp_path / "slowed", slowed=True)
     assert free["limiter"]["name"] != "client-bound", free["limiter"]
