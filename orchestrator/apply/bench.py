@@ -150,7 +150,8 @@ class BenchStage:
                     api_key=self.api_key, out_dir=out_dir, emit=emit, host=host,
                     labels={"plan": self.plan.name, "host": host}, base_dir=self.base_dir,
                     finished=finished, crash=crash, explain_death=explain,
-                    samplers=[gpus, *self._server_cpu(transport)], judge=self._judge(outcome),
+                    # the CPU sampler first: it holds the start until its first reading is in
+                    samplers=[*self._server_cpu(transport), gpus], judge=self._judge(outcome),
                 )
             if not result.server_died or result.crash is None:
                 return result

@@ -45,6 +45,9 @@ BLOCK = "server_processes"
 INTERVAL_S = 1.0  # between readings: a time series; the figures need only the first and last
 NO_PYTHON = "no python3 on the host"
 _POLL_S = 0.25
+# The repeat starts once the first reading is in (or this long has passed): a level shorter
+# than the host program's start-up (a python3 over SSH on a busy host: seconds) is measured.
+FIRST_READING_S = 10.0
 
 
 @cache
@@ -132,6 +135,7 @@ class ServerCpuSampler:
         self._held: Held | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._first = threading.Event()  # set by the reader on the repeat's first line
 
     def start(self, origin_ns: int) -> None:
         self.origin_ns, self._raw, self._end_s, self._problem = origin_ns, [], 0.0, ""
@@ -142,9 +146,11 @@ class ServerCpuSampler:
             self._problem = f"the sampler did not start: {str(error).strip().splitlines()[0]}"
             return
         self._held = held
+        self._first = threading.Event()
         self._thread = threading.Thread(target=self._read, args=(held, self._raw, self._stop),
                                         name="orch-server-cpu", daemon=True)
         self._thread.start()
+        self._first.wait(FIRST_READING_S)
 
     def _read(self, held: Held, raw: list[tuple[float, str]], stop: threading.Event) -> None:
         try:
@@ -153,10 +159,13 @@ class ServerCpuSampler:
                 line = held.line(timeout=_POLL_S)
                 if line is not None:
                     raw.append(((time.perf_counter_ns() - self.origin_ns) / 1e9, line))
+                    self._first.set()
                 elif time.monotonic() - asked < _POLL_S / 2 or stop.is_set():
                     return  # the command ended (or the stop gave up on it)
         except Exception:  # a connection closed under the read: the lines read are kept
             return
+        finally:
+            self._first.set()  # an ended program: nobody waits for its first line
 
     def stop(self) -> None:
         """Close the program's input (it takes its last reading and ends), then read to its end."""

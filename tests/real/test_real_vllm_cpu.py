@@ -101,6 +101,22 @@ def test_the_sweep_counts_exactly_what_the_server_generated(
         assert server["delta_requests_finished"] == 8
 
 
+def test_the_real_server_is_named_host_cpu_bound_from_its_processes_cpu_time(
+        applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    result, run = applied
+    bench = run / "hosts" / "localhost" / "bench"
+    level = json.loads((bench / "level-c4.json").read_text())
+    processes = level["server_processes"]
+    assert processes["source"] == "proc" and len(processes["processes"]) >= 2  # API server + engine
+    verdict = level["limiter"]
+    assert verdict["name"] == "host-cpu-bound", verdict
+    assert verdict["figures"]["server_cpu"] == level["server_cpu"] >= 0.9  # a core or more, no GPU
+    plateau = json.loads((bench / "summary.json").read_text())["plateau"]
+    assert plateau["levels"]["c4"] == "host-cpu-bound"
+    assert "api-server-count" in json.dumps(plateau["try"])
+    assert "host-cpu-bound" in result.stdout
+
+
 def test_a_second_apply_changes_nothing_and_keeps_the_server(
         deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     again = deployment.orch("apply", str(PLAN), *deployment.sets(*BENCH), "--skip", "bench")
