@@ -32,6 +32,12 @@ MEAN_RESPONSE_TOKENS = 510
 RESPONSE_SPREAD = 0.15
 
 
+# PCIe bytes (rx + tx) per GPU per token of a TP group's ring all-reduces: 2 per layer, each
+# of hidden x 2 bytes (bf16), 2(N-1)/N of it sent and as much received by every GPU.
+KIMI_ALLREDUCE_BYTES = 61 * 2 * (7168 * 2) * 2 * (2 * 7 / 8)  # 6.12 MB: 61 layers, TP8
+MINIMAX_ALLREDUCE_BYTES = 62 * 2 * (3072 * 2) * 2 * (2 * 3 / 4)  # 2.29 MB: 62 layers, TP4
+
+
 @dataclass(frozen=True)
 class StartupTimes:
     """Model seconds of each start-up phase (facts §8.2), before `--time-scale`."""
@@ -56,6 +62,26 @@ class StartupTimes:
             + self.cuda_graphs
             + self.api
         )
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """How the profile's GPUs look to a DCGM exporter while the engine steps (sim/gpus.py
+    applies it to what the scheduler did; the module doc above has its calibration)."""
+
+    allreduce_wait: float  # share of a busy step spent waiting on the all-reduce (SMs idle)
+    pcie_bytes_per_token: float  # PCIe bytes (rx + tx) per GPU per token, prompt or generated
+    sm_active_computing: float  # SM activity while computing, with a full batch
+    full_compute_w: float  # power of one GPU computing with a full batch
+    dram_active_computing: float = 0.5  # device memory busy while computing (weights, KV)
+    sm_half_batch: float = 2.0  # the batch (tokens per step) that fills half of the SMs
+    name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    power_limit_w: float = 600.0
+    idle_w: float = 80.0  # power of an idle GPU (its clocks down)
+    waiting_w: float = 220.0  # power of a busy GPU whose SMs wait (clocks up, kernels stalled)
+    memory_mib: int = 97887
+    boost_mhz: int = 2617
+    idle_mhz: int = 180
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,7 @@ class Profile:
     weights_gib: float = 1.0
     kv_cache_gib: float = 1.0
     pcie_only: bool = False
+    gpu: GpuModel | None = None  # None: no GPUs (a CPU deployment, `instant`): no stand-in
 
     def step_seconds(self, running: int, prefill_tokens: int = 0) -> float:
         """Model seconds of one engine step with `running` sequences."""
@@ -126,6 +153,8 @@ KIMI_NVFP4 = Profile(
     weights_gib=71.2,
     kv_cache_gib=15.43,
     pcie_only=True,
+    gpu=GpuModel(allreduce_wait=0.6, pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
+                 sm_active_computing=0.9, full_compute_w=560.0),
 )
 
 MINIMAX_EP = Profile(
@@ -159,6 +188,8 @@ MINIMAX_EP = Profile(
     weights_gib=53.6,
     kv_cache_gib=23.62,
     pcie_only=True,
+    gpu=GpuModel(allreduce_wait=0.1, pcie_bytes_per_token=MINIMAX_ALLREDUCE_BYTES,
+                 sm_active_computing=0.95, full_compute_w=590.0),
 )
 
 KIMI_INT4 = Profile(
@@ -191,6 +222,10 @@ KIMI_INT4 = Profile(
     weights_gib=74.3,
     kv_cache_gib=13.9,
     pcie_only=True,
+    # The same all-reduces over the same links as NVFP4 (its 9.8 ms wait at C=1) in a step
+    # of 12.2 ms: 80% of a step waits; the same bytes per token at twice the token rate.
+    gpu=GpuModel(allreduce_wait=0.8, pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
+                 sm_active_computing=0.9, full_compute_w=560.0),
 )
 
 INSTANT = Profile(
