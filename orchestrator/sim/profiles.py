@@ -19,6 +19,27 @@ which runs the same scheduler in virtual time; tests/sim/test_sim_calibration.py
 
 Each profile's default `max_num_seqs` is its peak concurrency: more concurrent requests wait,
 so throughput plateaus there as it did on the real hardware.
+
+Stand-in GPU telemetry (`GpuModel`, applied by sim/gpus.py to the engine's steps and served
+as DCGM-exporter text by sim/dcgm_stand_in.py). Calibration: PCIe bytes per token per GPU
+are the TP group's ring all-reduces (2 per layer, hidden x 2 bytes, 2(N-1)/N each way:
+Kimi 6.12 MB with 61 layers of 7,168 on TP8, MiniMax 2.29 MB with 62 layers of 3,072 on
+TP4). Kimi NVFP4 waits on them for 60% of a step (the seed's diagnosis: TP8 over PCIe, no
+NVLink, bound by the all-reduce); Kimi INT4 runs the same all-reduces over the same links
+(NVFP4's 9.8 ms of waiting at C=1) in a 12.2 ms step, so 80% of its step waits: its faster
+kernels shortened the compute, not the wait; MiniMax with expert parallelism on 4 GPUs
+overlaps most of its links' time (5%) and keeps its SMs busy. Steady figures, the engine
+stepping at C back to back (`gpus.steady`; tests/sim/test_sim_stand_in_gpus.py holds the
+verdicts the limiter rules give them):
+
+| profile                          | C   | util | SM active | PCIe MB/s | power (600 W) | verdict            |
+|----------------------------------|----:|-----:|----------:|----------:|--------------:|--------------------|
+| kimi-k2.5-nvfp4-8x-rtx-pro-6000  | 1   | 100% | 0.12      | 376       | 265 W         | not enough evidence|
+|                                  | 64  | 100% | 0.35      | 6,888     | 352 W         | interconnect-bound |
+| minimax-m2.5-4x-ep               | 1   | 100% | 0.31      | 192       | 337 W         | not enough evidence|
+|                                  | 256 | 100% | 0.91      | 9,684     | 569 W         | compute-bound      |
+| kimi-k2.5-int4-8x-rtx-pro-6000   | 1   | 100% | 0.06      | 503       | 243 W         | not enough evidence|
+|                                  | 128 | 100% | 0.18      | 15,035    | 287 W         | interconnect-bound |
 """
 
 from __future__ import annotations
