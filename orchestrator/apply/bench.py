@@ -59,7 +59,7 @@ class BenchStage:
         out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
         finished = self._resumed(out_dir, host, emit)
         with contextlib.ExitStack() as forwards:  # the DCGM exporter's port, while read
-            gpus = self._gpu_sampler(transport, forwards)
+            gpus = self._gpu_sampler(transport, forwards, base_url)
             result = self._sweep(transport, base_url, out_dir, finished, gpus, outcome, emit)
         self.console.print(result.render(title=f"{self.plan.name} on {host}",
                                          width=self.console.width))
@@ -105,9 +105,18 @@ class BenchStage:
                                     + " finished before, kept as they are"))
         return finished
 
-    def _gpu_sampler(self, transport: Transport, forwards: contextlib.ExitStack) -> Sampler:
+    def _gpu_sampler(self, transport: Transport, forwards: contextlib.ExitStack,
+                     base_url: str) -> Sampler:
         smi = GpuSampler(transport, self.bench.gpu_telemetry)  # asks the host once
         dcgm_port = self.bench.dcgm_port
+        assert self.plan.service is not None
+        stand_in = engine(self.plan.service.engine).stand_in_dcgm
+        if smi.interval and not smi.available and stand_in:
+            # The simulator's stand-in GPUs, on its own port (base_url already reaches it);
+            # a profile without GPUs answers 404 and the host's own telemetry is read.
+            url = base_url.rstrip("/") + stand_in
+            if answers(url):
+                return DcgmSampler(url, smi.interval)
         if smi.interval and not smi.available and dcgm_port:
             # No nvidia-smi to run: the host's DCGM exporter, if it has one, says the same.
             local = forwards.enter_context(transport.forward(dcgm_port))

@@ -5,12 +5,24 @@ repeat, as the server's `/metrics` is scraped (server_metrics.py `Scraper`), and
 same `gpu_telemetry` block as the nvidia-smi sampler, with `source: dcgm-exporter`: its
 samples become `gpu<index>.<figure>` snapshots and gpu_figures.py summarizes them.
 
-The exporter's default counters (dcgm-exporter's default-counters.csv) map as:
+The exporter's default counters (dcgm-exporter's etc/default-counters.csv) map as:
 DCGM_FI_DEV_POWER_USAGE (W) -> power, DCGM_FI_DEV_GPU_UTIL (%) -> utilization,
 DCGM_FI_DEV_MEM_COPY_UTIL (%) -> memory utilization, DCGM_FI_DEV_FB_USED and _FB_FREE (MiB)
 -> memory used and total, DCGM_FI_DEV_GPU_TEMP (C) -> temperature, DCGM_FI_DEV_SM_CLOCK
 (MHz) -> SM clock, DCGM_FI_DEV_POWER_MGMT_LIMIT (W, when exported) -> the power limit.
 Each line names its GPU by the `gpu` label, with `UUID` and `modelName`.
+
+The profiling (DCP) fields, when the exporter's collectors include them (its
+etc/dcp-metrics-included.csv; DCGM's field identifiers 1002-1012, all gauges), are the
+evidence of the limiter rules (limits/evidence.py reads these keys):
+DCGM_FI_PROF_SM_ACTIVE (ratio 0-1 of cycles an SM has a warp assigned) -> `sm_active`;
+DCGM_FI_PROF_PCIE_RX_BYTES and _TX_BYTES (bytes per second, headers included) ->
+`pcie_rx_mb_s` and `pcie_tx_mb_s` (MB = 1e6 bytes); DCGM_FI_PROF_NVLINK_RX_BYTES + _TX_BYTES
+(bytes per second) -> `nvlink_mb_s`, both directions summed; DCGM_FI_PROF_DRAM_ACTIVE (ratio
+of cycles the memory interface is busy) -> `mem_util_pct` (x100) only where the scrape has no
+DCGM_FI_DEV_MEM_COPY_UTIL: one figure for one question (how busy device memory was), the
+default counter first because every exporter has it and earlier levels were read from it.
+An exporter without them (the default collectors, an older one) leaves the keys out.
 """
 
 from __future__ import annotations
@@ -42,8 +54,21 @@ FIELDS = {
     "DCGM_FI_DEV_FB_FREE": "mem_free_mib",
     "DCGM_FI_DEV_GPU_TEMP": "temp_c",
     "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_PROF_SM_ACTIVE": "sm_active",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "pcie_rx_mb_s",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "pcie_tx_mb_s",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": "nvlink_rx_mb_s",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": "nvlink_tx_mb_s",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active_pct",
 }
-_LINE = re.compile(r"^(DCGM_FI_DEV_\w+)\{([^}]*)\}\s+(\S+)")
+SCALES = {  # a field's unit -> the figure's: bytes/s -> MB/s, a ratio -> percent
+    "DCGM_FI_PROF_PCIE_RX_BYTES": 1e-6,
+    "DCGM_FI_PROF_PCIE_TX_BYTES": 1e-6,
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": 1e-6,
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": 1e-6,
+    "DCGM_FI_PROF_DRAM_ACTIVE": 100.0,
+}
+_LINE = re.compile(r"^(DCGM_FI_(?:DEV|PROF)_\w+)\{([^}]*)\}\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -62,13 +87,24 @@ def parse_dcgm(lines: Sequence[str]) -> tuple[dict[str, float], dict[int, tuple[
             index, value = int(labels.get("gpu", "")), float(match.group(3))
         except ValueError:
             continue
-        values[f"gpu{index}.{FIELDS[match.group(1)]}"] = value
+        values[f"gpu{index}.{FIELDS[match.group(1)]}"] = value * SCALES.get(match.group(1), 1.0)
         gpus.setdefault(index, (labels.get("UUID", ""), labels.get("modelName", "")))
     for index in gpus:
-        used, free = values.get(f"gpu{index}.mem_used_mib"), values.pop(f"gpu{index}.mem_free_mib", None)
-        if used is not None and free is not None:
-            values[f"gpu{index}.mem_total_mib"] = used + free
+        _derived(values, f"gpu{index}.")
     return values, gpus
+
+
+def _derived(values: dict[str, float], gpu: str) -> None:
+    """One GPU's figures made of others: memory total, NVLink both ways, DRAM activity."""
+    used, free = values.get(gpu + "mem_used_mib"), values.pop(gpu + "mem_free_mib", None)
+    if used is not None and free is not None:
+        values[gpu + "mem_total_mib"] = used + free
+    links = [v for key in ("nvlink_rx_mb_s", "nvlink_tx_mb_s") if (v := values.pop(gpu + key, None)) is not None]
+    if links:
+        values[gpu + "nvlink_mb_s"] = sum(links)
+    dram = values.pop(gpu + "dram_active_pct", None)
+    if dram is not None:
+        values.setdefault(gpu + "mem_util_pct", dram)
 
 
 def answers(url: str) -> bool:

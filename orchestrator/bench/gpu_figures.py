@@ -49,6 +49,10 @@ FIGURES = {  # the numeric fields of QUERY, in order -> their key in a snapshot
     "temperature.gpu": "temp_c",
     "clocks.sm": "sm_clock_mhz",
 }
+# DCGM's profiling fields (bench/dcgm.py), per GPU: SM activity 0-1, PCIe receive and send and
+# NVLink both ways in MB/s. Absent from nvidia-smi's samples and from older exporters' (and
+# then from the summary): limits/evidence.py reads them where present.
+PROFILING = ("sm_active", "pcie_rx_mb_s", "pcie_tx_mb_s", "nvlink_mb_s")
 EXIT_MARK = "orch-nvidia-smi-exit"  # the line the sampler's command prints when nvidia-smi ends
 
 CLOCK_DROP = 0.10
@@ -261,6 +265,7 @@ def _gpu_summary(index: int, identity: tuple[str, str] | None,
         "throttled": count >= MIN_THROTTLED,
         "throttled_samples": count,
         "throttle_reasons": reasons,
+        **{f"mean_{key}": value for key in PROFILING if (value := _mean(column(key))) is not None},
     }
 
 
@@ -302,11 +307,22 @@ def summarize_samples(snapshots: Sequence[Snapshot], gpus: Mapping[int, tuple[st
         "min_sm_clock_mhz": _min([g["min_sm_clock_mhz"] for g in summaries if g["min_sm_clock_mhz"] is not None]),
         "throttled": any(g["throttled"] for g in summaries),
         "throttled_gpus": [g["index"] for g in summaries if g["throttled"]],
+        **_profiling_means(summaries),
         "gpus": summaries,
         "timeline": [_point(s.t_s, g, powered) for s, g in zip(samples, by_gpu, strict=True)],
     }
     if problem:
         out["problem"] = problem
+    return out
+
+
+def _profiling_means(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """`mean_<key>` over the GPUs that have it, for each PROFILING key some GPU has."""
+    out: dict[str, float] = {}
+    for key in PROFILING:
+        values = [g[f"mean_{key}"] for g in summaries if g.get(f"mean_{key}") is not None]
+        if values:
+            out[f"mean_{key}"] = round(sum(values) / len(values), 4)
     return out
 
 

@@ -99,3 +99,6 @@ class Engine:
     builds: str | None = None
     signatures: Sequence[Signature] = ()  # why it died, from its log (engines/signatures.py)
     preflight: Callable[[Plan, Facts], list[Finding]] = no_preflight  # its own rules
+    # A path on its server's own port that serves DCGM-exporter text for GPUs it stands in for
+    # (the simulator's); read for the GPU telemetry when the host has no nvidia-smi.
+    stand_in_dcgm: str | None = None

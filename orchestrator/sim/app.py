@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from orchestrator.sim import wire
 from orchestrator.sim.api_requests import ApiError, parse_chat, parse_completion
+from orchestrator.sim.dcgm_stand_in import STAND_IN_DCGM_PATH
+from orchestrator.sim.dcgm_stand_in import render as render_dcgm
 from orchestrator.sim.engine import Engine
 from orchestrator.sim.failures import ENGINE_DEAD
 from orchestrator.sim.http11 import Request, Responder
@@ -52,6 +54,8 @@ class SimApp:
             "/v1/chat/completions": {"POST": self.chat},
             "/v1/completions": {"POST": self.completions},
         }
+        if engine.gpus is not None:  # a profile with GPUs: what their DCGM exporter would say
+            self.routes[STAND_IN_DCGM_PATH] = {"GET": self.stand_in_dcgm}
 
     def handle(self, request: Request, responder: Responder) -> None:
         try:
@@ -113,6 +117,12 @@ class SimApp:
             "num_gpu_blocks": str(self.o.kv_cache_tokens // KV_BLOCK_SIZE),
         }
         text = render(self.metrics, self.model, self.engine.counts(), info, cache)
+        responder.send(200, text.encode(), wire.METRICS_CONTENT_TYPE)
+
+    def stand_in_dcgm(self, request: Request, responder: Responder) -> None:
+        gpus = self.engine.gpus
+        assert gpus is not None and gpus.model is not None
+        text = render_dcgm(gpus.read(), self.o.tensor_parallel, gpus.model.name)
         responder.send(200, text.encode(), wire.METRICS_CONTENT_TYPE)
 
     def models(self, request: Request, responder: Responder) -> None:

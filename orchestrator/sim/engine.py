@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from orchestrator.sim import failures
+from orchestrator.sim.gpus import GpuMeter
 from orchestrator.sim.logs import VllmLog
 from orchestrator.sim.metrics import EngineMetrics
 from orchestrator.sim.scheduler import Scheduler, Sequence
@@ -44,6 +45,7 @@ class Engine:
         crash_after: int | None = None,
         hang_after: int | None = None,
         on_dead: Callable[[], None] | None = None,
+        gpus: GpuMeter | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.metrics = metrics
@@ -53,6 +55,7 @@ class Engine:
         self.crash_after = crash_after
         self.hang_after = hang_after
         self.on_dead = on_dead
+        self.gpus = gpus  # told of every step: the stand-in GPU telemetry (sim/gpus.py)
         self.dead = False
         self.hung = False
         self.completed = 0
@@ -116,6 +119,8 @@ class Engine:
                                  f"(--hang-after-requests {self.hang_after})")  # fmt: skip
                 await asyncio.Event().wait()  # forever: the process stays up, nothing moves
             plan = scheduler.plan_step(monotonic())
+            if self.gpus is not None:
+                self.gpus.step(due, plan.seconds, plan.running, plan.prefill_tokens)
             due += plan.seconds * scale
             now = monotonic()
             burst += 1

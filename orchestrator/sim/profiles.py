@@ -19,6 +19,27 @@ which runs the same scheduler in virtual time; tests/sim/test_sim_calibration.py
 
 Each profile's default `max_num_seqs` is its peak concurrency: more concurrent requests wait,
 so throughput plateaus there as it did on the real hardware.
+
+Stand-in GPU telemetry (`GpuModel`, applied by sim/gpus.py to the engine's steps and served
+as DCGM-exporter text by sim/dcgm_stand_in.py). Calibration: PCIe bytes per token per GPU
+are the TP group's ring all-reduces (2 per layer, hidden x 2 bytes, 2(N-1)/N each way:
+Kimi 6.12 MB with 61 layers of 7,168 on TP8, MiniMax 2.29 MB with 62 layers of 3,072 on
+TP4). Kimi NVFP4 waits on them for 60% of a step (the seed's diagnosis: TP8 over PCIe, no
+NVLink, bound by the all-reduce); Kimi INT4 runs the same all-reduces over the same links
+(NVFP4's 9.8 ms of waiting at C=1) in a 12.2 ms step, so 80% of its step waits: its faster
+kernels shortened the compute, not the wait; MiniMax with expert parallelism on 4 GPUs
+overlaps most of its links' time (5%) and keeps its SMs busy. Steady figures, the engine
+stepping at C back to back (`gpus.steady`; tests/sim/test_sim_stand_in_gpus.py holds the
+verdicts the limiter rules give them):
+
+| profile                          | C   | util | SM active | PCIe MB/s | power (600 W) | verdict            |
+|----------------------------------|----:|-----:|----------:|----------:|--------------:|--------------------|
+| kimi-k2.5-nvfp4-8x-rtx-pro-6000  | 1   | 100% | 0.12      | 376       | 265 W         | not enough evidence|
+|                                  | 64  | 100% | 0.35      | 6,888     | 352 W         | interconnect-bound |
+| minimax-m2.5-4x-ep               | 1   | 100% | 0.31      | 192       | 337 W         | not enough evidence|
+|                                  | 256 | 100% | 0.91      | 9,684     | 569 W         | compute-bound      |
+| kimi-k2.5-int4-8x-rtx-pro-6000   | 1   | 100% | 0.06      | 503       | 243 W         | not enough evidence|
+|                                  | 128 | 100% | 0.18      | 15,035    | 287 W         | interconnect-bound |
 """
 
 from __future__ import annotations
@@ -30,6 +51,12 @@ from dataclasses import dataclass, field, replace
 # +-RESPONSE_SPREAD around that mean (61.3 tok/s x 8.36 s = 512 tokens in the motivating run).
 MEAN_RESPONSE_TOKENS = 510
 RESPONSE_SPREAD = 0.15
+
+
+# PCIe bytes (rx + tx) per GPU per token of a TP group's ring all-reduces: 2 per layer, each
+# of hidden x 2 bytes (bf16), 2(N-1)/N of it sent and as much received by every GPU.
+KIMI_ALLREDUCE_BYTES = 61 * 2 * (7168 * 2) * 2 * (2 * 7 / 8)  # 6.12 MB: 61 layers, TP8
+MINIMAX_ALLREDUCE_BYTES = 62 * 2 * (3072 * 2) * 2 * (2 * 3 / 4)  # 2.29 MB: 62 layers, TP4
 
 
 @dataclass(frozen=True)
@@ -56,6 +83,26 @@ class StartupTimes:
             + self.cuda_graphs
             + self.api
         )
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """How the profile's GPUs look to a DCGM exporter while the engine steps (sim/gpus.py
+    applies it to what the scheduler did; the module doc above has its calibration)."""
+
+    allreduce_wait: float  # share of a busy step spent waiting on the all-reduce (SMs idle)
+    pcie_bytes_per_token: float  # PCIe bytes (rx + tx) per GPU per token, prompt or generated
+    sm_active_computing: float  # SM activity while computing, with a full batch
+    full_compute_w: float  # power of one GPU computing with a full batch
+    dram_active_computing: float = 0.5  # device memory busy while computing (weights, KV)
+    sm_half_batch: float = 2.0  # the batch (tokens per step) that fills half of the SMs
+    name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    power_limit_w: float = 600.0
+    idle_w: float = 80.0  # power of an idle GPU (its clocks down)
+    waiting_w: float = 220.0  # power of a busy GPU whose SMs wait (clocks up, kernels stalled)
+    memory_mib: int = 97887
+    boost_mhz: int = 2617
+    idle_mhz: int = 180
 
 
 @dataclass(frozen=True)
@@ -86,6 +133,7 @@ class Profile:
     weights_gib: float = 1.0
     kv_cache_gib: float = 1.0
     pcie_only: bool = False
+    gpu: GpuModel | None = None  # None: no GPUs (a CPU deployment, `instant`): no stand-in
 
     def step_seconds(self, running: int, prefill_tokens: int = 0) -> float:
         """Model seconds of one engine step with `running` sequences."""
@@ -126,6 +174,8 @@ KIMI_NVFP4 = Profile(
     weights_gib=71.2,
     kv_cache_gib=15.43,
     pcie_only=True,
+    gpu=GpuModel(allreduce_wait=0.6, pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
+                 sm_active_computing=0.9, full_compute_w=560.0),
 )
 
 MINIMAX_EP = Profile(
@@ -159,6 +209,9 @@ MINIMAX_EP = Profile(
     weights_gib=53.6,
     kv_cache_gib=23.62,
     pcie_only=True,
+    # Expert parallel: 4 GPUs, and its kernels overlap most of the links' time.
+    gpu=GpuModel(allreduce_wait=0.05, pcie_bytes_per_token=MINIMAX_ALLREDUCE_BYTES,
+                 sm_active_computing=0.97, full_compute_w=590.0),
 )
 
 KIMI_INT4 = Profile(
@@ -191,6 +244,10 @@ KIMI_INT4 = Profile(
     weights_gib=74.3,
     kv_cache_gib=13.9,
     pcie_only=True,
+    # The same all-reduces over the same links as NVFP4 (its 9.8 ms wait at C=1) in a step
+    # of 12.2 ms: 80% of a step waits; the same bytes per token at twice the token rate.
+    gpu=GpuModel(allreduce_wait=0.8, pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
+                 sm_active_computing=0.9, full_compute_w=560.0),
 )
 
 INSTANT = Profile(

@@ -23,6 +23,7 @@ from orchestrator import masking
 from orchestrator.sim import cluster, failures
 from orchestrator.sim.app import SimApp
 from orchestrator.sim.engine import Engine
+from orchestrator.sim.gpus import GpuMeter
 from orchestrator.sim.http11 import HttpServer
 from orchestrator.sim.logs import VllmLog
 from orchestrator.sim.metrics import EngineMetrics
@@ -226,6 +227,7 @@ def _engine(options: SimOptions, log: VllmLog,
         crash_after=options.crash_after_requests,
         hang_after=options.hang_after_requests,
         on_dead=dead.set,
+        gpus=GpuMeter(options.profile, options.time_scale) if options.profile.gpu else None,
     )
     return engine, metrics
 

@@ -21,14 +21,20 @@ from fixtures.sshd import SshServer, free_port
 pytestmark = pytest.mark.slow
 
 
-def _plan(tmp_path: Path, name: str, telemetry: str | None, **bench: object) -> Path:
+# A profile without GPUs: the simulator then stands in for none (no DCGM stand-in), as on
+# a host whose GPUs it does not simulate; the GPU profiles' stand-in is test_sim_limiters.py's.
+NO_GPUS = "tiny-qwen2-vllm-cpu-2-cores"
+
+
+def _plan(tmp_path: Path, name: str, telemetry: str | None, profile: str = "kimi-k2.5-nvfp4-8x-rtx-pro-6000",
+          **bench: object) -> Path:
     plan = tmp_path / f"{name}.yaml"
     plan.write_text(yaml.safe_dump({
         "name": name, "hosts": "all",
         "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": free_port(),
                     "backend": "process", "name": f"energy-{tmp_path.name[-8:]}",
-                    "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.1,
+                    "sim": {"profile": profile, "time_scale": 0.1,
                             "startup_time_scale": 0.001}},
         "health": {"startup_timeout": "60s", "poll_interval": "0.2s"},
         "bench": {"concurrency": [1, 4], "requests_per_level": 8, "warmup": 0, "max_tokens": 64,
@@ -72,7 +78,7 @@ def test_every_level_records_what_the_gpus_drew(tmp_path: Path) -> None:
 
 def test_a_host_without_nvidia_smi_records_none_and_runs(tmp_path: Path, sshd: SshServer) -> None:
     inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
-    plan = _plan(tmp_path, "no-gpu", "1s")
+    plan = _plan(tmp_path, "no-gpu", "1s", NO_GPUS)
     try:
         applied = orch("apply", plan, "-i", inventory, cwd=tmp_path)
         assert applied.returncode == 0, applied.stdout + applied.stderr
@@ -92,7 +98,7 @@ def test_a_host_with_a_dcgm_exporter_and_no_nvidia_smi_is_read_through_it(
                           text=True) as served:
         assert served.stdout is not None and served.stdout.readline().strip() == "ready"
         inventory = write_inventory(tmp_path / "inventory.yaml", sshd.inventory(1))
-        plan = _plan(tmp_path, "dcgm", "0.2s", dcgm_port=port)
+        plan = _plan(tmp_path, "dcgm", "0.2s", NO_GPUS, dcgm_port=port)
         try:
             applied = orch("apply", plan, "-i", inventory, cwd=tmp_path)
             assert applied.returncode == 0, applied.stdout + applied.stderr

@@ -13,6 +13,7 @@ from orchestrator.engines.vllm.builds import RESERVED_FLAGS
 from orchestrator.engines.vllm.phases import PhaseTracker
 from orchestrator.engines.vllm.signatures import SIGNATURES
 from orchestrator.plan.models import ServiceSpec
+from orchestrator.sim.dcgm_stand_in import STAND_IN_DCGM_PATH
 
 # Flags with their own field under `service.sim:`.
 SIM_FLAGS = {
@@ -65,4 +66,5 @@ ENGINE = Engine(
     simulated=True,
     uses_gpus=False,
     signatures=SIGNATURES,  # it prints vLLM's texts for the failures it injects
+    stand_in_dcgm=STAND_IN_DCGM_PATH,  # its profiles' GPUs, as their DCGM exporter would say
 )
