@@ -72,4 +72,8 @@ def test_old_level_files_make_a_table_a_csv_and_a_comparison(tmp_path: Path) -> 
     comparison = compare_runs([folder.path]).to_json()
     (series,) = comparison["series"]
     assert [level["level"] for level in series["levels"]] == ["c1", "c2", "c4", "r2"]
+    # written before verdicts: judged on reading, from what the files hold
+    plateau = series["plateau"]
+    assert plateau["says"] and set(plateau["levels"]) <= {"c1", "c2", "c4"}
+    assert all("limiter" not in json.loads(p.read_text()) for p in bench.root.glob("level-*.json"))
     assert json.loads((bench.root / "level-c4.json").read_text())["repeats"][0]["an_old_figure"] == 1.5
