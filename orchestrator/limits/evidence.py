@@ -56,6 +56,7 @@ class Evidence:
     load: float | None  # C asked (closed, batch) or the rate
     completed: int
     partial: bool
+    simulated: bool  # the simulator's level: no server processes of the modelled server
     client_cpu: float | None
     client_loop_lag_ms: float | None  # median lateness of the client's event loop
     client_in_flight: float | None
@@ -86,7 +87,8 @@ class Evidence:
     def present(self) -> dict[str, Any]:
         """The figures the level has, by name (no links, no words)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) is not None and f.name not in ("links", "level", "capped")}
+                if getattr(self, f.name) is not None
+                and f.name not in ("links", "level", "capped", "simulated")}
 
 
 def _number(value: Any) -> float | None:
@@ -167,6 +169,7 @@ def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
     seen_gpus = gpu.pop("gpus_seen")
     return Evidence(
         level=level.level, load=_number(load), completed=level.completed, partial=level.partial,
+        simulated=level.simulated,
         client_cpu=_client_cpu(level), client_loop_lag_ms=_loop_lag(level),
         client_in_flight=_number(seen.get("client_in_flight")
                                  if seen else level.figure("max_concurrent_requests", model_time=False)),

@@ -251,7 +251,7 @@ def _missing(e: Evidence) -> list[str]:
         out.append("GPU telemetry (nvidia-smi or a DCGM exporter on the host)")
     elif e.sm_active is None and e.pcie_mb_s is None:
         out.append("SM activity and PCIe traffic (DCGM's profiling fields)")
-    if e.server_cpu is None:
+    if e.server_cpu is None and not e.simulated:  # the simulator's CPU is not the modelled server's
         out.append("the server's CPU time")
     return out
 

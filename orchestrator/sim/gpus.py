@@ -4,8 +4,10 @@ The engine tells the meter of every step it plans (`step`: when it starts on the
 its model seconds, its running batch and its prefill tokens). A step is a stretch of wall
 time, [start, start + seconds x time scale], and its work is spread evenly over it, so a
 reading between two steps or in the middle of one counts exactly the part that has passed.
-`read(now)` gives the figures of the window since the previous read (the exporter's sample
-period: one scrape to the next), per GPU (every GPU of a TP group does the same work):
+`read(now)` gives the figures of the window since the previous read, at most the last
+SAMPLE_S (the driver's own sampling period: a GPU idle for a minute and then busy for the last
+second reads busy, as nvidia-smi's and DCGM's utilization do), per GPU (every GPU of a TP group
+does the same work):
 
 - util      the share of the window's model time the engine was stepping (DCGM_FI_DEV_GPU_UTIL);
 - sm_active each step's `(1 - allreduce_wait) x sm_active_computing x fill(batch)`, weighted
@@ -29,6 +31,7 @@ from typing import NamedTuple
 
 from orchestrator.sim.profiles import GpuModel, Profile
 
+SAMPLE_S = 1.0  # wall seconds a reading covers at most
 RESERVED_GIB = 2.0  # CUDA context, activations and graphs, beside weights and KV cache
 
 
@@ -116,18 +119,30 @@ class GpuMeter:
         self.last_read = self.start
         self.last_total = Work()
         self.last_reading = reading(profile, Work(), 1.0)
+        self.history: list[tuple[float, Work]] = []  # (a step's start, the work done before it)
 
     def step(self, start: float, seconds: float, running: int, prefill: int) -> None:
         """A step of `seconds` model seconds starting at `start` (monotonic wall clock)."""
         self.done = self.done.plus(self.current)
         self.current = step_work(self.model, seconds, running, prefill)
         self.start, self.end = start, start + seconds * self.scale
+        self.history.append((start, self.done))
+        if len(self.history) > 64 and self.history[32][0] < start - 2 * SAMPLE_S:
+            del self.history[:32]  # only the last SAMPLE_S is ever looked back at
 
     def total(self, now: float) -> Work:
         """All the work done up to `now`, the current step's in proportion."""
         length = self.end - self.start
         share = 1.0 if length <= 0 else min(1.0, max(0.0, (now - self.start) / length))
         return self.done.plus(self.current, share)
+
+    def _done_at(self, moment: float) -> Work:
+        """The work done by `moment` (the last step started by then counts whole or not at
+        all: a step is milliseconds of a one-second period)."""
+        if moment >= self.start:
+            return self.total(moment)
+        before = [done for start, done in self.history if start <= moment]
+        return before[-1] if before else (self.history[0][1] if self.history else Work())
 
     def read(self, now: float | None = None) -> Reading:
         """The figures since the previous read (the last ones again if no time passed)."""
@@ -136,7 +151,11 @@ class GpuMeter:
         if elapsed <= 0:
             return self.last_reading
         total = self.total(now)
-        window = Work(*(a - b for a, b in zip(total, self.last_total, strict=True)))
+        since = self.last_total
+        if elapsed > SAMPLE_S:  # the work done before the sample period: the last step before it
+            elapsed = SAMPLE_S
+            since = self._done_at(now - SAMPLE_S)
+        window = Work(*(a - b for a, b in zip(total, since, strict=True)))
         self.last_reading = reading(self.profile, window, elapsed / self.scale)
         self.last_read, self.last_total = now, total
         return self.last_reading

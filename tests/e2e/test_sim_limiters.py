@@ -45,6 +45,7 @@ def test_the_simulated_pivots_name_their_limiters(tmp_path: Path) -> None:
     port = free_port()
     sets = _sets(tmp_path, port)
     verdicts = {}
+    runs = []
     try:
         # kimi's clear margins (traffic, SM activity) hold in shorter levels; minimax's SM
         # activity (0.89 while it steps) needs its level long beside the idle ramp before it
@@ -53,11 +54,13 @@ def test_the_simulated_pivots_name_their_limiters(tmp_path: Path) -> None:
             applied = orch("apply", plan, "-i", inventory, *_sets(tmp_path, port, max_tokens), cwd=tmp_path)
             assert applied.returncode == 0, applied.stdout + applied.stderr
             run = last_run(tmp_path)
+            runs.append(run)
             for label in ("c1", "c64"):
                 level = _level(run, label)
                 gpu = level.extra("gpu_telemetry")
                 assert gpu is not None and gpu["source"] == "dcgm-exporter", gpu
                 verdicts[name, label] = (limiter(gather(level)), gpu)
+                assert level.limiter is not None and level.limiter["name"] == verdicts[name, label][0].name
     finally:
         orch("stop", ROOT / "plans/sim/minimax-m2.5.yaml", "-i", inventory, *sets, cwd=tmp_path)
     kimi, kimi_gpu = verdicts["kimi-nvfp4", "c64"]
@@ -66,6 +69,14 @@ def test_the_simulated_pivots_name_their_limiters(tmp_path: Path) -> None:
     minimax, minimax_gpu = verdicts["minimax-m2.5", "c64"]
     assert minimax.name == "compute-bound", (minimax, minimax_gpu)
     assert minimax_gpu["gpu_count"] == 4 and minimax_gpu["mean_sm_active"] >= 0.8
+    # compared: each run's plateau and why, and that the pivot moved the bottleneck
+    compared = orch("compare", *runs, cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    said = " ".join(compared.stdout.split())
+    assert "Why it plateaus" in said
+    assert "sim-kimi-nvfp4: still rising, interconnect-bound at C=64" in said, compared.stdout
+    assert "sim-minimax-m2.5: still rising, compute-bound at C=64" in said, compared.stdout
+    assert "The limiter differs between runs" in said
     for name in ("kimi-nvfp4", "minimax-m2.5"):  # one stream: latency, no limiter forced
         single, single_gpu = verdicts[name, "c1"]
         assert single.name not in ("interconnect-bound", "compute-bound"), (name, single, single_gpu)
