@@ -52,6 +52,24 @@ def distributions(venv: str) -> Dict[str, Dict[str, str]]:
     return found
 
 
+def write_access(path: str) -> Dict[str, Any]:
+    """Whether this user may write `path`, or create it: the nearest existing directory on
+    the way up decides (and its owner is named when it says no)."""
+    here = path
+    while not os.path.exists(here) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    writable = os.access(here, os.W_OK | os.X_OK)
+    owner = None
+    if not writable:
+        try:
+            import pwd  # not on every platform; the owner is only a courtesy
+
+            owner = pwd.getpwuid(os.stat(here).st_uid).pw_name
+        except (ImportError, KeyError, OSError):
+            owner = None
+    return {"writable": writable, "checked": here, "owner": owner}
+
+
 def venv_facts(venv: str) -> Dict[str, Any]:
     venv = os.path.expanduser(venv)
     python = os.path.join(venv, "bin", "python")
@@ -67,6 +85,7 @@ def venv_facts(venv: str) -> Dict[str, Any]:
         "python_version": version,
         "distributions": distributions(venv) if exists else {},
         "has_uv": os.path.isfile(os.path.join(venv, "bin", "uv")),
+        "access": write_access(venv),
     }
 
 
@@ -94,6 +113,11 @@ class VenvFacts:
     distributions: dict[str, Distribution]  # canonical name -> distribution
     has_uv: bool
     interpreter_path: str | None = None  # the plan's interpreter on the host's PATH, if asked
+    # Whether the login user may write the venv (or create it): False names the directory
+    # that says no (the venv, or its nearest existing parent) and that directory's owner.
+    writable: bool = True
+    write_checked: str | None = None
+    write_owner: str | None = None
 
     def installed(self) -> dict[str, str]:
         """Canonical name -> installed version."""
@@ -119,6 +143,9 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         },
         has_uv=bool(venv.get("has_uv")),
         interpreter_path=venv.get("interpreter"),
+        writable=bool((venv.get("access") or {}).get("writable", True)),
+        write_checked=(venv.get("access") or {}).get("checked"),
+        write_owner=(venv.get("access") or {}).get("owner"),
     )
 
 

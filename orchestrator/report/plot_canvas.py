@@ -9,6 +9,7 @@ placed outside the panels.
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,9 +39,11 @@ def _matplotlib() -> tuple[Any, Any]:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
+        # never orch by name from the index: an unrelated project of that name is there
         raise OrchError(
             "plots need matplotlib, which is not installed",
-            hint="pip install 'orch[report]' (or pip install matplotlib)",
+            hint=f"{sys.executable} -m pip install 'matplotlib>=3.8' (orch's scripts/setup "
+                 "installs it; from a checkout of orch: pip install -e '.[report]')",
         ) from None
     return Figure, FigureCanvasAgg
 

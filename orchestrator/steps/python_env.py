@@ -67,7 +67,17 @@ class PythonEnvStep(Step):
         result.changes.extend(self._absent_changes(installed, installing=bool(specs)))
         if self.exact:
             result.changes.extend(self._unpinned_changes(venv))
+        if result.changes and not venv.writable:
+            result.blocked = self._not_writable(venv, facts)
         return result
+
+    def _not_writable(self, venv: VenvFacts, facts: Facts) -> str:
+        """Said at plan time, before anything is installed: the apply would fail mid-install."""
+        who = f"user {facts.host.user!r}" if facts.host.user else "the login user"
+        owner = f" (owned by {venv.write_owner})" if venv.write_owner else ""
+        return (f"cannot write the venv {self.python.venv}: {who} may not write "
+                f"{venv.write_checked or self.python.venv}{owner}; give python.venv a path that "
+                "user can write (e.g. under its home), or make the user its owner")
 
     def _venv_changes(self, venv: VenvFacts) -> list[Change]:
         """Create the venv, and put uv into it when uv installs."""
