@@ -42,6 +42,7 @@ from orchestrator.transport.command import Command, quoted
 __all__ = ["BLOCK", "Ended", "Reading", "ServerCpuSampler", "parse_lines", "sample_command"]
 
 BLOCK = "server_processes"
+HOST_CPU_BUSY = "host_cpu_busy"  # in the block: the whole host's CPUs busy, 0-1 of every core
 INTERVAL_S = 1.0  # between readings: a time series; the figures need only the first and last
 NO_PYTHON = "no python3 on the host"
 _POLL_S = 0.25
@@ -73,6 +74,7 @@ class Reading(Snapshot):
 
     uptime_s: float = 0.0  # the host's clock
     comms: Mapping[str, str] = field(default_factory=dict)
+    host: tuple[float, float] | None = None  # the whole host's (busy, all) CPU ticks
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,9 @@ def _reading(t_s: float, data: Mapping[str, Any]) -> Reading:
     for pid, start, comm, ticks in data["p"]:
         key = f"{pid}:{start}"
         values[key], comms[key] = float(ticks), str(comm)
-    return Reading(t_s, values, uptime_s=float(data["t"]), comms=comms)
+    host = data.get("h")
+    pair = (float(host[0]), float(host[1])) if isinstance(host, list) and len(host) == 2 else None
+    return Reading(t_s, values, uptime_s=float(data["t"]), comms=comms, host=pair)
 
 
 class ServerCpuSampler:
@@ -159,7 +163,8 @@ class ServerCpuSampler:
                 line = held.line(timeout=_POLL_S)
                 if line is not None:
                     raw.append(((time.perf_counter_ns() - self.origin_ns) / 1e9, line))
-                    self._first.set()
+                    if line.startswith('{"t"'):  # a reading (the header line comes first)
+                        self._first.set()
                 elif time.monotonic() - asked < _POLL_S / 2 or stop.is_set():
                     return  # the command ended (or the stop gave up on it)
         except Exception:  # a connection closed under the read: the lines read are kept
@@ -252,8 +257,17 @@ def summarize_readings(snapshots: Sequence[Snapshot], *, interval_s: float | Non
     if wall <= 0:
         return {**out, "samples": 0, "reason": "fewer than two readings of the server's processes"}
     processes = _per_process(readings, hz)
-    return {**out, **_figures(processes, wall), "timeline": _timeline(readings, hz),
+    return {**out, **_figures(processes, wall), **_host_busy(readings), "timeline": _timeline(readings, hz),
             **({"problem": end.problem} if end.problem else {})}
+
+
+def _host_busy(readings: Sequence[Reading]) -> dict[str, Any]:
+    """`host_cpu_busy`: the whole host's CPUs busy over the readings (0-1 of every core)."""
+    ticks = [r.host for r in readings if r.host is not None]
+    if len(ticks) < 2 or ticks[-1][1] <= ticks[0][1]:
+        return {}
+    busy = (ticks[-1][0] - ticks[0][0]) / (ticks[-1][1] - ticks[0][1])
+    return {HOST_CPU_BUSY: round(min(1.0, max(0.0, busy)), 4)}
 
 
 def _figures(processes: Sequence[Mapping[str, Any]], wall_s: float) -> dict[str, Any]:
@@ -292,6 +306,9 @@ def merge_summaries(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
                                        "first_sample_s")}
     merged |= {"samples": sum(r["samples"] for r in read), "window_s": round(wall, 3),
                **_figures(processes, wall), "timeline": read[-1].get("timeline", [])}
+    busy = [(r[HOST_CPU_BUSY], r["window_s"]) for r in read if r.get(HOST_CPU_BUSY) is not None]
+    if busy and wall > 0:
+        merged[HOST_CPU_BUSY] = round(sum(b * w for b, w in busy) / sum(w for _, w in busy), 4)
     merged["repeats"] = [{k: r.get(k) for k in ("samples", "window_s", SERVER_CPU, SERVER_CPU_TOTAL)}
                          for r in read]
     return merged

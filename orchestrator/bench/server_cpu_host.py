@@ -10,10 +10,13 @@ It prints JSON lines. First what the readings need, or why there are none (then 
 then a reading at once, one every INTERVAL seconds (0: none in between) and a last one when
 its input closes (the sampler's stop, or the controller gone), and it ends:
 
-    {"t": <the host's /proc/uptime, s>, "p": [[pid, start ticks, comm, utime+stime ticks], ...]}
+    {"t": <the host's /proc/uptime, s>, "p": [[pid, start ticks, comm, utime+stime ticks], ...],
+     "h": [busy ticks, all ticks]}
 
 one entry per process of the main process's session (the service's main process leads it:
-setsid, or systemd), threads included in their process's ticks.
+setsid, or systemd), threads included in their process's ticks; "h" is the whole host's CPU
+time from /proc/stat (every core; idle and iowait are not busy), so a reader can tell a
+server short of CPU because other programs took it.
 """
 # ruff: noqa: UP006, UP035, UP045 - runs on Python 3.8 hosts
 from __future__ import annotations
@@ -55,9 +58,23 @@ def session_of(pid: int) -> Optional[int]:
     return parsed[1] if parsed else None
 
 
+def host_ticks(text: str) -> Optional[List[int]]:
+    """/proc/stat's first line -> [busy, all] clock ticks of every core together."""
+    fields = text.split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu":
+        return None
+    try:
+        ticks = [int(value) for value in fields[1:9]]  # user .. steal (guest is within user)
+    except ValueError:
+        return None
+    idle = sum(ticks[3:5])  # idle, iowait
+    return [sum(ticks) - idle, sum(ticks)]
+
+
 def reading(session: int) -> Dict[str, Any]:
     """Every process of `session` now, with the host's uptime (read first)."""
     uptime = float((_read(f"{PROC}/uptime") or "0").split()[0])
+    host = host_ticks(_read(f"{PROC}/stat") or "")
     found: List[List[Any]] = []
     for entry in os.listdir(PROC):
         if not entry.isdigit():
@@ -66,7 +83,7 @@ def reading(session: int) -> Dict[str, Any]:
         if parsed is not None and parsed[1] == session:
             comm, _, ticks, start = parsed
             found.append([int(entry), start, comm, ticks])
-    return {"t": uptime, "p": found}
+    return {"t": uptime, "p": found, "h": host}
 
 
 def _say(data: Dict[str, Any]) -> None:

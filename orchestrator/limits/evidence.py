@@ -80,6 +80,9 @@ class Evidence:
     nvlink_mb_s: float | None
     sm_active: float | None
     server_cpu: float | None
+    server_cpu_total: float | None  # all the server's processes, in cores
+    host_cpu_busy: float | None  # the whole host's CPUs busy, 0-1 of every core
+    host_cores: int | None
     links: LayoutLinks | None
     prefill_tok_s: float | None
     decode_tok_s: float | None
@@ -153,6 +156,16 @@ def _client_cpu(level: LevelResult) -> float | None:
     return cpu
 
 
+def _host_cpu(level: LevelResult) -> dict[str, Any]:
+    """The server's processes together and the whole host, from the `server_processes` block."""
+    block = level.extra("server_processes")
+    block = block if isinstance(block, Mapping) else {}
+    cores = block.get("cores")
+    return {"server_cpu_total": _number(block.get("server_cpu_total")),
+            "host_cpu_busy": _number(block.get("host_cpu_busy")),
+            "host_cores": cores if isinstance(cores, int) and not isinstance(cores, bool) else None}
+
+
 def _loop_lag(level: LevelResult) -> float | None:
     block = level.extra("client_loop_lag_ms")
     return _number(block.get("median")) if isinstance(block, Mapping) else None
@@ -181,6 +194,6 @@ def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
         preemptions=_number(server.get("delta_preemptions")),
         max_num_seqs=plan.max_num_seqs, max_num_batched_tokens=plan.max_num_batched_tokens,
         gpus=plan.gpus if plan.gpus is not None else (int(seen_gpus) if seen_gpus else None),
-        server_cpu=level.figure(SERVER_CPU, model_time=False), links=plan.links,
+        server_cpu=level.figure(SERVER_CPU, model_time=False), **_host_cpu(level), links=plan.links,
         prefill_tok_s=prefill, decode_tok_s=decode, **gpu,
     )

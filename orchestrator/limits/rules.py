@@ -15,9 +15,11 @@ The rules run in this order; the first that decides names the limiter:
                          cache had room (medium: max-num-seqs or max-num-batched-tokens);
 4. kv-cache-bound        KV-cache usage at KV_FULL (95%) with requests waiting or preempted
                          (high), or either sign alone (medium);
-5. host-cpu-bound        the busiest server process at CPU_BUSY of a core while the GPUs sat
-                         below GPU_IDLE (50%) busy, or the host has no GPU telemetry at all
-                         (vLLM on a CPU: the server's own CPU is its compute);
+5. host-cpu-bound        the busiest server process at CPU_BUSY of a core, or the whole host's
+                         CPUs CPU_BUSY busy with the server's processes on half its cores or
+                         more (medium), while the GPUs sat below GPU_IDLE (50%) busy, or the
+                         host has no GPU telemetry at all (vLLM on a CPU: the server's own CPU
+                         is its compute);
 6. interconnect-bound    GPUs busy (GPU_BUSY, 80%) with SM activity below SM_LOW (50%) while
                          PCIe/NVLink carried LINK_BUSY_MB_S or more per GPU (high when a TP
                          group also leaves NVLink); without those counters, a TP group off
@@ -156,19 +158,33 @@ def _kv(e: Evidence) -> Verdict | None:
     return Verdict("kv-cache-bound", "high" if sure else "medium", why, figures)
 
 
+def _host_full(e: Evidence) -> bool:
+    """The whole host's CPUs were busy and the server's processes held a fair share of them
+    (half the cores or more): the server waited for CPU that other programs took."""
+    return (e.host_cpu_busy is not None and e.host_cpu_busy >= CPU_BUSY and e.host_cores is not None
+            and e.server_cpu_total is not None and e.server_cpu_total >= e.host_cores / 2)
+
+
 def _host_cpu(e: Evidence) -> Verdict | None:
-    if e.server_cpu is None or e.server_cpu < CPU_BUSY:
-        return None
+    core = e.server_cpu is not None and e.server_cpu >= CPU_BUSY
+    full = _host_full(e)
     idle = e.gpu_util is not None and e.gpu_util < GPU_IDLE
     no_gpu = e.gpu_util is None and e.gpus in (None, 0)
-    if not (idle or no_gpu):
+    if not (core or full) or not (idle or no_gpu):
         return None
-    figures: dict[str, float | str | bool] = {"server_cpu": e.server_cpu}
+    figures: dict[str, float | str | bool] = {"server_cpu": e.server_cpu or 0.0}
     if e.gpu_util is not None:
         figures["gpu_util"] = e.gpu_util
     where = f"while the GPUs were {_f(e.gpu_util or 0.0)} busy" if idle else "with no GPU to hand work to"
-    return Verdict("host-cpu-bound", "high" if idle or e.gpus == 0 else "medium",
-                   f"the busiest server process used {_f(e.server_cpu)} of a core {where}", figures)
+    if core:
+        return Verdict("host-cpu-bound", "high" if idle or e.gpus == 0 else "medium",
+                       f"the busiest server process used {_f(e.server_cpu or 0.0)} of a core {where}", figures)
+    figures |= {"server_cpu_total": e.server_cpu_total or 0.0, "host_cpu_busy": e.host_cpu_busy or 0.0,
+                "host_cores": e.host_cores or 0}
+    return Verdict("host-cpu-bound", "medium",
+                   f"the host's CPUs were {_f(e.host_cpu_busy or 0.0)} busy, the server's processes using "
+                   f"{e.server_cpu_total or 0.0:.1f} of its {e.host_cores} cores {where}: it waited for CPU "
+                   "other programs took too", figures)
 
 
 def _interconnect(e: Evidence) -> Verdict | None:

@@ -415,7 +415,8 @@ def test_a_simulated_sweep_records_gpu_figures_per_level(
     assert [g["samples"] for g in block["gpus"]] == [block["samples"]] * 8  # every round whole
     # each repeat's window runs from its origin to its stop: its requests' time and the
     # samplers' start and stop
-    assert level["duration"] <= block["window_s"] <= level["duration"] + 1.5
+    # (the samplers' start and stop: a second or so per repeat on a fully loaded machine)
+    assert level["duration"] <= block["window_s"] <= level["duration"] + 1.25 * len(level["repeats"])
     assert [set(r) >= {"mean_power_w", "energy_j"} for r in level["repeats"]] == [True, True]
     figures = energy_figures(block, level["total_output_tokens"], level["duration"])
     assert figures["output_tokens_per_joule"] == pytest.approx(figures["output_tokens_per_s_per_w"], rel=0.1)

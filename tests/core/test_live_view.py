@@ -65,7 +65,7 @@ def _sim_plan(tmp_path: Path) -> Path:
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "host": "127.0.0.1",
                     "port": free_port(), "backend": "process", "name": f"live-{tmp_path.name[-10:]}",
                     "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.01,
-                            "startup_time_scale": 0.002}},
+                            "startup_time_scale": 0.01}},  # ~8 s: seen live on a loaded machine
         "health": {"poll_interval": "0.2s"},
     }))
     return plan

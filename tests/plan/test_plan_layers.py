@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import PlanError
@@ -49,6 +49,7 @@ _maps = st.dictionaries(st.sampled_from("abcde"), _values, max_size=4)
 
 
 @given(_maps, _maps)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded CI machine
 def test_merge_is_pure(base: dict[str, Any], override: dict[str, Any]) -> None:
     before = (copy.deepcopy(base), copy.deepcopy(override))
     result = merge(base, override)

@@ -97,7 +97,8 @@ def test_sim_plans_swap_in_the_simulator(name: str) -> None:
     assert sim.service.model == real.service.model
     assert sim.service.sim.profile in PROFILES
     assert sim.service.sim.profile == real.service.sim.profile
-    assert 0 < sim.service.sim.time_scale <= 0.1
+    # 0.1 for most; MiniMax's 4,000 tok/s at 0.25 (at 0.1 this machine's client is the limit)
+    assert 0 < sim.service.sim.time_scale <= 0.25
     assert sim.install.packages == []
     assert sim.python is not None and sim.python.venv.startswith("/tmp/")
     assert "HF_TOKEN" not in sim.env and secret_names(sim) == []
