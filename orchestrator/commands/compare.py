@@ -4,9 +4,11 @@ One matrix run (its folder, or a plan whose runs hold one: its latest) compares 
 labelled by the values that vary, and names the best for the matrix's objective
 (report/matrix.py).
 
-A RUN is a run folder; a PLAN is a plan name (or plan file) and means its latest complete
-run with benchmark results under --runs-dir. Prints the tables (and the comparability
-warnings); --json prints the figures instead; --plots DIR also writes the PNG plots.
+A RUN is a run folder, an `orch bench` result directory, or `vllm bench serve` result files
+(one file, or a directory of them: runs/result_sources.py); a PLAN is a plan name (or plan
+file) and means its latest complete run with benchmark results under --runs-dir. Prints the
+tables (and the comparability warnings); --json prints the figures instead; --plots DIR also
+writes the PNG plots.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ if TYPE_CHECKING:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("refs", nargs="+", metavar="RUN|PLAN", help="run folders or plan names; the first is the baseline")
+    parser.add_argument(
+        "refs", nargs="+", metavar="RUN|PLAN",
+        help="run folders or plan names, `orch bench` result directories, `vllm bench serve` "
+             "result files (a file or a directory of them); the first is the baseline",
+    )
     parser.add_argument(
         "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
     )

@@ -12,7 +12,11 @@ from pathlib import Path
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("refs", nargs="+", metavar="RUN|PLAN", help="run folders or plan names; the first is the baseline")
+    parser.add_argument(
+        "refs", nargs="+", metavar="RUN|PLAN",
+        help="run folders or plan names, `orch bench` result directories, `vllm bench serve` "
+             "result files (a file or a directory of them); the first is the baseline",
+    )
     parser.add_argument(
         "--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="root of the run folders (default: runs)"
     )

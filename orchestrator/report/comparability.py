@@ -186,15 +186,19 @@ def comparability_warnings(series: Sequence[Series]) -> list[str]:
                 f"simulated against real: {', '.join(simulated)} ran on the simulator, "
                 f"{', '.join(real)} on real hardware; simulated figures follow a profile, not a measurement"
             )
-        else:
-            engines = [s.engine for s in series]
-            found.append(_differs(series, engines, "the engine", "a different server answered"))
+        else:  # results without a run folder do not say what served them
+            named = [s for s in series if s.engine != "unknown"]
+            engines = [s.engine for s in named]
+            found.append(_differs(named, engines, "the engine", "a different server answered"))
         endpoints = [_endpoint(s) for s in series]
         found.append(_differs(series, endpoints, "the endpoint", SETTINGS["endpoint"][1]))
-        found.append(_prompt_message(series))
+        recorded = [s for s in series if s.settings_recorded]  # vLLM's results: see comparison.py
+        if len(recorded) > 1:
+            found.append(_prompt_message(recorded))
         for key, (what, why) in SETTINGS.items():
-            if key != "endpoint":
-                found.append(_differs(series, [s.config.get(key) for s in series], what, why))
+            among = series if key in ("endpoint", "mode") else recorded
+            if key != "endpoint" and len(among) > 1:
+                found.append(_differs(among, [s.config.get(key) for s in among], what, why))
         warnings.extend(message for message in found if message)
         common = set.intersection(*({p.key for p in s.points if p.completed} for s in series))
         if not common:

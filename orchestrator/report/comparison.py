@@ -1,7 +1,8 @@
 """A comparison of runs: their series (the first is the baseline), the load levels they
 share, the loads at which latency is compared, and the comparability warnings.
 
-`compare_runs(paths)` reads the run folders (and the per-request file of the level each
+`compare_runs(paths)` reads the run folders, `orch bench` result directories or `vllm bench
+serve` result files (runs/reader.py `load_source`; and the per-request file of the level each
 run's distributions come from); `Comparison.to_json()` is the machine form
 (`orch compare --json`).
 """
@@ -18,7 +19,7 @@ from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.distributions import Distribution, read_distributions
 from orchestrator.report.figures import LoadKey, at_throughput, rising_part
 from orchestrator.report.series import Series, build_series
-from orchestrator.runs.reader import RunData, load_run
+from orchestrator.runs.reader import RunData, load_source
 
 MAX_EQUAL_LOAD_ROWS = 6
 
@@ -124,10 +125,25 @@ def compare(runs: Sequence[RunData], *, model_time: bool = True, host: str | Non
         )
     without = [run for run in runs if not run.benches]
     warnings = [f"{run.name}: no benchmark results in {run.path}; left out" for run in without]
-    return Comparison(series, warnings + comparability_warnings(series))
+    return Comparison(series, warnings + source_warnings(series) + comparability_warnings(series))
+
+
+# What a `vllm bench serve` result does not hold, that orch's results do.
+VLLM_LACKS = ("it records no prompt, max_tokens, ignore_eos or sampling settings (so they are "
+              "not compared), and has no content TTFT (time to the first answer token after "
+              "any reasoning), no per-request distribution and no server view (/metrics)")
+
+
+def source_warnings(series: Sequence[Series]) -> list[str]:
+    """What results that are not run folders leave out, said once per series."""
+    out = []
+    for s in series:
+        if s.run.source == "vllm":
+            out.append(f"{s.label}: `vllm bench serve` results ({s.run.path}): {VLLM_LACKS}")
+    return out
 
 
 def compare_runs(paths: Sequence[Path], *, model_time: bool = True, host: str | None = None) -> Comparison:
-    comparison = compare([load_run(path) for path in paths], model_time=model_time, host=host)
+    comparison = compare([load_source(path) for path in paths], model_time=model_time, host=host)
     distributions, problems = read_distributions(comparison.series)
     return replace(comparison, warnings=comparison.warnings + problems, distributions=distributions)

@@ -50,6 +50,12 @@ class Series:
     def peak(self) -> Point | None:
         return peak(self.points)
 
+    @property
+    def settings_recorded(self) -> bool:
+        """Whether its prompt, max_tokens and sampling settings are known (a `vllm bench
+        serve` result records only the endpoint and the load)."""
+        return self.run.source != "vllm"
+
     def per_gpu(self, value: float | None) -> float | None:
         if value is None or not self.gpus.count:
             return None
@@ -94,8 +100,7 @@ def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = Tr
         model_time=use_model_time,
         time_scale=bench.time_scale if bench.simulated else None,
         simulated=bench.simulated or run.simulated,
-        gpus=gpu_count(run.plan, (host.facts or {}).get("gpus"),
-                       gpu_host=gpu_host(host.facts, bench.simulated or run.simulated)),
+        gpus=_gpus(run, host, bench.simulated or run.simulated),
         config=config,
         endpoint_type=first.endpoint_type if first else None,
         model=model,
@@ -103,6 +108,18 @@ def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = Tr
         knee_how=how,
         plateau=plateau_of(run, host, (knee_at, how), _threshold(config)),
     )
+
+
+# Results without a plan or host facts: nobody said how many GPUs served them.
+UNRECORDED_GPUS = {"bench": "an `orch bench` result has no plan or host facts",
+                   "vllm": "a `vllm bench serve` result has no plan or host facts"}
+
+
+def _gpus(run: RunData, host: HostData, simulated: bool) -> GpuCount:
+    if run.source in UNRECORDED_GPUS:
+        return GpuCount(None, UNRECORDED_GPUS[run.source])
+    return gpu_count(run.plan, (host.facts or {}).get("gpus"),
+                     gpu_host=gpu_host(host.facts, simulated))
 
 
 def _labels(entries: Sequence[tuple[RunData, HostData]]) -> list[str]:
