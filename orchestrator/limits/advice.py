@@ -115,8 +115,8 @@ def _memory(args: Mapping[str, object], verdict: Verdict, shape: Layout) -> list
 NOTES = {
     "client-bound": "no server change: run orch bench from a machine of its own (orch bench --url), "
                     "or sweep fewer, lower levels; then measure again",
-    "not-enough-evidence": "nothing to change yet: keep bench.metrics_interval and bench.gpu_telemetry "
-                           "on, and sweep past the plateau",
+    "not-enough-evidence": "nothing to change yet: collect what the verdict lists as missing, and sweep "
+                           "past the plateau",
 }
 Make = Callable[[Mapping[str, object], Verdict, Layout], list[Suggestion]]
 _BY_NAME: dict[str, Make] = {"scheduler-cap": _scheduler, "kv-cache-bound": _kv, "host-cpu-bound": _host_cpu,
