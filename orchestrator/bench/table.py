@@ -125,7 +125,7 @@ def _captions(results: Sequence[LevelResult], shown: _Shown,
         captions.append("Goodput: requests per second meeting every latency objective.")
     if shown.energy:
         captions.append("tok/J: output tokens per joule the GPUs drew during the level "
-                        "(nvidia-smi power, integrated); GPU W: their mean total power.")
+                        "(their power draw, integrated); GPU W: their mean total power.")
     if any(r.prompt_prefix == "shared" for r in results):
         captions.append("Prompts: the same for every request (--prompt-prefix shared): the "
                         "server's prefix cache may serve most of each prefill.")
