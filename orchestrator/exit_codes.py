@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     UNHEALTHY = 3  # `orch status`: a service is not running or not answering
     USAGE = 64  # bad command line (EX_USAGE): unknown option, missing argument
     LOCKED = 75  # another apply holds a host's lock (EX_TEMPFAIL: try again later, or --wait)
+    HANGUP = 129  # SIGHUP (128 + SIGHUP): the terminal or ssh session closed; as Ctrl-C
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); the run folder says "interrupted"
     TERMINATED = 143  # SIGTERM (128 + SIGTERM), handled as Ctrl-C
 
@@ -26,6 +27,7 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.UNHEALTHY: "`orch status`: a service is not running or not answering",
     ExitCode.USAGE: "bad command line: unknown option, missing or malformed argument",
     ExitCode.LOCKED: "another apply holds a host's lock (`--wait` waits for it)",
+    ExitCode.HANGUP: "hung up (SIGHUP: the terminal or ssh session closed), ended as Ctrl-C would",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C (SIGINT); finished work is kept",
     ExitCode.TERMINATED: "terminated by SIGTERM, ended as Ctrl-C would",
 }

@@ -72,11 +72,13 @@ def split_groups(data: TableData) -> list[TableData]:
     return tables
 
 
-def to_rich(data: TableData, width: int | None = None) -> RenderableType:
+def to_rich(data: TableData, width: int | None = None, *,
+            wrap_headers: bool = True) -> RenderableType:
     """The table for a terminal. At `width`, low-priority columns are left out until it fits
-    (the caption says which); when even the essential ones do not fit, one record per block."""
+    (the caption says which); when even the essential ones do not fit, one record per block.
+    Without `wrap_headers` (a pipe) each header stays on one line."""
     if width is None or _needed(data) <= width:
-        return _rich_table(data)
+        return _rich_table(data, wrap_headers=wrap_headers)
     kept = list(range(len(data.columns)))
     for priority in sorted({c.priority for c in data.columns if c.priority > 0}, reverse=True):
         kept = [i for i in kept if data.columns[i].priority != priority]
@@ -131,12 +133,14 @@ def _records(data: TableData) -> RenderableType:
     return Group(*lines)
 
 
-def _rich_table(data: TableData) -> Table:
+def _rich_table(data: TableData, *, wrap_headers: bool = True) -> Table:
     table = Table(title=escape(_plain(data.title)), title_justify="left", caption_justify="left")
     if data.compact:
         table.box = box.SIMPLE_HEAD
         table.padding = (0, 1)
     for column, width in zip(data.columns, _widths(data), strict=True):
+        if not wrap_headers:
+            width = max(width, len(_plain(column.header)), len(_plain(column.group or "")))
         header = "\n".join(textwrap.wrap(_plain(column.header), width) or [""])
         if column.group:
             header = "\n".join(textwrap.wrap(_plain(column.group), width)) + "\n" + header

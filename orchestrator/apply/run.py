@@ -174,6 +174,8 @@ def _run(
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
+        if plan.service is not None and plan.bench is None and "bench" not in options.skip:
+            console.print("no benchmark: bench is null")  # a server alone is a choice; say it
         if folder:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
     with reporter.live():

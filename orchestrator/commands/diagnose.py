@@ -56,6 +56,8 @@ def render(console: Console, source: str, diagnoses: list[Diagnosis], last_lines
     from rich.panel import Panel
     from rich.text import Text
 
+    from orchestrator.console import UNBOUNDED
+
     if not diagnoses:
         console.print(f"[bold]No known crash signature in {escape(source)}.[/bold]")
         console.print(f"Last {len(last_lines)} lines:")
@@ -75,7 +77,9 @@ def render(console: Console, source: str, diagnoses: list[Diagnosis], last_lines
             body.append(line, style="dim")
         style = "red" if diagnosis.level == "error" else "yellow"
         title = f"{diagnosis.level}: {diagnosis.key}"
-        console.print(Panel(body, title=title, title_align="left", border_style=style))
+        # A terminal's panels span its width; anywhere else (UNBOUNDED) as wide as the text
+        console.print(Panel(body, title=title, title_align="left", border_style=style,
+                            expand=console.width < UNBOUNDED))
 
 
 def _read(path: Path) -> str:

@@ -330,7 +330,7 @@ def inventory_notes(spec: InitSpec) -> Notes:
         notes.inline[f"hosts.{spec.host}.connection"] = "this machine, without SSH"
         return notes
     notes.inline[f"hosts.{spec.host}.jump"] = "reached through this host (user@host[:port])"
-    notes.inline[f"hosts.{spec.host}.vars"] = "host variables, for your own ${vars...} use"
+    notes.inline[f"hosts.{spec.host}.vars"] = "host variables: a plan reads them as ${host.gpus}"
     notes.above["ssh"] = [""]
     notes.inline["ssh.known_hosts"] = "host keys are checked; `false` is the explicit opt-out"
     return notes

@@ -19,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.console import make_console
+    from orchestrator.console import UNBOUNDED, make_console
     from orchestrator.masking import mask
     from orchestrator.report.listing import list_rows, runs_table
     from orchestrator.tables import to_rich
@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
         which = f" of {', '.join(args.plans)}" if args.plans else ""
         console.print(mask(f"no run folders{which} under {args.runs_dir}/"), markup=False)
         return 0
-    console.print(to_rich(runs_table(rows, args.runs_dir), console.width))
+    # a pipe's lines are never wrapped, headers included (UNBOUNDED: not a terminal)
+    console.print(to_rich(runs_table(rows, args.runs_dir), console.width,
+                          wrap_headers=console.width < UNBOUNDED))
     for row in rows:
         if row.problem:
             console.print(mask(f"{row.path}: {row.problem}"), markup=False, style="yellow")

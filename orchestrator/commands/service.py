@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             runs_dir=args.runs_dir,
         ))
     from orchestrator.console import make_console
-    from orchestrator.errors import PlanError
+    from orchestrator.errors import OrchError, PlanError
     from orchestrator.inventory import load_inventory
     from orchestrator.plan.loader import load_plan
     from orchestrator.service import control
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     action = args.service_command
     api_key, key_missing = _status_key(plan) if action == "status" else (None, None)
     rows: list[ServiceStatus] = []
+    never_ran: list[str] = []
     for host, unit, serves in targets:
         with connect(host, inventory) as transport:
             handle = control.ServiceHandle.look(transport, plan, unit, serves=serves)
@@ -73,7 +74,11 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
             elif action == "logs":
                 label = f"{host}: " if len(hosts) > 1 else ""
-                if not _print_log(handle, args, label):
+                printed = _print_log(handle, args, label)
+                if printed is None:
+                    never_ran.append(f"the service {handle.paths.name} has not run on {host} "
+                                     f"(no {handle.paths.log})")
+                elif not printed:
                     return 0  # Ctrl-C is how a user ends --follow
             elif action == "stop":
                 name = handle.paths.name
@@ -81,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
                 console.print(f"{host}: " + (f"stopped {name}" if was else f"{name} was not running"))
     if action == "status":
         return _print_status(rows, args.json, console)
+    if never_ran:  # said after the logs there are, not instead of them
+        raise OrchError("no log: " + "; ".join(never_ran),
+                        hint="`orch apply` starts the service; `orch status` shows where it runs")
     return 0
 
 
@@ -98,13 +106,17 @@ def _status_key(plan: Plan) -> tuple[str | None, str | None]:
         return None, "set the API key's variable to list"
 
 
-def _print_log(handle: ServiceHandle, args: argparse.Namespace, label: str) -> bool:
-    """The log's tail, then (--follow) what it grows by; False when Ctrl-C ended --follow."""
+def _print_log(handle: ServiceHandle, args: argparse.Namespace, label: str) -> bool | None:
+    """The log's tail, then (--follow) what it grows by; False when Ctrl-C ended --follow,
+    None when there is no log (nothing to follow either)."""
     from orchestrator.errors import Interrupted
     from orchestrator.service import control
 
     try:  # from the tail on: Ctrl-C while it prints ends --follow the same way
-        for line in control.log_tail(handle, args.lines).splitlines():
+        tail = control.log_tail(handle, args.lines)
+        if tail is None:
+            return None
+        for line in tail.splitlines():
             sys.stdout.write(f"{label}{line}\n")
         sys.stdout.flush()
         for chunk in control.follow_log(handle) if args.follow else ():

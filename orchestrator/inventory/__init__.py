@@ -21,6 +21,7 @@ from pathlib import Path
 
 from orchestrator.errors import InventoryError
 from orchestrator.inventory.ansible import load_ansible_inventory
+from orchestrator.inventory.missing import BUILT_IN
 from orchestrator.inventory.models import DEFAULT_INVENTORY, HostSpec, Inventory, SshSettings
 
 __all__ = ["DEFAULT_INVENTORY", "HostSpec", "Inventory", "SshSettings", "load_inventory"]
@@ -34,7 +35,7 @@ def load_inventory(path: Path | str | None = None) -> Inventory:
     file = Path(path) if path is not None else DEFAULT_INVENTORY
     if path is None and not os.path.lexists(file):
         # No inventory at all: the embedded default is this machine.
-        return Inventory(hosts={"localhost": HostSpec(connection="local")})
+        return Inventory(hosts={"localhost": HostSpec(connection="local")}, source=BUILT_IN)
     inventory = load_ansible_inventory(file, what="inventory file")
     if inventory is None:  # orch's own format
         inventory = load_validated_yaml(file, Inventory, error=InventoryError,

@@ -209,9 +209,9 @@ class Inventory(_Strict):
                             if n not in out]
                 expanded[item] = out
             return expanded[item]
+        from orchestrator.inventory.missing import unknown_host_hint
+
         known = sorted([*self.hosts, *self.groups])
         where = f" in {self.source}" if self.source else ""
         raise InventoryError(
-            f"no host or group named {item!r}{where}",
-            hint=f"known: {', '.join(known)}" if known else "the inventory is empty",
-        )
+            f"no host or group named {item!r}{where}", hint=unknown_host_hint(known, self.source))

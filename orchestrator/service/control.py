@@ -30,14 +30,13 @@ from orchestrator.service.backends import (
     describe_survivors,
     start_command,
     stop_command,
-    tail_command,
     watch_command,
 )
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.record import last_kernels, other_port, record_of
 from orchestrator.service.step import ServiceStep, choose_backend, service_request
 from orchestrator.transport.base import Transport
-from orchestrator.transport.command import Command, Raw
+from orchestrator.transport.command import Command, Raw, quoted
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -241,8 +240,17 @@ def stop(handle: ServiceHandle) -> bool:
     return was_running
 
 
-def log_tail(handle: ServiceHandle, lines: int) -> str:
-    return handle.transport.run(tail_command(handle.paths, lines), check=False).stdout
+_NO_LOG = 66  # log_tail's exit code when there is no log file
+
+
+def log_tail(handle: ServiceHandle, lines: int) -> str | None:
+    """The log's last `lines` lines; None when there is no log file at all (the service
+    never ran on this host from the plan's venv), which an empty log is not."""
+    log = quoted(handle.paths.log)
+    result = handle.transport.run(Command.script(
+        f"test -e {log} || exit {_NO_LOG}; tail -n {int(lines)} {log} 2>/dev/null || true"),
+        check=False)
+    return None if result.returncode == _NO_LOG else result.stdout
 
 
 def follow_log(handle: ServiceHandle, every: float = 1.0) -> Iterator[bytes]:

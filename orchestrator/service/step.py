@@ -205,8 +205,9 @@ class ServiceStep(Step):
         if reason is None:
             return result
         if errors:  # a restart would launch what preflight says fails: keep the running one
-            result.blocked = (f"preflight: the restart would fail ({len(errors)} problem(s) "
-                              "below); the running server is left as it is")
+            if alive:  # (not running: _preflight said the launch would fail)
+                result.blocked = (f"preflight: the restart would fail ({len(errors)} problem(s) "
+                                  "below); the running server is left as it is")
             return result
         verb = "replace" if replaced else "start" if not alive else "restart"
         diff = ""

@@ -3,9 +3,10 @@ bounded exponential backoff; everything else fails at once.
 
 Transient means `ConnectError` (refused, reset, timed out, SSH banner, a session dropped
 mid-command) unless it is a `PermanentConnectError` (a host name that does not resolve, no
-common algorithms). `AuthError`, `HostKeyError` and `CommandFailed` are never retried: trying
-again cannot fix them. Each retry is logged and reported through `on_retry(host, attempt,
-error)` before the wait, so the runner can show it live.
+common algorithms, a port that accepts and then stays silent for the whole connect_timeout:
+retrying would only multiply that wait). `AuthError`, `HostKeyError` and `CommandFailed`
+are never retried: trying again cannot fix them. Each retry is logged and reported through
+`on_retry(host, attempt, error)` before the wait, so the runner can show it live.
 """
 
 from __future__ import annotations

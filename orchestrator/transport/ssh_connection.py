@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,14 +143,17 @@ class SshConnection:
         conn = link.conn
         _close_quietly(conn)
         first_hop = not conn.gateway
+        started = time.monotonic()
         try:
             if first_hop:
                 conn.connect_kwargs["sock"] = self._tcp_socket(link)
             conn.open()
         except Exception as error:  # translated below; programming errors re-raise there
             authenticating = _authenticating(conn.client)
+            silent = _silent(conn.client, time.monotonic() - started, link.timeout)
             _close_quietly(conn)
-            raise translate(error, link.hop, authenticating=authenticating) from error
+            raise translate(error, link.hop, authenticating=authenticating,
+                            silent_for=link.timeout if silent else None) from error
         finally:
             conn.connect_kwargs.pop("sock", None)
         assert conn.transport is not None
@@ -182,6 +186,14 @@ def _authenticating(client: paramiko.SSHClient) -> bool:
         and transport.host_key is not None
         and not transport.is_authenticated()
     )
+
+
+def _silent(client: paramiko.SSHClient, waited: float, timeout: float) -> bool:
+    """True when the peer took the TCP connection and then said nothing for the whole
+    timeout: no SSH banner came (a hung sshd, or a service that waits for its client to
+    speak first). A peer that closes at once (sshd's MaxStartups) is not silent."""
+    transport = client.get_transport()
+    return transport is not None and not transport.remote_version and waited >= timeout
 
 
 def _close_quietly(conn: fabric.Connection) -> None:

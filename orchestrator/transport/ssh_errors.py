@@ -61,15 +61,20 @@ def keyscan_command(hop: Hop) -> str:
     return f"ssh-keyscan {port}{shlex.quote(hop.host)} >> {shlex.quote(target)}"
 
 
-def translate(error: BaseException, hop: Hop, *, authenticating: bool = False) -> TransportError:
+def translate(error: BaseException, hop: Hop, *, authenticating: bool = False,
+              silent_for: float | None = None) -> TransportError:
     """The orch error for a failure while connecting to `hop`.
 
     `authenticating` is true when the failure came after the host key was accepted and
     before authentication succeeded: paramiko then raises plain `SSHException` for
-    unusable keys, which is a permanent problem, not a transient one.
+    unusable keys, which is a permanent problem, not a transient one. `silent_for` is set
+    when the peer accepted the TCP connection and sent no SSH banner for that many seconds
+    (paramiko then says "No existing session" or "Error reading SSH protocol banner").
     """
     if isinstance(error, TransportError):
         return error
+    if silent_for is not None and isinstance(error, paramiko.SSHException | EOFError):
+        return _no_banner(hop, silent_for)
     # In this order: a key or authentication failure is an SSHException (or OSError) too.
     translated = _key_or_auth_error(error, hop, authenticating)
     if translated is None:
@@ -151,6 +156,19 @@ def _ssh_error(error: paramiko.SSHException, hop: Hop) -> TransportError:
                 hint="check `port` (and `address`) of this host in the inventory",
             )
     return ConnectError(f"SSH error talking to {hop.where}: {error}", host=hop.name)
+
+
+def _no_banner(hop: Hop, waited: float) -> PermanentConnectError:
+    """Not retried: each attempt would wait the whole connect_timeout again for a peer
+    that, silent that long, is not an SSH server answering (or is hung)."""
+    where = f"{hop.host}:{hop.port}"
+    through = " (through the jump host)" if hop.via_jump else ""
+    return PermanentConnectError(
+        f"{where}{through} accepted the connection but sent no SSH banner within {waited:g} s",
+        host=hop.name,
+        hint="check `port` (and `address`) of this host in the inventory: is sshd listening "
+             "there? A slow or overloaded host: raise its `connect_timeout`",
+    )
 
 
 def _not_ssh(hop: Hop, timeout: float = 2.0) -> str | None:

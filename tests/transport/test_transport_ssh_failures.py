@@ -144,17 +144,54 @@ def silent_server() -> Iterator[int]:
     listener.close()
 
 
-def test_no_ssh_banner_is_transient(sshd: SshServer, silent_server: int) -> None:
+def test_no_ssh_banner_fails_once_within_the_connect_timeout(sshd: SshServer,
+                                                             silent_server: int) -> None:
+    """A port that accepts and stays silent is not retried: each attempt would wait the
+    whole connect_timeout again (paramiko's own words, "No existing session", never show)."""
     inventory = sshd.inventory(
-        1, address="127.0.0.1", port=silent_server, connect_timeout=0.3,
-        ssh=sshd.ssh_settings(connect_retries=1),
+        1, address="127.0.0.1", port=silent_server, connect_timeout=0.5,
+        ssh=sshd.ssh_settings(connect_retries=3),
     )  # fmt: skip
     retries = Retries()
     started = time.monotonic()
-    with pytest.raises(ConnectError, match="gave up after 2 attempts"):
+    with pytest.raises(PermanentConnectError) as caught:
         _connect(inventory, retries)
-    assert len(retries.calls) == 1
-    assert time.monotonic() - started < 5
+    elapsed = time.monotonic() - started
+    assert str(caught.value).startswith(
+        f"h1: 127.0.0.1:{silent_server} accepted the connection but sent no SSH banner "
+        "within 0.5 s\n")
+    assert "No existing session" not in str(caught.value) and "gave up" not in str(caught.value)
+    assert retries.calls == []
+    assert 0.5 <= elapsed < 2
+
+
+def test_a_peer_that_closes_at_once_is_still_retried(sshd: SshServer) -> None:
+    """sshd's MaxStartups drops a connection before its banner: that is transient."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def refuse_politely() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=refuse_politely, daemon=True)
+    thread.start()
+    try:
+        inventory = sshd.inventory(1, address="127.0.0.1", port=listener.getsockname()[1],
+                                   ssh=sshd.ssh_settings(connect_retries=1))
+        retries = Retries()
+        with pytest.raises(ConnectError, match="gave up after 2 attempts") as caught:
+            _connect(inventory, retries)
+        assert not isinstance(caught.value, PermanentConnectError)
+        assert len(retries.calls) == 1
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
 
 
 def test_connection_dropped_mid_command_is_recovered(sshd: SshServer) -> None:
