@@ -139,9 +139,9 @@ def test_a_flag_the_installed_vllm_lacks_fails_orch_plan(
     assert planned.returncode == 1, planned.stdout + planned.stderr
     assert ("service.args.max-num-seq: vLLM 0.32.0 has no flag --max-num-seq; did you mean "
             "--max-num-seqs?") in planned.stderr
-    # Unpinned, nothing is checked at plan time: the host's own vLLM refuses it, and a value
-    # that is not among a flag's choices.
-    unpinned = ["--set", "install.packages=[torch==2.13.0+cpu]"]
+    # No release named, nothing is checked at plan time: the host's own vLLM refuses it, and
+    # a value that is not among a flag's choices.
+    unpinned = ["--set", "install.packages=[torch==2.13.0+cpu]", "--set", "vars.vllm_version=null"]
     planned = deployment.orch("plan", str(PLAN), *deployment.sets(
         *unpinned, *typo, "--set", "service.args.dtype=float64"))
     assert planned.returncode == 1, planned.stdout + planned.stderr
