@@ -54,8 +54,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class Parser(argparse.ArgumentParser):
-    """Usage errors exit 64 (not 2, which `orch plan` uses for "changes pending") and show
-    the usage of the command that was given, not the top level's."""
+    """Usage errors exit 64 (not 2, which `orch plan --detailed-exitcode` uses for "changes
+    pending") and show the usage of the command that was given, not the top level's."""
 
     def error(self, message: str) -> typing.NoReturn:
         self.print_usage(sys.stderr)
@@ -105,16 +105,34 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
         sub = subs.add_parser(name, help=help_text, description=help_text)
         if command in (name, "*"):
             _load(name).configure(sub)
+            # after the command as well as before it; SUPPRESS: absent, it leaves the top's
+            sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show tracebacks for errors (as orch --debug)")
     return parser
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    owner: argparse.ArgumentParser = subs.choices.get(command, parser) if command else parser
+    return owner
+
+
+def _refuse_habits(parser: argparse.ArgumentParser, command: str | None, argv: list[str]) -> None:
+    """Ansible's and vLLM's options, said as what orch uses instead (cli_hints.py)."""
+    if command == "sim":
+        return  # `orch sim serve` takes vLLM's own flags, verbatim
+    from orchestrator.cli_hints import habit, logs_follow
+
+    said = habit(argv) or (logs_follow(argv) if command == "logs" else None)
+    if said is not None:
+        _command_parser(parser, command).error(said)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """argparse reports unknown options from the top parser; report them from the command's."""
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        owner = subs.choices.get(args.command, parser) if args.command else parser
-        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+        _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
 
 
@@ -206,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _pipe_safe_stdout()
     command = _first_command(argv)
     parser = build_parser(command)
+    _refuse_habits(parser, command, argv)
     args = _parse(parser, argv)
     if args.command is None:
         parser.print_help()

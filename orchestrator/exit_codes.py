@@ -11,7 +11,7 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     OK = 0  # done; converged; the plans are the same
     ERROR = 1  # anything failed (the message says what and where)
-    CHANGES = 2  # a difference found: `orch plan` has changes pending, `orch diff --exit-code`
+    CHANGES = 2  # a difference found, when asked: `orch plan --detailed-exitcode`, `orch diff --exit-code`
     UNHEALTHY = 3  # `orch status`: a service is not running or not answering
     USAGE = 64  # bad command line (EX_USAGE): unknown option, missing argument
     LOCKED = 75  # another apply holds a host's lock (EX_TEMPFAIL: try again later, or --wait)
@@ -21,9 +21,10 @@ class ExitCode(IntEnum):
 
 
 MEANINGS: dict[ExitCode, str] = {
-    ExitCode.OK: "success: done, converged, or the plans are the same",
+    ExitCode.OK: "success: done, planned (changes pending or not), or the plans are the same",
     ExitCode.ERROR: "an error (the message names what, where, and a hint)",
-    ExitCode.CHANGES: "`orch plan`: changes are pending; `orch diff --exit-code`: the plans differ",
+    ExitCode.CHANGES: "`orch plan --detailed-exitcode`: changes are pending; `orch diff --exit-code`: "
+                      "the plans differ",
     ExitCode.UNHEALTHY: "`orch status`: a service is not running or not answering",
     ExitCode.USAGE: "bad command line: unknown option, missing or malformed argument",
     ExitCode.LOCKED: "another apply holds a host's lock (`--wait` waits for it)",

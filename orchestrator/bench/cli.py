@@ -74,6 +74,29 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+# vllm bench serve's --endpoint paths -> orch's endpoint names
+ENDPOINT_PATHS = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
+
+
+def _endpoint(text: str) -> str:
+    """chat or completions, or vllm bench serve's path of either."""
+    return ENDPOINT_PATHS.get(text.rstrip("/"), text)
+
+
+VLLM_RANDOM_INPUT_LEN = 1024  # vllm bench serve's --random-input-len default
+
+
+def _dataset_name(text: str) -> str:
+    """vllm bench serve's --dataset-name: `random` is orch's synthetic prompts; orch reads no
+    other dataset by name."""
+    if text != "random":
+        raise argparse.ArgumentTypeError(
+            f"orch bench supports only --dataset-name random (synthetic prompts of --input-len "
+            f"tokens), not {text!r}; for prompts of your own give --dataset FILE.jsonl (one "
+            '{"prompt": ...} or {"messages": [...]} per line)')
+    return text
+
+
 # each objective of orchestrator/metrics.py -> its `slo.<name>_ms` field
 GOODPUT_KEYS = {name: f"{name}_ms" for name in OBJECTIVES}
 
@@ -99,19 +122,19 @@ def _goodput(text: str) -> tuple[str, float]:
 # text and choices come from the model itself, so the command and the plan reference
 # cannot disagree. --request-rate, --max-concurrency and --goodput are composed below.
 FLAGS: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
-    (("--endpoint",), "endpoint", None),
+    (("--endpoint",), "endpoint", _endpoint),
     (("--mode",), "mode", None),
     (("--concurrency",), "concurrency", _levels),
     (("--arrivals",), "arrivals", None),
     (("--burstiness",), "burstiness", float),
-    (("--max-tokens",), "max_tokens", int),
+    (("--max-tokens", "--random-output-len"), "max_tokens", int),
     (("--num-prompts", "--requests"), "requests_per_level", _requests),
     (("--duration",), "duration", None),
     (("--num-warmups", "--warmup"), "warmup", int),
     (("--repeats",), "repeats", int),
     (("--prompt",), "prompt", None),
     (("--dataset",), "dataset", None),
-    (("--input-len",), "input_len", int),
+    (("--input-len", "--random-input-len"), "input_len", int),
     (("--tokenizer",), "tokenizer", None),
     (("--prompt-prefix",), "prompt_prefix", None),
     (("--max-failed-fraction",), "max_failed_fraction", float),
@@ -172,6 +195,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
             options["type"] = kind
         if kind is _thinking:
             options["metavar"] = "{on,off}"
+        if kind is _endpoint:
+            options["help"] += " (or vllm bench serve's /v1/chat/completions, /v1/completions)"
         target.add_argument(*names, **options)
     parser.add_argument(
         "--request-rate", "--rate", type=_rates, metavar="RATES",
@@ -194,6 +219,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", help="label stored in every result")
     parser.add_argument("--result-dir", "--out", dest="out", type=Path, metavar="DIR",
                         help="output folder (default: bench-results/<time>)")
+    parser.add_argument("--dataset-name", type=_dataset_name, metavar="random",
+                        help="as in vllm bench serve: random is synthetic prompts of --input-len "
+                             f"tokens (default {VLLM_RANDOM_INPUT_LEN}); other datasets: --dataset")
+    parser.add_argument("--save-result", action="store_true",
+                        help="accepted as in vllm bench serve: orch always saves its results "
+                             "(in --result-dir)")
 
 
 def flag_of(loc: tuple[str, ...]) -> str:
@@ -227,6 +258,11 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
         for section in sections:
             target = target.setdefault(section, {})
         target[name] = value
+    if getattr(args, "dataset_name", None) == "random":
+        if "dataset" in data or "prompt" in data:
+            raise UsageError("--dataset-name random makes synthetic prompts: give it without "
+                             "--dataset and --prompt")
+        data.setdefault("input_len", VLLM_RANDOM_INPUT_LEN)
     rates: list[float] | None = args.request_rate
     caps: list[int] | None = args.max_concurrency
     if caps is not None and "concurrency" in data:

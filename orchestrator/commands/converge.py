@@ -1,7 +1,9 @@
 """`orch plan` (check mode) and `orch apply`: one code path, one write gate.
 
-Exit codes of `orch plan`: 0 converged, 2 changes pending, 1 error; `orch apply`: 0 or 1,
-75 when the only failures are busy locks (orchestrator/exit_codes.py has the table).
+Exit codes of `orch plan`: 0 when it succeeded, whether or not changes are pending (as
+Terraform's plan: `set -e` scripts go on), 1 error; with `--detailed-exitcode`, 2 when changes
+are pending. `orch apply`: 0 or 1, 75 when the only failures are busy locks
+(orchestrator/exit_codes.py has the table).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-all", action="store_true",
                         help="hash every installed file of the pinned packages against its "
                              "RECORD, ignoring the host's stat cache")
+    if check:
+        parser.add_argument("--detailed-exitcode", action="store_true",
+                            help="exit 2 when changes are pending (0 when converged, 1 on an "
+                                 "error), as terraform plan -detailed-exitcode")
     if not check:
         parser.add_argument("--wait", action="store_true",
                             help="wait while another apply holds the host's lock (default: fail "
@@ -51,6 +57,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator.exit_codes import ExitCode
+
+    code = _converge(args)
+    if args.check and code == ExitCode.CHANGES and not args.detailed_exitcode:
+        return ExitCode.OK  # pending changes are a successful plan's news, not a failure
+    return code
+
+
+def _converge(args: argparse.Namespace) -> int:
     from orchestrator.apply.run import ApplyOptions, execute
 
     limit = limit_hosts(args)

@@ -3,8 +3,8 @@ quantization, parallelism, engine, pins, env, flags, bench, other).
 
 Each side is a plan file (loaded with its layers), a run folder (its plan.yaml, as applied)
 or a plan name (the plan.yaml of its latest complete run under --runs-dir).
-With --exit-code: exit 0 when the plans are the same, 2 when they differ (as `orch plan`
-exits 2 when changes are pending; 1 stays "error").
+With --exit-code: exit 0 when the plans are the same, 2 when they differ (as `orch plan
+--detailed-exitcode` exits 2 when changes are pending; 1 stays "error").
 """
 
 from __future__ import annotations

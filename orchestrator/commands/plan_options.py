@@ -15,8 +15,10 @@ def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = F
     parser.add_argument("-i", "--inventory", type=Path,
                         help="inventory file: orch's YAML, or an Ansible YAML or INI inventory "
                              "(default inventory/local.yaml, else this machine)")
-    parser.add_argument("--limit", action="append", default=[], metavar="HOST",
-                        help="only these hosts (repeat, or comma-separated)")
+    parser.add_argument("--limit", action="append", default=[], metavar="PATTERN",
+                        help="only these of the plan's hosts: host or group names, or patterns "
+                             "such as 'gpu*' ('!gpu3' leaves one out); repeat, or "
+                             "comma-separated")
     parser.add_argument("-f", "--overlay", action="append", type=Path, default=[],
                         metavar="FILE", help="overlay merged over the plan (repeatable)")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE",
@@ -24,5 +26,5 @@ def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = F
 
 
 def limit_hosts(args: argparse.Namespace) -> list[str]:
-    """--limit a --limit b,c -> [a, b, c]."""
+    """--limit a --limit b,c -> [a, b, c] (each a name or pattern: inventory/limit.py)."""
     return [host for item in args.limit for host in item.split(",") if host]

@@ -1,4 +1,6 @@
 """`orch validate PLAN...`: load each plan (layers, vars, models) and print one line per plan.
+A plan with a `matrix:` has each variant loaded and compiled as `orch plan` would (an
+invalid value, an `exclude` that matches nothing: an error at the matrix's line).
 
 Exit 0 when every plan is valid, 1 otherwise. `-f` and `--set` apply to every plan given.
 """
@@ -44,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             loaded = load_plan(path, args.overlay, args.sets)
             check(loaded)  # what apply would compile: launch command, files, steps
+            variants = _variants(loaded.plan.matrix is not None, path, args)
         except PlanError as error:
             if args.debug:
                 raise
@@ -55,5 +58,17 @@ def run(args: argparse.Namespace) -> int:
         secrets = secret_names(plan)
         if secrets:
             details.append(f"secrets: {', '.join(secrets)}")
+        if variants is not None:
+            details.append(f"matrix: {variants} variant{'s' if variants != 1 else ''} checked")
         print(shown(mask(f"ok   {path} ({'; '.join(details)})")), flush=True)
     return 1 if failed else 0
+
+
+def _variants(has_matrix: bool, path: Path, args: argparse.Namespace) -> int | None:
+    """How many variants the plan's matrix makes, each checked (None: no matrix)."""
+    if not has_matrix:
+        return None
+    from orchestrator.matrix.expand import load_matrix
+
+    matrix = load_matrix(path, args.overlay, args.sets)
+    return len(matrix.variants) if matrix is not None else None

@@ -176,7 +176,7 @@ class Inventory(_Strict):
 
     def select(self, hosts: str | list[str], limit: list[str] | None = None) -> list[str]:
         """Host names for a plan's `hosts:` (a group, a host, or a list of either), in order,
-        narrowed by `--limit`."""
+        narrowed by `--limit` (inventory/limit.py: hosts, groups, patterns)."""
         wanted = [hosts] if isinstance(hosts, str) else list(hosts)
         names: list[str] = []
         expanded: dict[str, list[str]] = {}
@@ -185,13 +185,9 @@ class Inventory(_Strict):
                 if name not in names:
                     names.append(name)
         if limit:
-            unknown = [name for name in limit if name not in names]
-            if unknown:
-                raise InventoryError(
-                    f"--limit names {', '.join(unknown)}, not among the plan's hosts "
-                    f"({', '.join(names)})"
-                )
-            names = [name for name in names if name in limit]
+            from orchestrator.inventory.limit import narrow
+
+            names = narrow(self, names, limit)  # names, groups, patterns, !exclusions
         return names
 
     def _expand(self, item: str, trail: tuple[str, ...], expanded: dict[str, list[str]]) -> list[str]:

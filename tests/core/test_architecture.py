@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.apply", "orchestrator.output", "orchestrator.live_view"),
     ("orchestrator.report",),
     ("orchestrator.matrix",),
-    ("orchestrator.commands", "orchestrator.cli", "orchestrator.bench.cli"),
+    ("orchestrator.commands", "orchestrator.cli", "orchestrator.cli_hints",
+     "orchestrator.bench.cli"),
 ]
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60

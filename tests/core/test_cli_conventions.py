@@ -67,14 +67,23 @@ def test_usage_errors_exit_64_with_the_commands_own_usage(
     assert "Traceback" not in result.stderr
 
 
-def test_plan_pending_is_2_and_converged_is_0(tmp_path: Path) -> None:
+def test_plan_is_0_when_it_succeeds_and_detailed_exitcode_says_pending(tmp_path: Path) -> None:
+    """Terraform's convention: `set -e` scripts go on after a plan with changes pending;
+    --detailed-exitcode (as `orch diff --exit-code`) makes pending changes exit 2."""
     plan = tmp_path / "files.yaml"
     target = tmp_path / "a.conf"
     plan.write_text(yaml.safe_dump({"name": "files", "hosts": "localhost",
                                     "files": [{"path": str(target), "content": "x\n"}]}))
-    assert orch("plan", plan, cwd=tmp_path).returncode == ExitCode.CHANGES
+    pending = orch("plan", plan, cwd=tmp_path)
+    assert pending.returncode == ExitCode.OK, pending.stderr
+    assert "a.conf" in pending.stdout  # the pending change is shown all the same
+    assert orch("plan", plan, "--detailed-exitcode", cwd=tmp_path).returncode == ExitCode.CHANGES
     assert orch("apply", plan, cwd=tmp_path).returncode == ExitCode.OK
     assert orch("plan", plan, cwd=tmp_path).returncode == ExitCode.OK
+    assert orch("plan", plan, "--detailed-exitcode", cwd=tmp_path).returncode == ExitCode.OK
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\nhosts: localhost\nfiles: [{path: relative, content: x}]\n")
+    assert orch("plan", broken, "--detailed-exitcode", cwd=tmp_path).returncode == ExitCode.ERROR
 
 
 def test_diff_exit_code_says_whether_the_plans_differ(tmp_path: Path) -> None:
@@ -91,7 +100,7 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     plan = tmp_path / "files.yaml"
     files = [{"path": str(tmp_path / f"f{i}.conf"), "content": f"{i}\n"} for i in range(400)]
     plan.write_text(yaml.safe_dump({"name": "files", "hosts": "localhost", "files": files}))
-    result = _shell(f"orch plan {plan} | head -1", tmp_path)
+    result = _shell(f"orch plan {plan} --detailed-exitcode | head -1", tmp_path)
     assert result.stdout.startswith("plan (check mode) files on localhost")
     assert result.returncode == ExitCode.CHANGES, result.stderr  # its own code, not 1 or 141
     assert result.stderr == ""

@@ -63,7 +63,7 @@ def test_a_second_apply_fails_at_once_naming_the_first(setup: tuple[Path, Path, 
         assert "another apply holds" in said and "alice@other-controller (pid 4242" in said
         assert "runs/locked/20261201T000000Z-aaaaaaaa" in said and "--wait" in said
         assert not (tmp / "etc" / "a.conf").exists()  # nothing was changed
-        check = orch("plan", plan, "-i", inventory, cwd=tmp)  # check mode takes no lock
+        check = orch("plan", plan, "-i", inventory, "--detailed-exitcode", cwd=tmp)  # no lock
         assert check.returncode == 2, check.stdout + check.stderr
     finally:
         lock.release()

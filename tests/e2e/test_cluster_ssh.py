@@ -77,7 +77,7 @@ def run_cluster_lifecycle(cluster: NetnsHosts, tmp: Path, name: str, hosts: list
         # Converged: `orch plan` costs one round trip per host and finds nothing to do; a
         # re-apply starts nothing.
         marks = cluster.log_marks()
-        check = orch("plan", plan, "-i", inventory, cwd=tmp)
+        check = orch("plan", plan, "-i", inventory, "--detailed-exitcode", cwd=tmp)
         assert check.returncode == 0, check.stdout + check.stderr
         assert cluster.round_trips(marks) == {h: 1 for h in hosts} | {
             h: 0 for h in names_of(cluster) if h not in hosts}

@@ -132,7 +132,7 @@ def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
             assert SECRET not in path.read_text(), path
     assert SECRET not in first.stdout + first.stderr + second.stdout
 
-    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    check = orch("plan", plan, "-i", inventory, "--detailed-exitcode", cwd=tmp)
     assert check.returncode == 0, check.stdout + check.stderr
 
 
@@ -141,7 +141,7 @@ def test_drift_is_shown_by_plan_and_converged_by_apply(applied: Applied, wheels:
     (applied.venv.parent / "etc" / "b.conf").write_text("workers=1\n")
     (applied.venv.parent / "etc" / "a.conf").write_text("token=stale\n")
 
-    check = applied.orch("plan")
+    check = applied.orch("plan", "--detailed-exitcode")
     assert check.returncode == 2, check.stdout + check.stderr
     assert "orchtest-alpha 1.0.0 -> 2.0.0" in check.stdout
     assert "-workers=1" in check.stdout and "+workers=4" in check.stdout
@@ -151,7 +151,7 @@ def test_drift_is_shown_by_plan_and_converged_by_apply(applied: Applied, wheels:
 
     apply = applied.orch("apply")
     assert apply.returncode == 0, apply.stdout + apply.stderr
-    assert applied.orch("plan").returncode == 0
+    assert applied.orch("plan", "--detailed-exitcode").returncode == 0
 
 
 def test_family_mismatch_reported_with_both_versions_and_converged(
@@ -167,7 +167,7 @@ def test_family_mismatch_reported_with_both_versions_and_converged(
     # A leftover from an earlier install, like flashinfer-cubin 0.6.3 beside flashinfer 0.6.4.
     venv_pip(venv, "install", "--no-index", "--find-links", str(wheels), "orchtest-fam-cubin==0.6.3")
 
-    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    check = orch("plan", plan, "-i", inventory, "--detailed-exitcode", cwd=tmp)
     assert check.returncode == 2
     assert "orchtest-fam-cubin 0.6.3" in check.stdout and "orchtest-fam-python 0.6.4" in check.stdout
     assert "pin orchtest-fam-cubin==0.6.4 in install.packages" in check.stdout
@@ -207,7 +207,7 @@ def test_modified_file_reported_then_reinstalled_with_clean(applied: Applied) ->
     original = patched.read_text()
     patched.write_text(original + "# debug patch left behind\n")
 
-    check = orch("plan", plan, "-i", inventory, cwd=tmp)
+    check = orch("plan", plan, "-i", inventory, "--detailed-exitcode", cwd=tmp)
     assert check.returncode == 0  # reported, not changed, without clean
     assert "orchtest_beta/core.py" in check.stdout and "install.clean" in check.stdout
 
@@ -250,7 +250,7 @@ def test_a_locked_apply_installs_exactly_the_frozen_set_without_resolving(
     frozen = last_run(tmp)
     venv_pip(venv, "uninstall", "--yes", "orchtest-needy")  # drift
 
-    check = orch("plan", "--locked", frozen, "-i", inventory, cwd=tmp)
+    check = orch("plan", "--locked", frozen, "-i", inventory, "--detailed-exitcode", cwd=tmp)
     assert check.returncode == 2, check.stdout + check.stderr
     assert "orchtest-needy missing -> 1.0.0" in check.stdout
     assert len(list((tmp / "runs").glob("*/*"))) == 1  # check mode writes no run folder

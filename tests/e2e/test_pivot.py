@@ -54,7 +54,7 @@ def test_a_plan_that_moves_the_service_to_another_venv_replaces_it(env: dict[str
     old = _server_pid(env, "a")
 
     moved = write(env, "b")
-    planned = orch("plan", moved, "-i", env["inventory"], cwd=env["tmp"])
+    planned = orch("plan", moved, "-i", env["inventory"], "--detailed-exitcode", cwd=env["tmp"])
     assert planned.returncode == 2, planned.stdout + planned.stderr
     said = " ".join(planned.stdout.split())
     assert f"replace {env['name']} (process; replaces the one started from {env['tmp']}/venv-a)" \

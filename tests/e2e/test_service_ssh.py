@@ -99,7 +99,7 @@ def test_launch_ready_smoke_then_no_restart_then_exactly_one_restart(env: dict[s
                                  "max-num-seqs": 64}})
     # plan shows the change as a diff, and what the restart costs (the start-up just measured)
     planned = orch("plan", env["plan"], "-i", env["inventory"], "--set", "env.NCCL_DEBUG=INFO",
-                   cwd=env["tmp"])
+                   "--detailed-exitcode", cwd=env["tmp"])
     assert planned.returncode == 2, planned.stdout + planned.stderr
     assert "changed: command line, environment" in planned.stdout
     assert "+ --max-num-seqs 64\n+ env NCCL_DEBUG=INFO\n" in planned.stdout
@@ -357,7 +357,7 @@ def test_plan_warns_that_pending_package_changes_will_restart_the_service(env: d
     plan = yaml.safe_load(path.read_text())
     plan["install"] = {"packages": ["orchtest-extra==1.0.0"], "find_links": [str(wheels)], "no_index": True}
     path.write_text(yaml.safe_dump(plan))
-    check = orch("plan", path, "-i", env["inventory"], cwd=env["tmp"])
+    check = orch("plan", path, "-i", env["inventory"], "--detailed-exitcode", cwd=env["tmp"])
     assert check.returncode == 2
     assert "service: likely to change after the pending changes above" in check.stdout
     result = apply(env)

@@ -76,7 +76,8 @@ def test_a_path_beside_the_run_folders_is_written(run: Path) -> None:
 
 def test_plan_writes_no_run_folder_so_any_runs_dir_will_do(run: Path) -> None:
     before = _records(run)
-    result = orch("plan", "p.yaml", "--runs-dir", run, cwd=run.parents[2], timeout=60)
+    result = orch("plan", "p.yaml", "--runs-dir", run, "--detailed-exitcode", cwd=run.parents[2],
+                  timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr  # converged: nothing to do
     assert _records(run) == before
 

@@ -39,5 +39,5 @@ def test_a_setuid_mode_the_plan_asks_for_is_written_and_converges(tmp_path: Path
     assert "(mode 04755)" in applied.stdout
     mode = (tmp_path / "helper").stat().st_mode
     assert stat.S_ISREG(mode) and stat.S_IMODE(mode) == 0o4755
-    again = orch("plan", plan, cwd=tmp_path, timeout=120)
+    again = orch("plan", plan, "--detailed-exitcode", cwd=tmp_path, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr  # converged: the probe reads 4755

@@ -119,7 +119,8 @@ def test_apply_writes_each_hosts_values_and_show_origin_names_their_entries(tmp_
     out = tmp_path / "out"
     path, _ = _files(tmp_path, {"files": [{"path": f"{out}/${{host.name}}.conf",
                                            "content": "nic=${host.nic} gpus=${host.gpus}\n"}]})
-    shown = orch("plan", path, "-i", tmp_path / "inv.yaml", "--show-origin", cwd=tmp_path)
+    shown = orch("plan", path, "-i", tmp_path / "inv.yaml", "--show-origin",
+                 "--detailed-exitcode", cwd=tmp_path)
     assert shown.returncode == 2, shown.stderr
     rows = [line.split()[:4] for line in shown.stdout.splitlines()]
     assert ["a", "${host.nic}", "'ib0'", "group_vars.inner.nic"] in rows

@@ -94,7 +94,7 @@ def test_a_converged_real_vllm_venv_is_converged_in_one_round_trip(host: Path, s
     assert facts["record_files"]["files"] > 13000
 
     mark = sshd.log_mark()
-    check = _orch(host, "plan", plan)
+    check = _orch(host, "plan", plan, "--detailed-exitcode")
     assert check.returncode == 0, check.stdout + check.stderr
     assert "missing" not in check.stdout and "RECORD" not in check.stdout
     assert sshd.round_trips(sshd.inventory(1), since=mark)["h1"] == 1
@@ -117,7 +117,7 @@ def test_a_patched_real_file_is_found_despite_the_cache_and_healed(host: Path) -
     os.utime(server, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the old mtime
     config.write_text(config.read_text() + " ")
 
-    check = _orch(host, "plan", plan)
+    check = _orch(host, "plan", plan, "--detailed-exitcode")
     assert check.returncode == 2, check.stdout + check.stderr
     assert API_SERVER in check.stdout and "E=1,N=14336" in check.stdout
     assert f"reinstall vllm=={VLLM} (2 files differ from RECORD)" in check.stdout
@@ -125,7 +125,7 @@ def test_a_patched_real_file_is_found_despite_the_cache_and_healed(host: Path) -
     apply = _orch(host, "apply", plan)  # offline: the reinstall takes no dependencies
     assert apply.returncode == 0, apply.stdout + apply.stderr
     assert server.read_bytes() == original
-    assert _orch(host, "plan", plan).returncode == 0
+    assert _orch(host, "plan", plan, "--detailed-exitcode").returncode == 0
 
 
 def test_the_real_flashinfer_family(host: Path) -> None:
@@ -136,14 +136,14 @@ def test_the_real_flashinfer_family(host: Path) -> None:
             f"{FLASHINFER}") in unpinned.stdout
 
     half = _plan(host, [f"vllm=={VLLM}", f"flashinfer-python=={FLASHINFER}"])
-    check = _orch(host, "plan", half)
+    check = _orch(host, "plan", half, "--detailed-exitcode")
     assert check.returncode == 2, check.stdout + check.stderr
     assert f"flashinfer-cubin {OLD_CUBIN} -> {FLASHINFER} (family)" in check.stdout
     assert f"pin flashinfer-cubin=={FLASHINFER} in install.packages" in check.stdout
     apply = _orch(host, "apply", half)
     assert apply.returncode == 0, apply.stdout + apply.stderr
     assert "out of step" not in apply.stdout.split("recap")[-1]
-    assert _orch(host, "plan", _plan(host, LIGHT_PINS)).returncode == 0
+    assert _orch(host, "plan", _plan(host, LIGHT_PINS), "--detailed-exitcode").returncode == 0
 
 
 def test_a_locked_apply_reinstalls_the_real_frozen_set_without_resolving(host: Path) -> None:
@@ -152,7 +152,7 @@ def test_a_locked_apply_reinstalls_the_real_frozen_set_without_resolving(host: P
     frozen = last_run(host)
     # flashinfer-python drifts to 0.6.3: resolving its dependencies would fetch torch.
     _uv(host, wheel("flashinfer-python", OLD_FLASHINFER))
-    check = _orch(host, "plan", "--locked", frozen)
+    check = _orch(host, "plan", "--locked", frozen, "--detailed-exitcode")
     assert check.returncode == 2, check.stdout + check.stderr
     assert f"flashinfer-python {OLD_FLASHINFER} -> {FLASHINFER}" in check.stdout
     locked = _orch(host, "apply", "--locked", frozen)
@@ -179,7 +179,7 @@ def test_a_parser_name_the_real_vllm_lacks_blocks_the_launch(host: Path) -> None
                        "args": {"reasoning-parser": "kimi", "tool-call-parser": "step3p5",
                                 "enable-auto-tool-choice": True}}
     plan.write_text(yaml.safe_dump(data))
-    check = _orch(host, "plan", plan)
+    check = _orch(host, "plan", plan, "--detailed-exitcode")
     assert check.returncode == 1, check.stdout + check.stderr
     said = " ".join(check.stdout.split())
     assert ("service.args.reasoning-parser 'kimi' is not a name the host's vLLM 0.17.1 knows; "

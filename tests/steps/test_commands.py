@@ -78,7 +78,7 @@ def test_plan_shows_what_would_run_and_apply_runs_it_once(tmp_path: Path) -> Non
          "unless": ["test", "-e", str(marker)]},
         {"name": "early", "run": ["true"], "when": "before_install"},
     ])
-    planned = orch("plan", plan, cwd=tmp_path)
+    planned = orch("plan", plan, "--detailed-exitcode", cwd=tmp_path)
     assert planned.returncode == 2, planned.stderr
     said = " ".join(planned.stdout.split())  # as printed, whatever wrapped at 120 columns
     assert f"run make: sh -c 'echo making; echo to-stderr >&2; touch {marker}' ({marker} is missing)" \
