@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.masking import mask
     from orchestrator.report.comparison import compare_runs
     from orchestrator.runs.layout import refuse_inside_run
-    from orchestrator.runs.reader import resolve_run
+    from orchestrator.runs.sources import resolve_run
 
     if args.plots is not None:
         refuse_inside_run(args.plots, "--plots")

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.report.comparison import compare_runs
     from orchestrator.report.html_report import default_report_path, write_report
     from orchestrator.runs.layout import refuse_inside_run
-    from orchestrator.runs.reader import resolve_run
+    from orchestrator.runs.sources import resolve_run
 
     if args.output is not None:  # before any work; the default goes under <runs-dir>/reports
         refuse_inside_run(args.output, "-o")

@@ -2,7 +2,7 @@
 share, the loads at which latency is compared, and the comparability warnings.
 
 `compare_runs(paths)` reads the run folders, `orch bench` result directories or `vllm bench
-serve` result files (runs/reader.py `load_source`; and the per-request file of the level each
+serve` result files (runs/sources.py `load_source`; and the per-request file of the level each
 run's distributions come from); `Comparison.to_json()` is the machine form
 (`orch compare --json`).
 """
@@ -19,7 +19,8 @@ from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.distributions import Distribution, read_distributions
 from orchestrator.report.figures import LoadKey, at_throughput, rising_part
 from orchestrator.report.series import Series, build_series
-from orchestrator.runs.reader import RunData, load_source
+from orchestrator.runs.reader import RunData
+from orchestrator.runs.sources import load_source
 
 MAX_EQUAL_LOAD_ROWS = 6
 

@@ -1,7 +1,7 @@
 """The one reader of run folders: meta, resolved plan, host facts, frozen package sets and
 benchmark results, as the typed records of `records.py` (paths from `layout.py`).
 
-Nothing here writes. A run reference (`resolve_run`) is a run folder, a plan name (its
+Nothing here writes. A run reference (sources.py `resolve_run`) is a run folder, a plan name (its
 latest complete run with benchmark results), a plan's folder under the runs root, or a plan
 file (the plan's name is read from it); `orch compare` also takes benchmark results that are
 not run folders (`load_source`: an `orch bench` directory, `vllm bench serve` files, see
@@ -282,44 +282,6 @@ def latest_complete(root: Path, plan_name: str) -> Path:
         f"plan {plan_name!r} has no complete run with benchmark results under {root}/{plan_name}/",
         hint="runs found: " + "; ".join(statuses[:5]) + " (give a run folder to use one anyway)",
     )
-
-
-def resolve_run(ref: str, root: Path) -> Path:
-    """A run folder (or other benchmark results) from what the user typed: see the module
-    docstring."""
-    from orchestrator.runs import result_sources
-
-    path = Path(ref)
-    if path.is_dir():
-        if RunLayout(path).meta.exists() or result_sources.is_bench_dir(path):
-            return path
-        if any(path.glob("*/meta.json")):
-            return latest_complete(path.parent, path.name)
-        if result_sources.result_files(path):
-            return path
-        raise result_sources.not_readable(path)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        return latest_complete(root, plan_name_of_file(path))
-    if path.is_file():
-        if path.suffix == ".json":
-            return path
-        raise result_sources.not_readable(path)
-    if "/" in ref or ref.endswith((".yaml", ".yml", ".json")):
-        raise RunFolderError(f"{ref}: no such run folder or plan file",
-                             hint=f"give {result_sources.ACCEPTED}")
-    return latest_complete(root, ref)
-
-
-def load_source(path: Path) -> RunData:
-    """What `resolve_run` found, read: a run folder, an `orch bench` result directory, or
-    `vllm bench serve` result files."""
-    from orchestrator.runs import result_sources
-
-    if RunLayout(path).meta.exists():
-        return load_run(path)
-    if result_sources.is_bench_dir(path):
-        return result_sources.load_bench_result(path)
-    return result_sources.load_vllm_results(path)
 
 
 def plan_name_of_file(path: Path) -> str:

@@ -15,7 +15,6 @@ from orchestrator.runs.reader import (
     load_run,
     read_record,
     read_requests,
-    resolve_run,
 )
 from orchestrator.runs.records import (
     HostFactsRecord,
@@ -25,6 +24,7 @@ from orchestrator.runs.records import (
     StepRecord,
     SweepSummary,
 )
+from orchestrator.runs.sources import resolve_run
 from orchestrator.runs.writer import RunFolder, write_level, write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
