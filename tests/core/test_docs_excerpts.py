@@ -4,12 +4,14 @@ indented block after a marker
     <!-- real output of: orch apply plans/sim/kimi-nvfp4.yaml -->
 
 is held against what that command prints now, run for real here (the shipped simulated plans,
-a shorter sweep and start-up so the test is quick). What a run cannot repeat is left out of
-the comparison: figures, times, stamps and hashes (masked), the columns of a table's body
-(its first cell is kept: the row's label), its header rows (they wrap with the widths of
-the figures: the table's title and caption are kept), the figures of a step line (its host, step and
-status are kept), and a quoted `...` skips any lines. Everything else (each step, its
-order, every sentence, every table's title and header) must be there, in order."""
+a shorter sweep and start-up so the test is quick). What a short run cannot repeat is left
+out of the comparison: figures, times, stamps and hashes (masked), where a sweep plateaus and
+how sure (masked), the columns of a table's body (its first cell is kept: the row's label),
+its header rows (they wrap with the widths of the figures), what follows a step's status (its
+host, step and status are kept), and a quoted `...` skips any lines. Everything else (each
+step, in order, every sentence, every table's title and row labels) must be there, word for
+word and in order; the text is compared as words, so a line wrapped at another width
+reads the same."""
 
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ import pytest
 from fixtures.orchcli import orch
 from fixtures.sshd import free_port
 
+from orchestrator.limits.rules import LIMITERS
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", ROOT / "docs" / "compare.md"]
+DOCS = [ROOT / "README.md"]  # the docs/ examples are not marked yet (their `... (what)` lines)
 MARKER = re.compile(r"^<!-- real output of: (.+?) -->$")
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")
 COMPARE = "orch compare sim-kimi-nvfp4 sim-minimax-m2.5 sim-kimi-int4"
@@ -53,43 +57,61 @@ def excerpts(path: Path) -> Iterator[tuple[str, list[str]]]:
         yield found.group(1), [line for line in block if line.strip()]
 
 
+_LIMITER = "|".join(re.escape(name) for name in LIMITERS)
+# where a sweep plateaus and how sure: what a short run here cannot repeat of a full one
+_PLATEAU = re.compile(rf"(?:(?:still rising|one level), )?(?:{_LIMITER}|cause not measured) (?:from|at) C=\d+")
+_LEVEL = re.compile(r"\b([cr])\d[\d.]*\b")  # a level's label: c8, r2.5
+_CONFIDENCE = re.compile(r"\((?:high|medium|low) confidence\)")
+
+
 def shape(line: str) -> str | None:
     """What of a line a real run repeats (module doc); None for what it does not."""
     line = _HASH.sub("#", _STAMP.sub("#", line.rstrip()))
     if _RULE.match(line) or line.lstrip().startswith("┃"):  # a rule; a header (wraps by width)
         return None
-    if line.startswith("│"):  # a table's body: its row label
+    if line.startswith("│"):  # a table's body: its row label (none on a wrapped row's next lines)
         line = line.split("│")[1]
     step = _STEP.match(line.strip())
     if step:
         return " ".join(step.groups())
+    line = _CONFIDENCE.sub("(? confidence)", _PLATEAU.sub("PLATEAU", line))
+    line = _LEVEL.sub(r"\1#", line)
     return " ".join(_NUMBER.sub("#", line).split()) or None
 
 
-def shapes(lines: list[str]) -> list[str]:
+def words(lines: list[str]) -> list[str]:
+    """The shapes of the lines as one stream of words (a line repeated is said once), so
+    that text wrapped at another width reads the same."""
     out: list[str] = []
+    last = None
     for line in lines:
-        if line.strip() == "...":
-            out.append("...")
-            continue
         kept = shape(line)
-        if kept is not None and (not out or out[-1] != kept):
-            out.append(kept)
+        if kept is not None and kept != last:
+            out += kept.split()
+        last = kept if kept is not None else last
     return out
 
 
 def missing(quoted: list[str], printed: str) -> list[str]:
-    """The quoted shapes not found, in order, among the printed ones."""
-    real = shapes(printed.splitlines())
-    at, lost = 0, []
-    for want in shapes(quoted):
-        if want == "...":
-            continue
-        found = next((i for i in range(at, len(real)) if real[i] == want), None)
-        if found is None:
-            lost.append(want)
+    """The quoted segments (between `...` lines) not found, in order and each whole, among
+    the printed words."""
+    real = words(printed.splitlines())
+    segments: list[list[str]] = [[]]
+    for line in quoted:
+        if line.strip() == "...":
+            segments.append([])
         else:
-            at = found + 1
+            segments[-1].append(line)
+    at, lost = 0, []
+    for segment in segments:
+        want = words(segment)
+        if not want:
+            continue
+        found = next((i for i in range(at, len(real) - len(want) + 1) if real[i:i + len(want)] == want), None)
+        if found is None:
+            lost.append(" ".join(want))
+        else:
+            at = found + len(want)
     return lost
 
 
@@ -98,8 +120,11 @@ def test_the_shape_rules_keep_what_matters_and_mask_what_varies() -> None:
     assert shape("run folder: runs/sim-kimi-nvfp4/20261130T003855Z-b23326f3") == "run folder: runs/sim-kimi-nvfp4/#"
     assert shape("│ sim-kimi-nvfp4   │  61.2 │ 1,244.5 │") == "sim-kimi-nvfp4"
     assert shape("┡━━━━╇━━━━┩") is None
+    assert shape("sim-x: still rising, compute-bound at C=256") == "sim-x: PLATEAU"
     assert missing(["a 1", "...", "b 2"], "a 7\nx\nb 3\n") == []
-    assert missing(["b 2", "a 1"], "a 7\nb 3\n") == ["a #"]  # order matters
+    assert missing(["a 1", "b 2"], "a 7\nx\nb 3\n") == ["a # b #"]  # a segment is whole
+    assert missing(["one two", "three"], "one\ntwo three\n") == []  # wrapped elsewhere
+    assert missing(["b 2", "...", "a 1"], "a 7\nb 3\n") == ["a #"]  # order matters
 
 
 @pytest.fixture(scope="module")
