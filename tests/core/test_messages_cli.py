@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures.silent_server import silent_port
 
 from orchestrator.runs.writer import RunFolder
 from tests.fixtures.orchcli import orch
@@ -97,29 +97,11 @@ def test_a_port_taken_before_the_first_start_names_the_holder_and_the_launch(
     assert "restart would fail" not in said and "running server is left" not in said
 
 
-@pytest.fixture
-def silent_port() -> Iterator[int]:
+@pytest.fixture(name="silent_port")
+def _silent_port() -> Iterator[int]:
     """A TCP server that accepts and never says a word (a hung sshd, an HTTP port)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield int(listener.getsockname()[1])
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    listener.close()
+    with silent_port() as port:
+        yield port
 
 
 def test_a_host_that_never_speaks_ssh_fails_once_within_its_connect_timeout(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from fixtures.silent_server import silent_port
 from fixtures.sshd import SshServer, free_port, make_keys
 
 from orchestrator.errors import AuthError, ConnectError, HostKeyError
@@ -119,29 +120,11 @@ def test_refused_port_is_retried_then_gives_up(sshd: SshServer) -> None:
     assert all(isinstance(error, ConnectError) for _, _, error in retries.calls)
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
+@pytest.fixture(name="silent_server")
+def _silent_server() -> Iterator[int]:
     """A TCP server that accepts and never speaks SSH (a hung sshd, a wrong service)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield int(listener.getsockname()[1])
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    listener.close()
+    with silent_port() as port:
+        yield port
 
 
 def test_no_ssh_banner_fails_once_within_the_connect_timeout(sshd: SshServer,
