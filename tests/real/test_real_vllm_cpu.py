@@ -112,7 +112,10 @@ def test_the_real_server_is_named_host_cpu_bound_from_its_processes_cpu_time(
     assert processes["source"] == "proc" and len(processes["processes"]) >= 2  # API server + engine
     verdict = level["limiter"]
     assert verdict["name"] == "host-cpu-bound", verdict
-    assert verdict["figures"]["server_cpu"] == level["server_cpu"] >= 0.9  # a core or more, no GPU
+    figures = verdict["figures"]
+    assert figures["server_cpu"] == level["server_cpu"]
+    if level["server_cpu"] < 0.9:  # the machine shared with other work (the full suite): the host is full
+        assert figures["host_cpu_busy"] >= 0.9 and figures["server_cpu_total"] >= processes["cores"] / 2, verdict
     plateau = json.loads((bench / "summary.json").read_text())["plateau"]
     assert plateau["levels"]["c4"] == "host-cpu-bound"
     assert "api-server-count" in json.dumps(plateau["try"])
