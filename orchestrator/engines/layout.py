@@ -9,7 +9,7 @@ Expert parallelism and decode context parallelism reuse the same GPUs, so they a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.names import flag_name
@@ -69,7 +69,8 @@ class Layout:
         return " x ".join(f"{FLAGS[f]} {self.sizes[f]}" for f in shown if f in self.sizes)
 
 
-def _size(value: object) -> int | None:
+def positive_int(value: object) -> int | None:
+    """A count as a plan gives it (an int, or digits in a string); None for anything else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -80,29 +81,31 @@ def _size(value: object) -> int | None:
     return None
 
 
+def flag_values(args: Mapping[str, object], extra_args: Sequence[str],
+                flags: Collection[str]) -> dict[str, object]:
+    """The raw values of `flags` that `service.args` and `service.extra_args` pass (`--flag N`,
+    `--flag=N`, vLLM's short forms; extra_args win, as the later flag wins in vLLM's parser)."""
+    found: dict[str, object] = {}
+    for key, value in args.items():
+        flag = flag_name(key)
+        if flag in flags:
+            found[flag] = value
+    for index, token in enumerate(extra_args):
+        name, eq, inline = token.partition("=")
+        flag = SHORT.get(name) or (name[2:] if name.startswith("--") else "")
+        if flag in flags:
+            found[flag] = inline if eq else (extra_args[index + 1] if index + 1 < len(extra_args) else None)
+    return found
+
+
 def layout(args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
-    """The layout `service.args` and `service.extra_args` ask for (extra_args win, as the
-    later flag wins in vLLM's parser)."""
+    """The layout `service.args` and `service.extra_args` ask for (extra_args win)."""
     sizes: dict[str, int] = {}
     invalid: dict[str, object] = {}
-
-    def take(flag: str, raw: object) -> None:
-        number = _size(raw)
+    for flag, raw in flag_values(args, extra_args, FLAGS).items():
+        number = positive_int(raw)
         if number is None:
             invalid[flag] = raw
         else:
             sizes[flag] = number
-            invalid.pop(flag, None)
-
-    for key, value in args.items():
-        flag = flag_name(key)
-        if flag in FLAGS:
-            take(flag, value)
-    for index, token in enumerate(extra_args):
-        name, eq, inline = token.partition("=")
-        flag = SHORT.get(name) or (name[2:] if name.startswith("--") else "")
-        if flag not in FLAGS:
-            continue
-        take(flag, inline if eq else (extra_args[index + 1] if index + 1 < len(extra_args)
-                                      else None))
     return Layout(sizes, invalid)

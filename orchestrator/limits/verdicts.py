@@ -16,28 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.engines.layout import layout
+from orchestrator.engines.layout import flag_values, layout, positive_int
 from orchestrator.limits.advice import Suggestion, advice
 from orchestrator.limits.evidence import PlanFacts, gather
 from orchestrator.limits.rules import KNEE_THRESHOLD, Knee, Verdict, knee, limiter
 from orchestrator.limits.topology import TopologyError, layout_links, parse_topology
-from orchestrator.names import flag_name
 from orchestrator.runs.records import LevelResult
-
-
-def _int_arg(args: Mapping[str, object], extra_args: Sequence[str], flag: str) -> int | None:
-    """A count the plan passes (`service.args` or `--flag N` / `--flag=N` in extra_args)."""
-    value: object = next((v for k, v in args.items() if flag_name(k) == flag), None)
-    for index, word in enumerate(extra_args):
-        if word == f"--{flag}" and index + 1 < len(extra_args):
-            value = extra_args[index + 1]
-        elif word.startswith(f"--{flag}="):
-            value = word.split("=", 1)[1]
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
 
 
 def plan_facts(args: Mapping[str, object], extra_args: Sequence[str] = (),
@@ -50,8 +34,9 @@ def plan_facts(args: Mapping[str, object], extra_args: Sequence[str] = (),
             links = layout_links(parse_topology(topology), layout(args, extra_args))
         except TopologyError:
             links = None
-    return PlanFacts(max_num_seqs=_int_arg(args, extra_args, "max-num-seqs"),
-                     max_num_batched_tokens=_int_arg(args, extra_args, "max-num-batched-tokens"),
+    counts = flag_values(args, extra_args, ("max-num-seqs", "max-num-batched-tokens"))
+    return PlanFacts(max_num_seqs=positive_int(counts.get("max-num-seqs")),
+                     max_num_batched_tokens=positive_int(counts.get("max-num-batched-tokens")),
                      links=links, gpus=gpus)
 
 
