@@ -46,6 +46,7 @@ class Options:
     force_restart: bool = False  # `orch restart`
     verify_all: bool = False  # hash every RECORD file
     freeze: Mapping[str, Sequence[str]] | None = None  # --locked: host -> its frozen set
+    commits: Mapping[str, str] | None = None  # --locked: host -> the model's commit it had
 
 
 @dataclass
@@ -174,6 +175,9 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
                                 f"set: {first['msg']}", expected="name==version lines") from None
         steps.append(PythonEnvStep(plan.python, install, exact=freeze is not None,
                                    verify_all=options.verify_all))
+    if plan.model is not None:
+        commit = options.commits.get(host) if options.commits is not None else None
+        steps.append(_model_step(plan, secrets, marker, commit))
     files: list[DesiredFile] = []
     if plan.files:
         files = render_files(
@@ -206,6 +210,14 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
             steps.append(ServiceStep(plan, spec, secrets, force_restart=options.force_restart,
                                      file_digests=digests))
     return steps
+
+
+def _model_step(plan: Plan, secrets: Mapping[str, str], marker: str | None,
+                commit: str | None) -> Step:
+    from orchestrator.steps.model import ModelStep
+
+    assert plan.model is not None and plan.python is not None  # the plan's model says so
+    return ModelStep(plan.model, plan.python, secrets, restart_marker=marker, commit=commit)
 
 
 def resolved_plan_yaml(loaded: LoadedPlan) -> str:

@@ -108,7 +108,7 @@ def _converge(
     for step in job.steps:
         emit(StepStart(job.host, step=step.name))
         result, facts, applied = _one_step(transport, job, step, facts, request, outcome,
-                                           check=check)
+                                           check=check, emit=emit)
         applied_any = applied_any or applied
         outcome.steps.append(result)
         emit(result.event(job.host))
@@ -130,7 +130,8 @@ def _converge(
 
 
 def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, request: ProbeRequest,
-              outcome: HostOutcome, *, check: bool) -> tuple[StepOutcome, Facts, bool]:
+              outcome: HostOutcome, *, check: bool,
+              emit: Emit | None = None) -> tuple[StepOutcome, Facts, bool]:
     """Plan one step on the facts, and apply it unless checking: its outcome, the facts
     after it (a re-probe when it changed something) and whether it did."""
     started = time.monotonic()
@@ -151,7 +152,7 @@ def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, requ
         return _outcome_from_plan(plan, status, time.monotonic() - started), facts, False
     outputs: dict[str, str] = {}
     try:
-        apply_changes(transport, plan.changes, outputs)
+        apply_changes(transport, plan.changes, outputs, emit)
     except OrchError as error:
         result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
         result.error = str(error)

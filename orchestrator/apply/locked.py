@@ -3,13 +3,13 @@ package set) and `--resume RUN|latest` (the unfinished run folder to continue)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import RunFolderError, UsageError
 from orchestrator.inventory import Inventory
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.reader import frozen_sets, list_runs, read_meta
+from orchestrator.runs.reader import frozen_sets, list_runs, model_records, read_meta
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Locked:
 
     folder: Path
     freeze: dict[str, list[str]]  # host -> name==version lines
+    commits: dict[str, str] = field(default_factory=dict)  # host -> the model's commit (model.json)
 
 
 def load_locked(folder: Path) -> tuple[Path, Locked]:
@@ -34,7 +35,8 @@ def load_locked(folder: Path) -> tuple[Path, Locked]:
             f"{folder} froze no package set (no hosts/*/freeze.txt)",
             hint="use the run folder of an apply that completed the python step",
         )
-    return plan_file, Locked(folder=folder, freeze=freeze)
+    commits = {host: str(record["commit"]) for host, record in model_records(folder).items()}
+    return plan_file, Locked(folder=folder, freeze=freeze, commits=commits)
 
 
 def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list[str]:

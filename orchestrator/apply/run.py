@@ -23,6 +23,7 @@ from orchestrator.engines import engine
 from orchestrator.errors import UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
+from orchestrator.facts.model import ModelFacts
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
@@ -72,6 +73,7 @@ def execute(options: ApplyOptions) -> int:
     compiled = compile_plan(loaded, secrets, hosts, Options(
         with_service="service" not in options.skip, force_restart=options.restart,
         verify_all=options.verify_all, freeze=locked.freeze if locked else None,
+        commits=locked.commits if locked else None,
     ), inventory)
     if options.show_origin:
         print_origins(console, loaded, inventory, hosts)
@@ -260,3 +262,6 @@ def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> Non
             record_files=facts.record_stats))
         if facts.venv is not None and facts.venv.exists:
             folder.write_freeze(outcome.host, facts.venv.freeze())
+        model = facts.extra.get("model")
+        if isinstance(model, ModelFacts) and model.record() is not None:
+            folder.write_model(outcome.host, model.record() or {})

@@ -34,6 +34,11 @@ def run(args: argparse.Namespace) -> int:
     a = read_plan(args.plan_a, args.runs_dir)
     b = read_plan(args.plan_b, args.runs_dir)
     changes = diff_plans(a.plan, b.plan)
+    if a.weights and b.weights and a.weights != b.weights:  # two runs made on other weights
+        from orchestrator.report.plan_diff import Change
+
+        changes.insert(0, Change("model", "weights (the commit the runs served)", a.weights,
+                                 b.weights))
     if args.json:
         import dataclasses
         import json

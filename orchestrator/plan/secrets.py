@@ -19,7 +19,8 @@ from orchestrator.plan.source import FieldPath
 from orchestrator.plan.variables import ENV_REF
 
 # Where `${env:NAME}` may stand: places whose text reaches a host only privately.
-SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key", "commands[].env.NAME")
+SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key", "commands[].env.NAME",
+                 "model.token")
 SECRETS_HINT = ("give a command its secret through commands[].env (env: {TOKEN: '${env:TOKEN}'}, "
                 "then $TOKEN in the script); keep credentials for package indexes in the host's "
                 "pip.conf, uv.toml or .netrc (a files: entry with mode 0600 can write it)")
@@ -29,6 +30,8 @@ def is_private(path: FieldPath) -> bool:
     """Whether a secret may stand at `path` (one of SECRET_FIELDS)."""
     match path:
         case ("env", str()) | ("files", int(), "content") | ("service", "api_key"):
+            return True
+        case ("model", "token"):
             return True
         case ("commands", int(), "env", str()):
             return True

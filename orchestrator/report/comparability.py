@@ -20,6 +20,7 @@ from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
 from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.reader import model_records, weights_of
 
 # Benchmark settings that change the request or the load: key -> (what, why it matters).
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -150,6 +151,10 @@ def _environment(series: Sequence[Series]) -> list[str]:
         return (environment_of(s).get("nvidia_smi") or {}).get(key)
 
     out = []
+    weights = [weights_of(model_records(s.run.path).get(s.host.name)) for s in series]
+    if None not in weights:
+        out.append(_differs(series, weights, "the model's weights",
+                            "another commit of the model answered") or "")
     for what, read in (("the kernel", lambda s: host(s, "kernel")),
                        ("the OS", lambda s: host(s, "os")),
                        ("the GPU driver", driver), ("the GPUs", gpu_names),

@@ -80,7 +80,7 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _category(path: str) -> str:
-    if path in ("service.model", "service.served_model_name"):
+    if path in ("service.model", "service.served_model_name") or path.startswith("model."):
         return "model"
     if path.startswith("service.args."):
         flag = flag_name(path.removeprefix("service.args."))

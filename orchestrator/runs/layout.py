@@ -8,6 +8,7 @@ folder is spelt anywhere else.
       hosts/<host>/
         facts.json                   HostFactsRecord: what the probe found
         freeze.txt                   the venv's packages, `name==version` (--locked reads it)
+        model.json                   the model's weights: repo, revision, commit, files (--locked)
         steps.json                   HostSteps: every step and phase and its outcome
         startup.json                 Startup: readiness, phases, restarts
         diagnosis.json               [DiagnosisRecord]: why the service died
@@ -84,6 +85,10 @@ class HostLayout:
     @property
     def freeze(self) -> Path:
         return self.root / "freeze.txt"
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model.json"
 
     @property
     def steps(self) -> Path:

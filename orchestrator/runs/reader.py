@@ -257,6 +257,27 @@ def frozen_sets(path: Path) -> dict[str, list[str]]:
     return out
 
 
+def model_records(path: Path) -> dict[str, dict[str, Any]]:
+    """host -> its model.json (the weights it served: repo, revision, commit, files)."""
+    layout = RunLayout(path)
+    out: dict[str, dict[str, Any]] = {}
+    for host in read_meta(path).hosts:
+        try:
+            record = json.loads(local_files.read_text(layout.host(host).model))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("commit"), str):
+            out[host] = record
+    return out
+
+
+def weights_of(record: dict[str, Any] | None) -> str | None:
+    """`repo@commit` (12 digits) of a model.json, for tables."""
+    if not record:
+        return None
+    return f"{record.get('repo')}@{str(record.get('commit'))[:12]}"
+
+
 def plan_runs(root: Path, plan_name: str) -> list[Path]:
     """Run folders of one plan, oldest first."""
     return [p for p in list_runs(root) if p.parent.name == plan_name]

@@ -202,6 +202,9 @@ class RunFolder:
     def write_freeze(self, host: str, freeze: str) -> None:
         write_file(self.host(host).freeze, freeze)
 
+    def write_model(self, host: str, record: Mapping[str, Any]) -> None:
+        write_file(self.host(host).model, json.dumps(record, indent=2) + "\n")
+
     def write_startup(self, host: str, startup: Startup) -> None:
         write_file(self.host(host).startup, dumps(startup))
 

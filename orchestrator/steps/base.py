@@ -15,6 +15,7 @@ from typing import Literal
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
+from orchestrator.events import Emit
 from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw
@@ -43,6 +44,9 @@ class Change:
     # multi-node server (wait for the head, say that this node is up).
     before: Callable[[Transport], None] | None = None
     after: Callable[[Transport], None] | None = None
+    # A change that is a conversation rather than a script, run before its commands: it may
+    # show progress (the model's download).
+    stream: Callable[[Transport, Emit], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,8 @@ class Step(abc.ABC):
 
 
 def apply_changes(
-    transport: Transport, changes: list[Change], kept: dict[str, str] | None = None
+    transport: Transport, changes: list[Change], kept: dict[str, str] | None = None,
+    emit: Emit | None = None,
 ) -> None:
     """Execute changes in order: uploads first, then the change's commands as one script
     (one round trip per change). The output of changes that keep theirs goes into `kept`
@@ -92,6 +97,8 @@ def apply_changes(
             change.before(transport)
         for upload in change.uploads:
             transport.put(upload.data, upload.path, mode=upload.mode)
+        if change.stream is not None:
+            change.stream(transport, emit or (lambda event: None))
         if change.commands:
             _run_change(transport, change, kept)
         if change.after is not None:

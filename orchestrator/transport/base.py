@@ -94,10 +94,11 @@ class Transport(abc.ABC):
         """A local TCP port that reaches `remote_host:remote_port` as seen from the host."""
 
     @abc.abstractmethod
-    def hold(self, command: Command) -> Held:
+    def hold(self, command: Command, *, stdin: bytes | None = None) -> Held:
         """Start `command` with its input kept open and return at once. It runs until
         `release()`, or until this controller goes away (the input closes with the
-        connection or the process): what holds a lock on the host for one apply."""
+        connection or the process): what holds a lock on the host for one apply. `stdin` is
+        written to its input first (a request, a secret: never on its command line)."""
 
     def close(self) -> None:  # noqa: B027 - optional for implementations
         """Release the connection."""

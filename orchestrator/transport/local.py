@@ -116,7 +116,7 @@ class LocalTransport(Transport):
         # The host is this machine: its ports are already ours.
         return no_forward(remote_port)
 
-    def hold(self, command: Command) -> Held:
+    def hold(self, command: Command, *, stdin: bytes | None = None) -> Held:
         self.round_trips += 1
         try:
             process = subprocess.Popen(
@@ -126,6 +126,10 @@ class LocalTransport(Transport):
         except OSError as error:
             raise CommandFailed(str(command), 127, f"cannot start {self.shell}: {error.strerror}",
                                 host=self.host) from error
+        if stdin and process.stdin is not None:
+            with contextlib.suppress(OSError):  # it ended already: its output says why
+                process.stdin.write(stdin)
+                process.stdin.flush()
         return _LocalHeld(process)
 
 

@@ -234,7 +234,7 @@ class SshTransport(Transport):
         finally:
             _close_channel(channel)
 
-    def hold(self, command: Command) -> Held:
+    def hold(self, command: Command, *, stdin: bytes | None = None) -> Held:
         def attempt() -> paramiko.Channel:
             transport = self._session_transport()
             try:
@@ -247,6 +247,9 @@ class SshTransport(Transport):
 
         channel = self._retrying(attempt)
         self.round_trips += 1
+        if stdin:
+            with contextlib.suppress(Exception):  # it ended already: its output says why
+                channel.sendall(stdin)
         return _SshHeld(channel)
 
     # -- port forwarding --------------------------------------------------------------

@@ -52,9 +52,9 @@ def test_the_step_a_path_belongs_to_is_said_on_its_section() -> None:
 def test_every_step_a_section_names_is_a_step_compile_builds() -> None:
     loaded = load_plan(REPO / "plans/sim/kimi-nvfp4.yaml", sets=[
         "files=[{path: /tmp/orch-meaning-test.conf, content: x}]",
-        "commands=[{name: hello, run: ['true']}]"])
+        "commands=[{name: hello, run: ['true']}]", "model={repo: orch/tiny, dir: /tmp/m}"])
     compiled = compile_plan(loaded, {}, ["h"])
     built = {step.name for step in compiled.steps["h"]}
     named = {m.step for info in Plan.model_fields.values() for m in info.metadata
              if isinstance(m, Meaning) and m.step}
-    assert named == {"python", "files", "commands", "service"} and named <= built
+    assert named == {"python", "model", "files", "commands", "service"} and named <= built

@@ -49,7 +49,11 @@ def test_kimi_nvfp4_is_the_real_deployment() -> None:
     assert plan.python is not None
     assert (plan.python.venv, plan.python.installer) == ("/opt/venvs/vllm-0.17.1", "uv")
     assert plan.service is not None
-    assert (plan.service.engine, plan.service.model) == ("vllm", "nvidia/Kimi-K2.5-NVFP4")
+    # The weights: a pinned commit, fetched into a folder the server is given.
+    assert plan.model is not None and plan.model.repo == "nvidia/Kimi-K2.5-NVFP4"
+    assert plan.model.pinned and plan.model.token == "${env:HF_TOKEN}"
+    assert (plan.service.engine, plan.service.model) == ("vllm", plan.model.dir)
+    assert plan.env["HF_HUB_OFFLINE"] == "1"  # the server loads what orch fetched
     args = plan.service.args
     assert args["tensor-parallel-size"] == 8
     assert args["kv-cache-dtype"] == "fp8"
@@ -57,7 +61,6 @@ def test_kimi_nvfp4_is_the_real_deployment() -> None:
     assert args["reasoning-parser"] == args["tool-call-parser"] == "kimi_k2"
     assert args["enable-auto-tool-choice"] is True and args["trust-remote-code"] is True
     assert plan.env["VLLM_USE_FLASHINFER_MOE_FP4"] == "1"
-    assert plan.env["HF_TOKEN"] == "${env:HF_TOKEN}"
     assert "NCCL_P2P_LEVEL" in plan.env
     assert secret_names(plan) == ["HF_TOKEN"]
     assert [s.name for s in plan.smoke] == ["reasoning", "code"]
@@ -68,11 +71,14 @@ def test_kimi_nvfp4_is_the_real_deployment() -> None:
 
 def test_kimi_int4_and_minimax() -> None:
     int4 = load_plan(ROOT / "plans" / "kimi-int4.yaml").plan
-    assert int4.service is not None and int4.service.model == "moonshotai/Kimi-K2.5"
+    assert int4.model is not None and int4.model.repo == "moonshotai/Kimi-K2.5"
+    assert int4.model.pinned and int4.service is not None
+    assert int4.service.model == int4.model.dir
     assert int4.service.args["tensor-parallel-size"] == 8
     assert "VLLM_USE_FLASHINFER_MOE_FP4" not in int4.env
     minimax = load_plan(ROOT / "plans" / "minimax-m2.5.yaml").plan
-    assert minimax.service is not None and minimax.service.model == "MiniMaxAI/MiniMax-M2.5"
+    assert minimax.model is not None and minimax.model.repo == "MiniMaxAI/MiniMax-M2.5"
+    assert minimax.model.pinned and minimax.service is not None
     args = minimax.service.args
     assert (args["tensor-parallel-size"], args["enable-expert-parallel"]) == (4, True)
     assert args["reasoning-parser"] == args["tool-call-parser"] == "minimax_m2"
@@ -94,7 +100,8 @@ def test_sim_plans_swap_in_the_simulator(name: str) -> None:
     assert sim.hosts == "localhost"
     assert sim.service is not None and real.service is not None
     assert sim.service.engine == "sim"
-    assert sim.service.model == real.service.model
+    assert real.model is not None and sim.model is None  # the simulator needs no weights
+    assert sim.service.model == real.model.repo
     assert sim.service.sim.profile in PROFILES
     assert sim.service.sim.profile == real.service.sim.profile
     # 0.1 for most; MiniMax's 4,000 tok/s at 0.25 (at 0.1 this machine's client is the limit)
@@ -103,7 +110,7 @@ def test_sim_plans_swap_in_the_simulator(name: str) -> None:
     assert sim.python is not None and sim.python.venv.startswith("/tmp/")
     assert "HF_TOKEN" not in sim.env and secret_names(sim) == []
     assert sim.bench is not None and sim.bench.requests_per_level == "1x"
-    assert loaded.origins["env"].endswith(f"{name}.yaml:19")
+    assert loaded.origins["service.model"].startswith(f"plans/sim/{name}.yaml:")
 
 
 def test_inventories_load() -> None:

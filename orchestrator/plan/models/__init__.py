@@ -14,6 +14,7 @@ from __future__ import annotations
 from orchestrator.plan.models.base import FieldError, canonical_name, parse_duration, parse_pin
 from orchestrator.plan.models.bench import AutoSweep, Bench, LatencyMetric, Slo
 from orchestrator.plan.models.install import FileSpec, Install, PythonEnv
+from orchestrator.plan.models.model import ModelSpec
 from orchestrator.plan.models.plan import CommandSpec, Plan
 from orchestrator.plan.models.service import ArgValue, Health, ServiceSpec
 from orchestrator.plan.models.smoke import PythonFunctionExpect, SmokeCheck, SmokeExpect
@@ -28,6 +29,7 @@ __all__ = [
     "Health",
     "Install",
     "LatencyMetric",
+    "ModelSpec",
     "Plan",
     "PythonEnv",
     "PythonFunctionExpect",

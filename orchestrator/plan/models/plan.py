@@ -18,6 +18,7 @@ from orchestrator.plan.meaning import HOST_VARS, makes_step
 from orchestrator.plan.models.base import Duration, FieldError, StrictModel, host_path
 from orchestrator.plan.models.bench import Bench
 from orchestrator.plan.models.install import FileSpec, Install, PythonEnv
+from orchestrator.plan.models.model import ModelSpec, service_defaults
 from orchestrator.plan.models.service import Health, ServiceSpec
 from orchestrator.plan.models.smoke import SmokeCheck
 
@@ -116,6 +117,10 @@ class Plan(StrictModel):
         None, description="The Python environment.")
     install: Annotated[Install, makes_step("python")] = Field(
         default_factory=Install, description="Package pins.")
+    model: Annotated[ModelSpec | None, makes_step("model")] = Field(
+        None, description="The model's weights, fetched and verified on each host before the "
+                          "service starts; `service.model` may then be left out "
+                          "(docs/plans.md, Model weights).")
     files: Annotated[list[FileSpec], HOST_VARS, makes_step("files")] = Field(
         default_factory=list, description="Configuration files.")
     env: Annotated[dict[str, str], HOST_VARS, makes_step("service")] = Field(
@@ -138,6 +143,11 @@ class Plan(StrictModel):
                           "list of values it takes) and optional include, exclude and "
                           "objective; each variant is applied and benchmarked as its own run "
                           "(docs/plans.md, Matrix sweeps).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_serves(cls, data: Any) -> Any:
+        return service_defaults(data)
 
     @field_validator("commands")
     @classmethod
@@ -179,6 +189,13 @@ class Plan(StrictModel):
         where = _nul_at(self.model_dump(mode="python"), ())
         if where is not None:
             raise FieldError("a NUL byte (\\0) cannot reach a host", at=where)
+        return self
+
+    @model_validator(mode="after")
+    def _model_needs_python(self) -> Plan:
+        if self.model is not None and self.python is None:
+            raise FieldError("model: needs a `python:` section (the venv whose huggingface_hub "
+                             "fetches it)", at=("model",))
         return self
 
     @model_validator(mode="after")

@@ -1,0 +1,293 @@
+"""The model's weights on the host (the plan's `model:` section): which commit the revision
+names, which files it has with their sizes and hashes, which of them are on the host and
+verified, the bytes of partial downloads, and the free space where they go.
+
+Verified means hashed by orch after a download: the record orch keeps beside the files
+(`<dir>/.cache/orch/model.json`, or `orch/<commit>.json` in the cache's repository folder)
+holds each file's size and mtime from then, so a converged host is read with a stat per
+file, never a hash. The hub is asked (by the real `huggingface_hub` client, in the plan's
+venv) only when the revision is not a commit, or no record holds the commit's file list.
+"""
+# ruff: noqa: UP006, UP035 - the host side runs on Python 3.8 hosts
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List
+
+from orchestrator.facts.fact import Fact, as_int, as_str
+
+if TYPE_CHECKING:
+    from orchestrator.facts.answer import Facts
+
+# == host side: shipped to the host (stdlib only, Python 3.8) ==
+
+# Run by the venv's python: the commit a revision names and its file list, filtered as
+# snapshot_download filters (the client's own filter_repo_objects). Connection errors are
+# retried; what the hub refuses is said at once.
+MODEL_RESOLVE = r"""
+import json, sys, time
+request = json.loads(sys.stdin.read())
+try:
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+    from huggingface_hub import errors
+except ImportError as error:
+    print(json.dumps({"error": "huggingface_hub is not in the venv: %s" % error, "kind": "client"}))
+    sys.exit(0)
+def kind(error):
+    if isinstance(error, errors.GatedRepoError):
+        return "auth"
+    if isinstance(error, errors.RepositoryNotFoundError):
+        return "auth" if "401" in str(error) else "repository"
+    if isinstance(error, errors.RevisionNotFoundError):
+        return "revision"
+    if isinstance(error, errors.HfHubHTTPError):
+        return "http"
+    return "unreachable"
+for attempt in range(3):
+    try:
+        info = HfApi().model_info(request["repo"], revision=request["revision"], files_metadata=True)
+        break
+    except Exception as error:
+        found = kind(error)
+        if found != "unreachable" or attempt == 2:
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            print(json.dumps({"error": "%s: %s" % (type(error).__name__, " ".join(lines[:3])[:600]),
+                              "kind": found, "attempts": attempt + 1}))
+            sys.exit(0)
+        time.sleep(1.0 + attempt)
+siblings = list(filter_repo_objects(info.siblings or [], allow_patterns=request["allow"] or None,
+                                    ignore_patterns=request["ignore"] or None,
+                                    key=lambda s: s.rfilename))
+print(json.dumps({"commit": info.sha, "files": [
+    {"path": s.rfilename, "size": s.size, "sha256": s.lfs.sha256 if s.lfs else None,
+     "blob": s.blob_id} for s in siblings]}))
+"""
+
+
+def model_places(spec: Dict[str, Any]) -> Dict[str, str]:
+    """Where the files and orch's records live: a folder of its own, or the HF cache."""
+    if spec.get("dir"):
+        return {"kind": "dir", "base": spec["dir"], "meta": spec["dir"] + "/.cache/orch",
+                "partial": spec["dir"] + "/.cache/huggingface/download"}
+    home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
+    cache = spec.get("cache") or os.environ.get("HF_HUB_CACHE") or home + "/hub"
+    repo = cache + "/models--" + spec["repo"].replace("/", "--")
+    return {"kind": "cache", "base": repo, "meta": repo + "/orch", "partial": repo + "/blobs",
+            "cache": cache}
+
+
+def model_files_dir(places: Dict[str, str], commit: str) -> str:
+    return places["base"] if places["kind"] == "dir" else places["base"] + "/snapshots/" + commit
+
+
+def model_record_path(places: Dict[str, str], commit: str) -> str:
+    return places["meta"] + ("/model.json" if places["kind"] == "dir" else "/" + commit + ".json")
+
+
+def _model_record(places: Dict[str, str], commit: str) -> Dict[str, Any] | None:
+    try:
+        with open(model_record_path(places, commit)) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("commit") == commit else None
+
+
+def _model_ref(places: Dict[str, str], spec: Dict[str, Any]) -> str | None:
+    """The commit the revision named when last fetched (the cache's refs, orch's record)."""
+    if places["kind"] == "cache":
+        try:
+            with open(places["base"] + "/refs/" + spec["revision"]) as handle:
+                return handle.read().strip() or None
+        except OSError:
+            return None
+    try:
+        with open(places["meta"] + "/model.json") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return record.get("commit") if record.get("revision") == spec["revision"] else None
+
+
+def _model_resolve(spec: Dict[str, Any]) -> Dict[str, Any]:
+    python = spec.get("python") or ""
+    if not os.path.exists(python):
+        return {"error": f"the venv has no python yet ({python})", "kind": "client"}
+    env = dict(os.environ)
+    if spec.get("endpoint"):
+        env["HF_ENDPOINT"] = spec["endpoint"]
+    if spec.get("token"):
+        env["HF_TOKEN"] = spec["token"]
+    env.pop("HF_HUB_OFFLINE", None)
+    asked = {k: spec[k] for k in ("repo", "revision", "allow", "ignore")}
+    try:
+        done = subprocess.run([python, "-c", MODEL_RESOLVE], input=json.dumps(asked).encode(),
+                              capture_output=True, env=env, timeout=90)
+        said: Dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        return said
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as error:
+        return {"error": f"the hub client failed: {str(error)[:300]}", "kind": "client"}
+
+
+def _model_states(files_dir: str, expected: List[Dict[str, Any]], record: Dict[str, Any] | None) -> List[List[Any]]:
+    """[path, size, state] per expected file: ok (as verified), unverified, size, missing."""
+    stamps = (record or {}).get("stamps") or {}
+    out = []
+    for entry in expected:
+        try:
+            info = os.stat(files_dir + "/" + entry["path"])
+        except OSError:
+            out.append([entry["path"], entry["size"], "missing"])
+            continue
+        if entry.get("size") is not None and info.st_size != entry["size"]:
+            state = "size"
+        elif stamps.get(entry["path"]) == [info.st_size, info.st_mtime_ns]:
+            state = "ok"
+        else:
+            state = "unverified"
+        out.append([entry["path"], entry["size"], state])
+    return out
+
+
+def _model_space(path: str) -> List[Any]:
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        stats = os.statvfs(path or "/")
+    except OSError:
+        return [path, None]
+    return [path, stats.f_bavail * stats.f_frsize]
+
+
+def _model_partial(folder: str) -> int:
+    total = 0
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            if name.endswith(".incomplete"):
+                with contextlib.suppress(OSError):
+                    total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
+def model_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
+    places = model_places(spec)
+    revision = spec["revision"]
+    pinned = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
+    out: Dict[str, Any] = {"places": places, "revision": revision, "repo": spec["repo"]}
+    commit = revision if pinned else None
+    record = _model_record(places, commit) if commit else None
+    listing: Dict[str, Any] | None = None
+    # HF_HUB_OFFLINE on the host: the hub is not asked; a branch names what was last fetched.
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if record is None and not (offline and not pinned):
+        listing = _model_resolve(spec)
+        if "error" in listing:
+            out["hub_error"], out["hub_error_kind"] = listing["error"], listing.get("kind")
+        else:
+            commit = listing["commit"] if not pinned else commit
+            out["resolved"] = listing["commit"]
+    if commit is None:
+        commit = _model_ref(places, spec)
+        out["from_ref"] = commit is not None
+    out["commit"] = commit
+    if commit is None:
+        out["space"] = _model_space(places["base"])
+        return out
+    record = record or _model_record(places, commit)
+    if record is not None and record.get("files"):
+        expected = record["files"]
+    elif listing is not None and "files" in listing and listing.get("commit") == commit:
+        expected = listing["files"]
+    else:
+        expected = None
+    out["recorded"] = record is not None
+    if expected is not None:
+        out["files"] = expected
+        out["states"] = _model_states(model_files_dir(places, commit), expected, record)
+    out["partial_bytes"] = _model_partial(places["partial"])
+    out["space"] = _model_space(places["base"])
+    return out
+
+
+def gather_model(request: Dict[str, Any], answer: Dict[str, Any]) -> None:
+    """`request["model"]`: the plan's section and the venv's python."""
+    if request.get("model"):
+        answer["model"] = model_facts(request["model"])
+
+
+# == controller side ==
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    path: str
+    size: int | None
+    sha256: str | None = None  # an LFS file's
+    blob: str | None = None  # the git blob id (sha1) of a small file
+    state: str = "missing"  # ok, unverified, size (a wrong size), missing
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    kind: str  # dir or cache
+    repo: str
+    revision: str  # as asked (the plan's, or --locked's commit)
+    base: str  # the folder, or the cache's repository folder
+    commit: str | None  # what the revision names (None: unknown, see hub_error)
+    resolved: str | None = None  # the commit the hub just named for the revision
+    from_ref: bool = False  # the commit is the last one fetched (the hub was not asked)
+    hub_error: str | None = None
+    hub_error_kind: str | None = None
+    files: list[ModelFile] | None = None  # None: the file list is not known yet
+    recorded: bool = False
+    partial_bytes: int = 0
+    space_path: str = ""
+    free_bytes: int | None = None
+    cache: str | None = None  # the cache folder (kind cache)
+
+    def record(self) -> dict[str, Any] | None:
+        """What the run folder keeps of the weights (model.json): None until every file is
+        there and verified."""
+        if self.commit is None or self.files is None or any(f.state != "ok" for f in self.files):
+            return None
+        return {"repo": self.repo, "revision": self.revision, "commit": self.commit,
+                "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "blob": f.blob}
+                          for f in self.files]}
+
+
+def _files(entry: dict[str, Any]) -> list[ModelFile] | None:
+    listed, states = entry.get("files"), entry.get("states")
+    if not isinstance(listed, list) or not isinstance(states, list):
+        return None
+    found = []
+    for item, state in zip(listed, states, strict=False):
+        if isinstance(item, dict) and isinstance(state, list) and len(state) == 3:
+            found.append(ModelFile(path=str(item.get("path")), size=as_int(item.get("size")),
+                                   sha256=as_str(item.get("sha256")),
+                                   blob=as_str(item.get("blob")), state=str(state[2])))
+    return found
+
+
+def parse(answer: dict[str, Any], facts: Facts) -> None:
+    entry = answer.get("model")
+    if not isinstance(entry, dict):
+        return
+    places = entry.get("places") or {}
+    space = entry.get("space") or [None, None]
+    facts.extra["model"] = ModelFacts(
+        kind=str(places.get("kind")), base=str(places.get("base")),
+        repo=str(entry.get("repo")), revision=str(entry.get("revision")),
+        commit=as_str(entry.get("commit")), resolved=as_str(entry.get("resolved")),
+        from_ref=bool(entry.get("from_ref")), hub_error=as_str(entry.get("hub_error")),
+        hub_error_kind=as_str(entry.get("hub_error_kind")), files=_files(entry),
+        recorded=bool(entry.get("recorded")), partial_bytes=as_int(entry.get("partial_bytes")) or 0,
+        space_path=str(space[0] or ""), free_bytes=as_int(space[1]),
+        cache=as_str(places.get("cache")))
+
+
+FACT = Fact(gather="gather_model", parse=parse)
