@@ -31,7 +31,8 @@ from typing import Any
 # file over 1 MiB is refused by plain git there, so it is LFS too.
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.gguf", "*.pt")
 LFS_MIN_SIZE = 1024 * 1024
-_REPO_ID = re.compile(r"(?:[\w.-]{1,96}/)?[\w.-]{1,96}", re.ASCII)
+_NAME = r"\w(?:[\w.-]{0,94}\w)?"  # starts and ends with a letter, digit or '_'
+_REPO_ID = re.compile(rf"(?:{_NAME}/)?{_NAME}", re.ASCII)
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SKIPPED_DIRS = {".git", ".cache"}  # git's own files; huggingface_hub's local_dir metadata
 
@@ -42,8 +43,7 @@ class HubStoreError(ValueError):
 
 def check_repo_id(repo_id: str) -> str:
     """The Hub's rule (huggingface_hub's validate_repo_id): `name` or `namespace/name`."""
-    if (not _REPO_ID.fullmatch(repo_id) or "--" in repo_id or ".." in repo_id
-            or repo_id.startswith(("-", ".")) or repo_id.endswith(("-", "."))):  # fmt: skip
+    if not _REPO_ID.fullmatch(repo_id) or "--" in repo_id or ".." in repo_id:
         raise HubStoreError(f"bad repository id {repo_id!r}: expected NAME or NAMESPACE/NAME "
                             "(letters, digits, '-', '_', '.'; no '--' or '..')")
     return repo_id
