@@ -11,4 +11,6 @@
     sinks.py         tokens to SSE chunks or whole responses; wire.py their exact bytes
     metrics.py       /metrics; logs.py vLLM's log line format; versions.py wire differences
     testing.py       run it as a subprocess in tests of other parts
+    hub.py           `orch sim hub`: a stand-in Hugging Face hub; hub_store.py its repositories,
+                     hub_files.py byte ranges and cut downloads, hub_cli.py its command line
 """

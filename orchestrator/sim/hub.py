@@ -79,6 +79,10 @@ class StandInHub:
     def cdn_url(self) -> str:
         return self._url(self._cdn)
 
+    @property
+    def cdn_port(self) -> int:
+        return self._cdn.server_port
+
     def start(self) -> StandInHub:
         for server in (self._hub, self._cdn):
             thread = threading.Thread(target=server.serve_forever, name=f"hub-{server.origin}",
@@ -177,7 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, code: str | None, message: str,
                headers: dict[str, str] | None = None, head: bool = False) -> None:
-        extra = {"X-Error-Message": message, **({"X-Error-Code": code} if code else {})}
+        said = message.encode("ascii", "backslashreplace").decode()  # a header is latin-1 at most
+        extra = {"X-Error-Message": said, **({"X-Error-Code": code} if code else {})}
         self._send(status, json.dumps({"error": message}).encode(),
                    {"Content-Type": "application/json; charset=utf-8", **extra, **(headers or {})},
                    head)
@@ -233,7 +238,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "EntryNotFound", f"{path} does not exist on \"{commit}\"",
                         {"X-Repo-Commit": commit}, head)
             return
-        start = int(base64.urlsafe_b64decode(query["cursor"]).decode()) if "cursor" in query else 0
+        try:
+            start = int(base64.urlsafe_b64decode(query.get("cursor", "MA==")).decode())
+        except ValueError:
+            self._error(400, None, "Invalid cursor", head=head)
+            return
         end = start + self.server.hub.tree_page_size
         headers = {"X-Repo-Commit": commit}
         if end < len(entries):
@@ -254,7 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes",
                    "Content-Disposition": _disposition(name)}
         if file.lfs:
-            location = f"{self.server.hub.cdn_url}/lfs/{file.sha256}?filename={quote(name)}"
+            location = f"{self._cdn_origin()}/lfs/{file.sha256}?filename={quote(name)}"
             body = f"Found. Redirecting to {location}".encode()
             self._send(302, body, {**headers, "Location": location, "ETag": f'"{file.sha256}"',
                                    "X-Linked-Etag": f'"{file.sha256}"',
@@ -263,6 +272,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._cut = send_file(self, self.server.hub.store, file.sha256, file.size,
                               {**headers, "ETag": f'"{file.git_sha1}"'}, head)
+
+    def _cdn_origin(self) -> str:
+        """The CDN on the host name the client reached the hub by (a port forward, 0.0.0.0)."""
+        host = self.headers.get("Host") or self.server.server_name
+        name = host.rsplit("]", 1)[0] + "]" if host.startswith("[") else host.split(":")[0]
+        return f"http://{name}:{self.server.hub.cdn_port}"
 
     def _cdn(self, head: bool) -> None:
         parts = urlsplit(self.path)

@@ -245,6 +245,12 @@ def test_ranges_head_and_keep_alive_on_the_wire(hub: StandInHub, tmp_path: Path)
     response, body = _get(conn, "GET", f"/{REPO}/resolve/{commit}/big.dat")
     assert response.status == 302 and response.getheader("X-Linked-Size") == str(BIG)
     assert response.getheader("Location", "").startswith(hub.cdn_url + "/lfs/")
+    response, body = _get(conn, "HEAD", f"/{REPO}/resolve/main/big.dat", {"Host": "localhost:1"})
+    assert response.getheader("Location", "").startswith(f"http://localhost:{hub.cdn_port}/lfs/")
+    response, body = _get(conn, "GET", f"/api/models/{REPO}/revision/%C3%A9t%C3%A9")
+    assert response.status == 404 and response.getheader("X-Error-Code") == "RevisionNotFound"
+    response, body = _get(conn, "GET", f"/api/models/{REPO}/tree/main?cursor=%%%")
+    assert response.status == 400
     response, body = _get(conn, "GET", f"/api/models/{REPO}/revision/{commit}?expand=sha")
     assert response.status == 200 and body.startswith(b"{") and b"siblings" not in body
     conn.close()
