@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from orchestrator.facts.fact import Fact, as_int, as_str
@@ -73,11 +73,11 @@ def model_places(spec: Dict[str, Any]) -> Dict[str, str]:
     """Where the files and orch's records live: a folder of its own, or the HF cache."""
     if spec.get("dir"):
         return {"kind": "dir", "base": spec["dir"], "meta": spec["dir"] + "/.cache/orch",
-                "partial": spec["dir"] + "/.cache/huggingface/download"}
+                "partial": spec["dir"] + "/.cache/orch/partial"}
     home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
     cache = spec.get("cache") or os.environ.get("HF_HUB_CACHE") or home + "/hub"
     repo = cache + "/models--" + spec["repo"].replace("/", "--")
-    return {"kind": "cache", "base": repo, "meta": repo + "/orch", "partial": repo + "/blobs",
+    return {"kind": "cache", "base": repo, "meta": repo + "/orch", "partial": repo + "/orch/partial",
             "cache": cache}
 
 
@@ -89,13 +89,18 @@ def model_record_path(places: Dict[str, str], commit: str) -> str:
     return places["meta"] + ("/model.json" if places["kind"] == "dir" else "/" + commit + ".json")
 
 
-def _model_record(places: Dict[str, str], commit: str) -> Dict[str, Any] | None:
+def _model_record(places: Dict[str, str], commit: str, *, same_commit: bool = True,
+                  ) -> Dict[str, Any] | None:
+    """orch's record of the files it verified there (of this commit, or of any: a folder
+    holds one commit at a time, and a file the next commit did not change stays verified)."""
     try:
         with open(model_record_path(places, commit)) as handle:
             record = json.load(handle)
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("commit") == commit else None
+    if not isinstance(record, dict) or (same_commit and record.get("commit") != commit):
+        return None
+    return record
 
 
 def _model_ref(places: Dict[str, str], spec: Dict[str, Any]) -> str | None:
@@ -135,8 +140,11 @@ def _model_resolve(spec: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _model_states(files_dir: str, expected: List[Dict[str, Any]], record: Dict[str, Any] | None) -> List[List[Any]]:
-    """[path, size, state] per expected file: ok (as verified), unverified, size, missing."""
+    """[path, size, state] per expected file: ok (as verified), unverified, size, missing. A
+    stamp counts for a file the record verified with the hash expected now."""
     stamps = (record or {}).get("stamps") or {}
+    hashes = {f.get("path"): (f.get("sha256"), f.get("blob"))
+              for f in (record or {}).get("files") or [] if isinstance(f, dict)}
     out = []
     for entry in expected:
         try:
@@ -146,7 +154,8 @@ def _model_states(files_dir: str, expected: List[Dict[str, Any]], record: Dict[s
             continue
         if entry.get("size") is not None and info.st_size != entry["size"]:
             state = "size"
-        elif stamps.get(entry["path"]) == [info.st_size, info.st_mtime_ns]:
+        elif stamps.get(entry["path"]) == [info.st_size, info.st_mtime_ns] and \
+                hashes.get(entry["path"]) == (entry.get("sha256"), entry.get("blob")):
             state = "ok"
         else:
             state = "unverified"
@@ -188,6 +197,9 @@ def model_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
         listing = _model_resolve(spec)
         if "error" in listing:
             out["hub_error"], out["hub_error_kind"] = listing["error"], listing.get("kind")
+            out["hub"] = spec.get("endpoint") or os.environ.get("HF_ENDPOINT") or \
+                "https://huggingface.co"
+            out["attempts"] = listing.get("attempts")
         else:
             commit = listing["commit"] if not pinned else commit
             out["resolved"] = listing["commit"]
@@ -208,7 +220,8 @@ def model_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     out["recorded"] = record is not None
     if expected is not None:
         out["files"] = expected
-        out["states"] = _model_states(model_files_dir(places, commit), expected, record)
+        verified = record or _model_record(places, commit, same_commit=False)
+        out["states"] = _model_states(model_files_dir(places, commit), expected, verified)
     out["partial_bytes"] = _model_partial(places["partial"])
     out["space"] = _model_space(places["base"])
     return out
@@ -243,12 +256,15 @@ class ModelFacts:
     from_ref: bool = False  # the commit is the last one fetched (the hub was not asked)
     hub_error: str | None = None
     hub_error_kind: str | None = None
+    hub: str | None = None  # the endpoint asked, when it failed
+    attempts: int | None = None
     files: list[ModelFile] | None = None  # None: the file list is not known yet
     recorded: bool = False
     partial_bytes: int = 0
     space_path: str = ""
     free_bytes: int | None = None
     cache: str | None = None  # the cache folder (kind cache)
+    places: dict[str, str] = field(default_factory=dict)  # model_places(): where things are
 
     def record(self) -> dict[str, Any] | None:
         """What the run folder keeps of the weights (model.json): None until every file is
@@ -285,9 +301,11 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         commit=as_str(entry.get("commit")), resolved=as_str(entry.get("resolved")),
         from_ref=bool(entry.get("from_ref")), hub_error=as_str(entry.get("hub_error")),
         hub_error_kind=as_str(entry.get("hub_error_kind")), files=_files(entry),
+        hub=as_str(entry.get("hub")), attempts=as_int(entry.get("attempts")),
         recorded=bool(entry.get("recorded")), partial_bytes=as_int(entry.get("partial_bytes")) or 0,
         space_path=str(space[0] or ""), free_bytes=as_int(space[1]),
-        cache=as_str(places.get("cache")))
+        cache=as_str(places.get("cache")),
+        places={str(k): str(v) for k, v in places.items() if isinstance(v, str)})
 
 
 FACT = Fact(gather="gather_model", parse=parse)

@@ -1,10 +1,12 @@
 """A file's bytes from the stand-in hub: whole (200), a byte range (206, for a resumed download)
-or an unsatisfiable range (416); and the one-shot cut of hub_store.cut_download, which sends
-part of the body and closes the connection, as a network failure mid-download would."""
+or an unsatisfiable range (416); the one-shot cut of hub_store.cut_download, which sends
+part of the body and closes the connection, as a network failure mid-download would; and
+hub_store.pace, a slow link."""
 
 from __future__ import annotations
 
 import re
+import time
 from http.server import BaseHTTPRequestHandler
 
 from orchestrator.sim.hub_store import HubStore
@@ -54,7 +56,7 @@ def send_file(handler: BaseHTTPRequestHandler, store: HubStore, sha256: str, siz
     handler.end_headers()
     if head:
         return None
-    cut = store.take_cut(sha256)
+    cut, pace = store.take_cut(sha256), store.current_pace()
     send = length if cut is None else min(cut, length)
     with store.blob_path(sha256).open("rb") as blob:
         blob.seek(start)
@@ -65,6 +67,8 @@ def send_file(handler: BaseHTTPRequestHandler, store: HubStore, sha256: str, siz
                 break
             handler.wfile.write(chunk)
             remaining -= len(chunk)
+            if pace:
+                time.sleep(len(chunk) / pace)
     if cut is None:
         return None
     handler.wfile.flush()

@@ -248,6 +248,18 @@ class HubStore:
             faults["cut"][files[path].sha256] = after_bytes
             _write_json(self.root / "faults.json", faults)
 
+    def pace(self, bytes_per_s: int | None) -> None:
+        """Send every download body at most this fast (None: as fast as it goes): a download
+        long enough to interrupt."""
+        with self._locked():
+            faults = _read_json(self.root / "faults.json", {"cut": {}})
+            faults["pace"] = bytes_per_s
+            _write_json(self.root / "faults.json", faults)
+
+    def current_pace(self) -> int | None:
+        pace = _read_json(self.root / "faults.json", {}).get("pace")
+        return int(pace) if pace else None
+
     def take_cut(self, sha256: str) -> int | None:
         """The server's side of cut_download: the armed cut for this blob, disarmed."""
         path = self.root / "faults.json"

@@ -66,12 +66,15 @@ def describe(spec: ModelSpec, facts: ModelFacts, wanted: Need) -> str:
     states = [f.state for f in wanted.fetch]
     parts = []
     for state, words in (("missing", "missing"), ("size", "of the wrong size"),
-                         ("unverified", "not verified yet (hashed first)")):
+                         ("unverified", "changed or never verified: hashed first")):
         if states.count(state):
             parts.append(f"{states.count(state)} {words}")
     short = (facts.commit or "?")[:12]
     text = (f"model: {spec.repo}@{short}: {len(wanted.fetch)} of {len(facts.files)} files "
             f"({', '.join(parts)}), {size_text(wanted.fetch_bytes)} to fetch")
+    unverified = sum(f.size or 0 for f in wanted.fetch if f.state == "unverified")
+    if unverified:
+        text += f" (and up to {size_text(unverified)} more if a hash differs)"
     if facts.partial_bytes:
         text += f" (resuming {size_text(facts.partial_bytes)} already on disk)"
     return text
@@ -123,15 +126,13 @@ class ModelStep(Step):
 
     def _change(self, found: ModelFacts, wanted: Need) -> Change:
         assert found.commit is not None and found.files is not None
-        places = {"kind": found.kind, "base": found.base, "cache": found.cache,
-                  "partial": f"{found.base}/.cache/huggingface/download"
-                  if found.kind == "dir" else f"{found.base}/blobs"}
+        places = found.places
         request = {
             "repo": self.spec.repo, "revision": self.spec.revision, "commit": found.commit,
             "allow": self.spec.allow, "ignore": self.spec.ignore, "endpoint": self.spec.endpoint,
             "token": self.token, "places": places,
-            "files_dir": model_files_dir(places, found.commit),  # type: ignore[arg-type]
-            "record": model_record_path(places, found.commit),  # type: ignore[arg-type]
+            "files_dir": model_files_dir(places, found.commit),
+            "record": model_record_path(places, found.commit),
             "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "blob": f.blob,
                        "state": f.state} for f in found.files]}
         summary = describe(self.spec, found, wanted)
@@ -170,7 +171,8 @@ def _unknown(spec: ModelSpec, found: ModelFacts, plan: StepPlan) -> StepPlan:
                            "missing without one)",
              "revision": "check model.revision: a branch, tag or commit of the repository",
              "unreachable": "check model.endpoint / HF_ENDPOINT and the host's network"}
-    plan.blocked = f"model: {spec.repo}@{spec.revision}: {found.hub_error}"
+    tries = f" after {found.attempts} attempts" if (found.attempts or 0) > 1 else ""
+    plan.blocked = f"{spec.repo}@{spec.revision}: the hub at {found.hub}{tries}: {found.hub_error}"
     plan.findings.append(Finding("error", plan.blocked, hints.get(found.hub_error_kind or "", "")))
     return plan
 

@@ -1,15 +1,17 @@
 """The program that fetches a model's files on the host, run by the plan's venv python with
-the real `huggingface_hub` client (never hand-written HTTP): its first input line is the
-request (the token travels there, never on a command line); then it prints one JSON event
-per line: `progress` (bytes on disk, each second), `refetch` (a file whose hash is wrong),
-`retry`, and at the end `done` (the record orch keeps beside the files) or `error`.
+the real `huggingface_hub` client (its metadata request, its resumable `http_get`; never
+hand-written HTTP): its first input line is the request (the token travels there, never on a
+command line); then it prints one JSON event per line: `progress` (bytes on disk, each
+second), `refetch` (a file whose hash is wrong), `retry`, and at the end `done` (the record
+orch keeps beside the files) or `error`.
 
-Before fetching, files present but not yet verified by orch are hashed, and wrong ones
-removed so the client fetches them again; a partial download (`*.incomplete`) is resumed by
-the client with a range request. After fetching, every file not verified yet is hashed
-against the hub's sha256 (LFS) or git blob id; one that is still wrong after a second fetch
-fails the change. The input closing (the apply ended or died) ends the program: the next
-apply resumes where it stopped.
+Each file is downloaded into orch's partial folder (`<meta>/partial/`) and resumed from there
+with a range request by the next attempt or the next apply: `snapshot_download` (2.x) keeps a
+partial file only within one process, and a 600 GB download outlives processes. A whole file
+is hashed against the hub's sha256 (LFS) or git blob id, then moved into place: the folder,
+or the cache's layout (`blobs/<etag>`, `snapshots/<commit>/<path>` linking to it, `refs/`).
+Files present but not yet verified by orch are hashed first, and wrong ones removed. The
+input closing (the apply ended or died) ends the program at once.
 """
 
 PROGRAM = r"""
@@ -24,25 +26,24 @@ def watch_input():
 threading.Thread(target=watch_input, daemon=True).start()
 if request.get("endpoint"):
     os.environ["HF_ENDPOINT"] = request["endpoint"]
-if request.get("token"):
-    os.environ["HF_TOKEN"] = request["token"]
 os.environ.pop("HF_HUB_OFFLINE", None)
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+token = request.get("token") or None
 try:
-    from huggingface_hub import hf_hub_download, snapshot_download
+    from urllib.parse import urlsplit
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
 except ImportError as error:
-    say(event="error", message="huggingface_hub is not in the venv: %s" % error)
+    say(event="error", kind="ImportError", message="huggingface_hub is not in the venv: %s" % error)
     sys.exit(0)
-files_dir, places = request["files_dir"], request["places"]
-files = request["files"]
-target = {"local_dir": places["base"]} if places["kind"] == "dir" else {"cache_dir": places["cache"]}
+files_dir, places, files = request["files_dir"], request["places"], request["files"]
+partial_dir = places["partial"]
 def digest(path, entry):
     if entry.get("sha256"):
-        hashed = hashlib.sha256()
-        want = entry["sha256"]
+        hashed, want = hashlib.sha256(), entry["sha256"]
     elif entry.get("blob"):
-        hashed = hashlib.sha1(b"blob %d\0" % os.path.getsize(path))
-        want = entry["blob"]
+        hashed, want = hashlib.sha1(b"blob %d\0" % os.path.getsize(path)), entry["blob"]
     else:
         return True
     with open(path, "rb") as handle:
@@ -51,8 +52,7 @@ def digest(path, entry):
     return hashed.hexdigest() == want
 def drop(entry):
     path = files_dir + "/" + entry["path"]
-    real = os.path.realpath(path)
-    for gone in {path, real, places["base"] + "/.cache/huggingface/download/" + entry["path"] + ".metadata"}:
+    for gone in {path, os.path.realpath(path)}:
         try:
             os.remove(gone)
         except OSError:
@@ -62,11 +62,59 @@ def size_of(path):
         return os.stat(path).st_size
     except OSError:
         return 0
+def part_of(entry):
+    return "%s/%s.%s.incomplete" % (partial_dir, entry["path"], entry.get("sha256") or entry.get("blob") or "x")
 def on_disk():
-    total = sum(min(size_of(files_dir + "/" + f["path"]), f.get("size") or 0) for f in files)
-    for root, _dirs, names in os.walk(places["partial"]):
-        total += sum(size_of(os.path.join(root, n)) for n in names if n.endswith(".incomplete"))
-    return total
+    return sum(min(size_of(files_dir + "/" + f["path"]) or size_of(part_of(f)), f.get("size") or 0)
+               for f in files)
+def place(entry, part, etag):
+    target = files_dir + "/" + entry["path"]
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if places["kind"] == "dir":
+        os.replace(part, target)
+        return
+    blob = places["base"] + "/blobs/" + etag
+    os.makedirs(os.path.dirname(blob), exist_ok=True)
+    if part is not None:
+        os.replace(part, blob)
+    if os.path.lexists(target):
+        os.remove(target)
+    os.symlink(os.path.relpath(blob, os.path.dirname(target)), target)
+def download(entry):
+    if places["kind"] == "cache":  # the same content under another commit: link it
+        blob = places["base"] + "/blobs/" + (entry.get("sha256") or entry.get("blob") or "-")
+        if os.path.isfile(blob) and digest(blob, entry):
+            place(entry, None, os.path.basename(blob))
+            return True
+    part = part_of(entry)
+    os.makedirs(os.path.dirname(part), exist_ok=True)
+    url = hf_hub_url(request["repo"], entry["path"], revision=request["commit"])
+    meta = get_hf_file_metadata(url, token=token)
+    headers = build_hf_headers(token=token)
+    if urlsplit(meta.location).netloc != urlsplit(url).netloc:
+        headers.pop("authorization", None)  # a CDN's signed address: the token stays home
+    with open(part, "ab") as handle:
+        http_get(meta.location, handle, resume_size=handle.tell(), headers=headers,
+                 expected_size=entry.get("size"))
+    if not digest(part, entry):
+        os.remove(part)
+        return False
+    place(entry, part, (meta.etag or "").strip('"') or entry.get("sha256") or entry["blob"])
+    return True
+def final(error):
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return getattr(error, "errno", None) == 28 or status in (401, 403, 404) or \
+        isinstance(error, (ValueError, ImportError))
+def fetch(entry):
+    for attempt in range(4):
+        try:
+            return download(entry)
+        except Exception as error:
+            text = str(error)
+            if attempt == 3 or final(error):
+                raise
+            say(event="retry", attempt=attempt + 1, message=text.splitlines()[0][:300] if text else repr(error))
+            time.sleep(2.0 * (attempt + 1))
 verified = set(f["path"] for f in files if f["state"] == "ok")
 for entry in files:
     if entry["state"] in ("unverified", "size"):
@@ -86,31 +134,13 @@ def report():
     while not finished.wait(1.0):
         say(event="progress", done=on_disk() - start, total=total - start)
 threading.Thread(target=report, daemon=True).start()
-def fetch():
-    for attempt in range(4):
-        try:
-            return snapshot_download(request["repo"], revision=request["commit"],
-                                     allow_patterns=request["allow"] or None,
-                                     ignore_patterns=request["ignore"] or None, **target)
-        except OSError as error:
-            if getattr(error, "errno", None) == 28:
-                raise
-            if attempt == 3 or "404" in str(error) or "401" in str(error) or "403" in str(error):
-                raise
-            say(event="retry", attempt=attempt + 1, message=str(error).splitlines()[0][:300])
-            time.sleep(2.0 * (attempt + 1))
 try:
-    fetch()
     for entry in files:
         if entry["path"] in verified:
             continue
-        path = files_dir + "/" + entry["path"]
-        if not digest(path, entry):
-            say(event="refetch", path=entry["path"], why="sha256 mismatch after download")
-            drop(entry)
-            hf_hub_download(request["repo"], entry["path"], revision=request["commit"],
-                            force_download=True, **target)
-            if not digest(path, entry):
+        if not fetch(entry):
+            say(event="refetch", path=entry["path"], why="its hash differs after download")
+            if not fetch(entry):
                 raise ValueError("%s: its hash still differs from the hub's after a second "
                                  "download" % entry["path"])
 except Exception as error:
