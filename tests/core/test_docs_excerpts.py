@@ -1,5 +1,5 @@
 """Output quoted in the README and the docs comes from real runs and cannot drift: every
-indented block after a marker
+indented or fenced block after a marker
 
     <!-- real output of: orch apply plans/sim/kimi-nvfp4.yaml -->
 
@@ -11,11 +11,24 @@ its header rows (they wrap with the widths of the figures), what follows a step'
 host, step and status are kept), and a quoted `...` skips any lines. Everything else (each
 step, in order, every sentence, every table's title and row labels) must be there, word for
 word and in order; the text is compared as words, so a line wrapped at another width
-reads the same."""
+reads the same. A block may open with `$ COMMAND`, the marker's command, as a user types it.
+
+The commands run in a folder holding copies of plans/ and inventory/, and of the files the
+docs write out for their examples: a fenced block after `<!-- file: PATH -->` (a bad plan
+whose error the doc quotes). The pivots are applied with the quick sweep; a command on the
+last one (`SERVED`) reaches the server that apply left running (the same service name, port,
+venv and start-up scale are added to it).
+
+Every other `orch ...` line of a code block (README and docs/) must at least parse: orch's
+own argument parser, run without executing the command."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,20 +36,42 @@ import pytest
 from fixtures.orchcli import orch
 from fixtures.sshd import free_port
 
+from orchestrator.cli import build_parser
 from orchestrator.limits.rules import LIMITERS
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md"]  # the docs/ examples are not marked yet (their `... (what)` lines)
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!-- real output of: (.+?) -->$")
+FILE = re.compile(r"^<!-- file: (\S+) -->$")
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")
-COMPARE = "orch compare sim-kimi-nvfp4 sim-minimax-m2.5 sim-kimi-int4"
-QUICK = ["bench.concurrency=[1,2]", "bench.max_tokens=64", "service.sim.startup_time_scale=0.01"]
+SERVED = f"plans/sim/{PIVOTS[-1]}.yaml"
+QUICK = ["bench.concurrency=[1,2]", "bench.max_tokens=64"]  # and a quick start-up: `served`
 _STAMP = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 _HASH = re.compile(r"\b[0-9a-f]{12}\b")
 _NUMBER = re.compile(r"(?<![A-Za-z\d])\d[\d,.]*")  # not inside names: nvfp4, m2.5
 _RULE = re.compile(r"^[\s\u2500-\u257f]*$")  # box drawing only
-_STEP = re.compile(r"^(localhost)\s+(\S+)\s+(ok|changed|failed|running|skipped)\b")
+_STEP = re.compile(r"^(localhost)\s+(\S+)\s+(ok|changed|failed|running|skipped|pending)\b")
+
+
+def _span(lines: list[str], start: int) -> range:
+    """The indexes of the lines of the indented or fenced block at `start` (blank lines
+    before it skipped; a fenced block's fences left out)."""
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    if start < len(lines) and lines[start].startswith("```"):
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("```"))
+        return range(start + 1, end)
+    end = start
+    while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
+        end += 1
+    return range(start, end)
+
+
+def _block(lines: list[str], start: int) -> list[str]:
+    span = _span(lines, start)
+    fenced = span.start > 0 and lines[span.start - 1].startswith("```")
+    return [lines[i] if fenced else lines[i][4:] for i in span]
 
 
 def excerpts(path: Path) -> Iterator[tuple[str, list[str]]]:
@@ -44,17 +79,21 @@ def excerpts(path: Path) -> Iterator[tuple[str, list[str]]]:
     lines = path.read_text().splitlines()
     for index, line in enumerate(lines):
         found = MARKER.match(line.strip())
-        if not found:
-            continue
-        block: list[str] = []
-        for quoted in lines[index + 1:]:
-            if not quoted.strip() and not block:
-                continue
-            if quoted.startswith("    ") or (block and not quoted.strip()):
-                block.append(quoted[4:])
-            else:
-                break
-        yield found.group(1), [line for line in block if line.strip()]
+        if found:
+            quoted = [line for line in _block(lines, index + 1) if line.strip()]
+            if quoted and quoted[0].startswith("$ "):
+                assert quoted[0] == f"$ {found.group(1)}", f"{path.name}: {quoted[0]!r} is not the marker's"
+                quoted = quoted[1:]
+            yield found.group(1), quoted
+
+
+def example_files(path: Path) -> Iterator[tuple[str, str]]:
+    """(path, text) of each file `path` writes out for its examples."""
+    lines = path.read_text().splitlines()
+    for index, line in enumerate(lines):
+        found = FILE.match(line.strip())
+        if found:
+            yield found.group(1), "\n".join(_block(lines, index + 1)) + "\n"
 
 
 _LIMITER = "|".join(re.escape(name) for name in LIMITERS)
@@ -127,32 +166,130 @@ def test_the_shape_rules_keep_what_matters_and_mask_what_varies() -> None:
     assert missing(["b 2", "...", "a 1"], "a 7\nb 3\n") == ["a #"]  # order matters
 
 
+def test_blocks_are_read_indented_or_fenced_with_the_typed_command(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- real output of: orch x -->\n    $ orch x\n    one 1\n\n    two\nprose\n"
+                   "<!-- real output of: orch y -->\n\n```text\nthree\n```\n"
+                   "<!-- file: plans/p.yaml -->\n```yaml\nname: p\n```\n")
+    assert list(excerpts(doc)) == [("orch x", ["one 1", "two"]), ("orch y", ["three"])]
+    assert list(example_files(doc)) == [("plans/p.yaml", "name: p\n")]
+
+
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Each quoted command's output, run for real (quickly) in a folder of its own."""
+    """Each marked command's output (stdout, then stderr), run for real (quickly)."""
     work = tmp_path_factory.mktemp("docs")
+    for folder in ("plans", "inventory"):
+        shutil.copytree(ROOT / folder, work / folder)
+    for doc in DOCS:
+        for name, text in example_files(doc):
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text)
     name, port = f"docs-{work.name[-8:]}", free_port()
-    sets = [arg for value in [*QUICK, f"python.venv={work}/venv", f"service.port={port}",
-                              f"service.name={name}"] for arg in ("--set", value)]
+    # what the server's launch carries: a command on SERVED names it as the apply did
+    served = [arg for value in [f"python.venv={work}/venv", f"service.port={port}", f"service.name={name}",
+                                "service.sim.startup_time_scale=0.01"] for arg in ("--set", value)]
+
+    def run(command: str, *extra: str, timeout: float = 120) -> str:
+        done = orch(*shlex.split(command)[1:], *extra, cwd=work, timeout=timeout)
+        return (done.stdout + done.stderr).replace(name, "orch-vllm").replace(str(work), ".")
+
     out: dict[str, str] = {}
     try:
         for pivot in PIVOTS:
-            plan = f"plans/sim/{pivot}.yaml"
-            applied = orch("apply", ROOT / plan, *sets, cwd=work, timeout=400)
-            assert applied.returncode == 0, applied.stdout[-3000:] + applied.stderr[-3000:]
-            out[f"orch apply {plan}"] = applied.stdout.replace(name, "orch-vllm")
-        compared = orch(*COMPARE.split()[1:], cwd=work)
-        assert compared.returncode == 0, compared.stderr
-        out[COMPARE] = compared.stdout
+            command = f"orch apply plans/sim/{pivot}.yaml"
+            out[command] = run(command, *[a for q in QUICK for a in ("--set", q)], *served, timeout=400)
+            assert "localhost      collect    ok" in out[command], out[command][-3000:]
+        for doc in DOCS:
+            for command, _ in excerpts(doc):
+                if command not in out:
+                    out[command] = run(command, *(served if SERVED in command else ()))
         yield out
     finally:
-        orch("stop", ROOT / f"plans/sim/{PIVOTS[-1]}.yaml", *sets, cwd=work)
+        orch("stop", SERVED, *served, cwd=work)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_quoted_output_is_what_the_command_prints(doc: Path, printed: dict[str, str]) -> None:
-    found = list(excerpts(doc))
-    assert found, f"{doc.name} marks no quoted output"
-    for command, quoted in found:
-        assert command in printed, f"{doc.name}: no real run of {command!r} here (add it to the fixture)"
-        assert missing(quoted, printed[command]) == [], f"{doc.name}: {command}"
+    for command, quoted in excerpts(doc):
+        assert missing(quoted, printed[command]) == [], f"{doc.name}: {command}\n{printed[command]}"
+
+
+def test_the_check_fails_when_an_excerpt_drifts(printed: dict[str, str], tmp_path: Path) -> None:
+    copy = tmp_path / "plans.md"
+    copy.write_text((ROOT / "docs" / "plans.md").read_text().replace(
+        "vLLM 0.17.1 has no flag --tensor-paralel-size", "vLLM 0.17.1 has no option --tensor-paralel-size", 1))
+    (command, quoted), (same, kept) = next(excerpts(copy)), next(excerpts(ROOT / "docs" / "plans.md"))
+    assert command == same and quoted != kept
+    assert missing(kept, printed[command]) == []
+    assert missing(quoted, printed[command]) != []
+
+
+OPERATOR = re.compile(r"^[|&;<>]+$")
+
+
+def command_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, arguments) of each `orch ...` line of a code block outside the marked
+    output blocks (those run for real): `$ `, VAR=value prefixes, comments, a `...` for
+    left-out arguments, and what follows a pipe or redirection are left out."""
+    lines = path.read_text().splitlines()
+    marked = {i for m, line in enumerate(lines) if MARKER.match(line.strip()) for i in _span(lines, m + 1)}
+    fenced, indented, pending = False, False, ""
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        indented = line.startswith("    ") and (indented or index == 0 or not lines[index - 1].strip())
+        if index in marked or not (fenced or indented):
+            continue
+        text = pending + line.strip()
+        if text.endswith("\\"):
+            pending = text[:-1] + " "
+            continue
+        pending = ""
+        argv = _argv(text.removeprefix("$ "))
+        if argv is not None:
+            yield index + 1, argv
+
+
+def _argv(text: str) -> list[str] | None:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars="|&;<>")
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    try:
+        found = list(lexer)
+    except ValueError:  # not shell: a quote left open in prose-like text
+        return None
+    while found and re.match(r"^[A-Z_][A-Z0-9_]*=", found[0]):
+        found = found[1:]
+    if not found or found[0] != "orch":
+        return None
+    end = next((i for i, word in enumerate(found) if OPERATOR.match(word)), len(found))
+    return [word for word in found[1:end] if word != "..."]
+
+
+def _parses(argv: list[str]) -> str | None:
+    """None when orch's parser takes `argv`, else what it said."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            build_parser("*").parse_args(argv)
+    except SystemExit as exit_:
+        return None if exit_.code == 0 else said.getvalue().strip()
+    return None
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_command_line_shown_parses(doc: Path) -> None:
+    refused = [f"{doc.name}:{number}: orch {shlex.join(argv)}: {said}"
+               for number, argv in command_lines(doc) if (said := _parses(argv)) is not None]
+    assert refused == []
+
+
+def test_the_parse_check_refuses_what_orch_would(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("```sh\n$ HF_TOKEN=x orch apply p.yaml --sett a=1   # typo\n"
+                   "orch runs | grep kimi\norch compare a b ... > t.txt\n```\n")
+    assert [argv for _, argv in command_lines(doc)] == [
+        ["apply", "p.yaml", "--sett", "a=1"], ["runs"], ["compare", "a", "b"]]
+    assert "unrecognized arguments: --sett" in (_parses(["apply", "p.yaml", "--sett", "a=1"]) or "")
+    assert _parses(["runs"]) is None
