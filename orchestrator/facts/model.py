@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from orchestrator.facts.fact import Fact, as_int, as_str
@@ -247,10 +247,9 @@ class ModelFile:
 
 @dataclass(frozen=True)
 class ModelFacts:
-    kind: str  # dir or cache
+    places: dict[str, str]  # model_places(): kind (dir or cache), base, meta, partial, cache
     repo: str
     revision: str  # as asked (the plan's, or --locked's commit)
-    base: str  # the folder, or the cache's repository folder
     commit: str | None  # what the revision names (None: unknown, see hub_error)
     resolved: str | None = None  # the commit the hub just named for the revision
     from_ref: bool = False  # the commit is the last one fetched (the hub was not asked)
@@ -263,8 +262,6 @@ class ModelFacts:
     partial_bytes: int = 0
     space_path: str = ""
     free_bytes: int | None = None
-    cache: str | None = None  # the cache folder (kind cache)
-    places: dict[str, str] = field(default_factory=dict)  # model_places(): where things are
 
     def record(self) -> dict[str, Any] | None:
         """What the run folder keeps of the weights (model.json): None until every file is
@@ -296,7 +293,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
     places = entry.get("places") or {}
     space = entry.get("space") or [None, None]
     facts.extra["model"] = ModelFacts(
-        kind=str(places.get("kind")), base=str(places.get("base")),
+        places={str(k): str(v) for k, v in places.items() if isinstance(v, str)},
         repo=str(entry.get("repo")), revision=str(entry.get("revision")),
         commit=as_str(entry.get("commit")), resolved=as_str(entry.get("resolved")),
         from_ref=bool(entry.get("from_ref")), hub_error=as_str(entry.get("hub_error")),
@@ -304,8 +301,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         hub=as_str(entry.get("hub")), attempts=as_int(entry.get("attempts")),
         recorded=bool(entry.get("recorded")), partial_bytes=as_int(entry.get("partial_bytes")) or 0,
         space_path=str(space[0] or ""), free_bytes=as_int(space[1]),
-        cache=as_str(places.get("cache")),
-        places={str(k): str(v) for k, v in places.items() if isinstance(v, str)})
+    )
 
 
 FACT = Fact(gather="gather_model", parse=parse)

@@ -20,7 +20,7 @@ from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.reader import model_records, weights_of
+from orchestrator.runs.reader import model_record, weights_of
 
 # Benchmark settings that change the request or the load: key -> (what, why it matters).
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -151,9 +151,9 @@ def _environment(series: Sequence[Series]) -> list[str]:
         return (environment_of(s).get("nvidia_smi") or {}).get(key)
 
     out = []
-    weights = [weights_of(model_records(s.run.path).get(s.host.name)) for s in series]
+    weights = [weights_of(model_record(s.run.path, s.host.name)) for s in series]
     if None not in weights:
-        out.append(_differs(series, weights, "the model's weights",
+        out.append(_differs(series, weights, "the model's commit",
                             "another commit of the model answered") or "")
     for what, read in (("the kernel", lambda s: host(s, "kernel")),
                        ("the OS", lambda s: host(s, "os")),

@@ -257,18 +257,19 @@ def frozen_sets(path: Path) -> dict[str, list[str]]:
     return out
 
 
+def model_record(path: Path, host: str) -> dict[str, Any] | None:
+    """A host's model.json (the weights it served: repo, revision, commit, files), if any."""
+    try:
+        record = json.loads(local_files.read_text(RunLayout(path).host(host).model))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("commit"), str) else None
+
+
 def model_records(path: Path) -> dict[str, dict[str, Any]]:
-    """host -> its model.json (the weights it served: repo, revision, commit, files)."""
-    layout = RunLayout(path)
-    out: dict[str, dict[str, Any]] = {}
-    for host in read_meta(path).hosts:
-        try:
-            record = json.loads(local_files.read_text(layout.host(host).model))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("commit"), str):
-            out[host] = record
-    return out
+    """host -> its model.json, for each host of the run that has one."""
+    found = {host: model_record(path, host) for host in read_meta(path).hosts}
+    return {host: record for host, record in found.items() if record is not None}
 
 
 def weights_of(record: dict[str, Any] | None) -> str | None:

@@ -24,6 +24,7 @@ from orchestrator.transport.command import Command, Raw
 
 SPACE_MARGIN = 1 << 30  # the filesystem keeps this much free after the download
 _SILENCE_S = 120.0  # the program reports each second: this long silent means it is gone
+_PROGRESS_EVERY_S = 5.0  # a progress line (and event) at most this often
 
 
 def size_text(size: float) -> str:
@@ -205,7 +206,7 @@ def fetch(transport: Transport, python: str, request: Mapping[str, object], emit
                 raise _failure(event, host)
             if what in ("refetch", "retry"):
                 emit(StageEvent(host, phase="model", status="running", message=_said(event)))
-            elif what == "progress" and time.monotonic() - shown >= 2.0:
+            elif what == "progress" and time.monotonic() - shown >= _PROGRESS_EVERY_S:
                 shown = time.monotonic()
                 emit(StageEvent(host, phase="model", status="running",
                                 message=progress_text(event, shown - started)))

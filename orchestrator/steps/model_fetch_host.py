@@ -5,7 +5,8 @@ command line); then it prints one JSON event per line: `progress` (bytes on disk
 second), `refetch` (a file whose hash is wrong), `retry`, and at the end `done` (the record
 orch keeps beside the files) or `error`.
 
-Each file is downloaded into orch's partial folder (`<meta>/partial/`) and resumed from there
+Each file (unless it is on Xet storage and the venv has hf_xet: then the client's own
+`hf_hub_download`) is downloaded into orch's partial folder (`<meta>/partial/`) and resumed from there
 with a range request by the next attempt or the next apply: `snapshot_download` (2.x) keeps a
 partial file only within one process, and a 600 GB download outlives processes. A whole file
 is hashed against the hub's sha256 (LFS) or git blob id, then moved into place: the folder,
@@ -31,12 +32,18 @@ os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 token = request.get("token") or None
 try:
     from urllib.parse import urlsplit
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
 except ImportError as error:
     say(event="error", kind="ImportError", message="huggingface_hub is not in the venv: %s" % error)
     sys.exit(0)
+def xet_available():
+    try:
+        from huggingface_hub.utils import is_xet_available
+    except ImportError:
+        return False
+    return is_xet_available() and not os.environ.get("HF_HUB_DISABLE_XET")
 files_dir, places, files = request["files_dir"], request["places"], request["files"]
 partial_dir = places["partial"]
 def digest(path, entry):
@@ -90,6 +97,13 @@ def download(entry):
     os.makedirs(os.path.dirname(part), exist_ok=True)
     url = hf_hub_url(request["repo"], entry["path"], revision=request["commit"])
     meta = get_hf_file_metadata(url, token=token)
+    if getattr(meta, "xet_file_data", None) is not None and xet_available():
+        # Xet storage and the venv has hf_xet: the client's own download (its chunk cache
+        # is what resumes there), into the same place; then the same hash check.
+        hf_hub_download(request["repo"], entry["path"], revision=request["commit"], token=token,
+                        **({"local_dir": places["base"]} if places["kind"] == "dir"
+                           else {"cache_dir": places["cache"]}))
+        return digest(files_dir + "/" + entry["path"], entry) or bool(drop(entry))
     headers = build_hf_headers(token=token)
     if urlsplit(meta.location).netloc != urlsplit(url).netloc:
         headers.pop("authorization", None)  # a CDN's signed address: the token stays home

@@ -26,8 +26,12 @@ from fixtures.served import generated_tokens
 from fixtures.sshd import free_port
 from fixtures.vllm_flags import TABLES, regenerated
 
+from orchestrator.sim.hub import running_hub
+
 ROOT = Path(__file__).resolve().parents[2]
-PLAN = ROOT / "plans" / "vllm-cpu-local.yaml"
+# The model reaches the host through the plan's `model:` section: fetched by the venv's real
+# huggingface_hub from the stand-in hub (orch sim hub) serving scripts/tiny_model.py's model.
+PLAN = ROOT / "plans" / "vllm-cpu-hub.yaml"
 # One module, one worker (scripts/test distributes whole files: --dist loadfile): the tests
 # share one server, and two applies of it at once would stop each other's.
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
@@ -36,11 +40,12 @@ BENCH = ["--set", "bench.concurrency=[1,4]", "--set", "bench.requests_per_level=
 
 
 class Deployment:
-    def __init__(self, workdir: Path, model: Path, port: int) -> None:
-        self.workdir, self.model, self.port = workdir, model, port
+    def __init__(self, workdir: Path, model: Path, port: int, hub: str) -> None:
+        self.workdir, self.model, self.port, self.hub = workdir, model, port, hub
 
     def sets(self, *more: str) -> list[str]:
         return ["--set", f"python.venv={vllm_cpu.venv()}", "--set", f"vars.model_dir={self.model}",
+                "--set", f"model.endpoint={self.hub}",
                 "--set", f"service.port={self.port}", "--set", "service.name=orch-vllm-test",
                 *more]
 
@@ -51,10 +56,12 @@ class Deployment:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     workdir = tmp_path_factory.mktemp("real-vllm")
-    model = vllm_cpu.make_model(workdir / "tiny")
-    found = Deployment(workdir, model, free_port())
-    yield found
-    found.orch("stop", str(PLAN), *found.sets(), timeout=180)
+    source = vllm_cpu.make_model(workdir / "tiny")
+    with running_hub(workdir / "hub") as hub:
+        hub.store.publish("orch/tiny-qwen2", source)
+        found = Deployment(workdir, workdir / "model", free_port(), hub.url)
+        yield found
+        found.orch("stop", str(PLAN), *found.sets(), timeout=180)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +91,11 @@ def test_the_shipped_plan_converges_launches_and_reads_vllms_own_start_up(
     assert not [line for line in freeze if line.startswith(("torchvision", "torchaudio"))]
     smoke = json.loads((host / "smoke" / "answers.json").read_text())
     assert smoke["passed"], smoke
+    weights = json.loads((host / "model.json").read_text())  # fetched through the section
+    assert (weights["repo"], weights["revision"]) == ("orch/tiny-qwen2", "main")
+    assert {f["path"] for f in weights["files"]} >= {"config.json", "model.safetensors"}
+    assert any(line.split()[1:3] == ["model", "changed"] for line in result.stdout.splitlines()
+               if len(line.split()) > 2)
     assert "torch.compile" in result.stdout  # the phase was shown while waiting
 
 
@@ -128,6 +140,7 @@ def test_a_second_apply_changes_nothing_and_keeps_the_server(
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     lines = again.stdout.splitlines()
     assert any(line.split()[1:3] == ["python", "ok"] for line in lines if len(line.split()) > 2)
+    assert any(line.split()[1:3] == ["model", "ok"] for line in lines if len(line.split()) > 2)
     assert any(line.split()[1:3] == ["service", "ok"] for line in lines if len(line.split()) > 2)
     startup = json.loads((last_run(deployment.workdir) / "hosts" / "localhost" /
                           "startup.json").read_text())

@@ -3,6 +3,7 @@ health of the results. Series are built from level results in memory."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -156,10 +157,15 @@ def test_a_redeploy_on_another_environment_is_flagged(tmp_path: Any) -> None:
         freeze = RunLayout(folder).host("h").freeze
         freeze.parent.mkdir(parents=True)
         freeze.write_text(f"vllm=={vllm}\ntorch==2.10.0\nrich==14.0.0\n")
+        commit = {"old": "0fd0a5e6879298d3476e3b61852a79792a35ae3d", "new": "c" * 40}[name]
+        RunLayout(folder).host("h").model.write_text(json.dumps(
+            {"repo": "nvidia/Kimi-K2.5-NVFP4", "revision": "main", "commit": commit, "files": []}))
         facts = {"kernel": kernel, "os": "Debian 12", "gpus": [{"name": "RTX", "driver": driver}]}
         host = dataclasses.replace(base.hosts[0], facts=facts)
         runs.append(dataclasses.replace(base, path=folder, hosts=[host]))
     found = warnings_for(*runs)
     assert "the kernel differs (old '6.1.0', new '6.8.0'): the environment is not the same" in found
     assert "vllm differs (old '0.17.1', new '0.17.2'): another build serves" in found
+    assert ("the model's commit differs (old 'nvidia/Kimi-K2.5-NVFP4@0fd0a5e68792', new "
+            "'nvidia/Kimi-K2.5-NVFP4@cccccccccccc'): another commit of the model answered") in found
     assert not [w for w in found if "torch" in w or "driver" in w or "rich" in w]

@@ -32,7 +32,9 @@ def by_setting(changes: list[Change]) -> dict[str, Change]:
 def test_kimi_nvfp4_to_minimax_names_every_kind_of_change() -> None:
     changes = by_setting(diff_plans(shipped("kimi-nvfp4.yaml"), shipped("minimax-m2.5.yaml")))
     expected = {
-        "service.model": ("model", "nvidia/Kimi-K2.5-NVFP4", "MiniMaxAI/MiniMax-M2.5"),
+        "model.repo": ("model", "nvidia/Kimi-K2.5-NVFP4", "MiniMaxAI/MiniMax-M2.5"),
+        "model.revision": ("model", "0fd0a5e6879298d3476e3b61852a79792a35ae3d", "f710177d938eff80b684d42c5aa84b382612f21f"),
+        "service.model": ("model", "/models/kimi-k2.5-nvfp4", "/models/minimax-m2.5"),
         "weights (from the model name)": ("quantization", "NVFP4", "not named (the checkpoint's own)"),
         "--kv-cache-dtype": ("quantization", "fp8", None),
         "--tensor-parallel-size": ("parallelism", "8", "4"),
@@ -63,8 +65,9 @@ def test_simulator_plan_against_the_real_one() -> None:
     assert changes["service.engine"] == Change("engine", "service.engine", "vllm", "sim")
     assert changes["vllm"] == Change("pins", "vllm", "0.17.1", None)
     assert changes["flashinfer-cubin"] == Change("pins", "flashinfer-cubin", "0.6.4", None)
-    assert changes["HF_TOKEN"] == Change("env", "HF_TOKEN", "${env:HF_TOKEN}", None)
-    assert "service.model" not in changes  # the same model, simulated
+    # the simulator fetches no weights: the model section goes, the token with it
+    assert changes["model.token"] == Change("model", "model.token", "${env:HF_TOKEN}", None)
+    assert changes["service.model"] == Change("model", "service.model", "/models/kimi-k2.5-nvfp4", "nvidia/Kimi-K2.5-NVFP4")
 
 
 def test_a_plan_against_itself_has_no_changes() -> None:

@@ -276,3 +276,32 @@ def test_an_unreachable_hub_is_retried_then_said(venv: Path, tmp_path: Path) -> 
     assert applied.returncode != 0 and "Traceback" not in said
     assert f"orch/nowhere@main: the hub at {url} after 3 attempts: ConnectError" in said, said
     assert "check model.endpoint / HF_ENDPOINT and the host's network" in said
+
+
+def test_into_the_cache_as_the_client_lays_it_out(hub: StandInHub, source: Path, venv: Path,
+                                                 tmp_path: Path) -> None:
+    """The cache layout orch writes (blobs, snapshot links, refs) is what the client itself
+    reads offline, as a server with HF_HUB_OFFLINE=1 does; a moved branch fetches only the
+    file that changed (the unchanged shard's blob is linked again)."""
+    from huggingface_hub import snapshot_download
+
+    old = publish(hub, source, "orch/cached", tmp_path)
+    cache = tmp_path / "hf-cache"
+    plan = write_plan(tmp_path, venv, {"repo": "orch/cached", "cache": str(cache),
+                                       "endpoint": hub.url})
+    applied = orch("apply", plan, cwd=tmp_path, timeout=600)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    found = snapshot_download("orch/cached", revision="main", cache_dir=cache,
+                              local_files_only=True)
+    assert Path(found).name == old and same_files(Path(found), tmp_path / "src-orch-cached")
+    newer = tmp_path / "src-orch-cached"
+    (newer / "config.json").write_text((newer / "config.json").read_text() + "\n")
+    new = hub.store.publish("orch/cached", newer)
+    hub.store.clear_requests()
+    assert orch("apply", plan, cwd=tmp_path, timeout=600).returncode == 0
+    gets = [(r["origin"], str(r["path"])) for r in hub.store.requests() if r["method"] == "GET"
+            and (r["origin"] == "cdn" or "/resolve/" in str(r["path"]))]
+    assert gets == [("hub", f"/orch/cached/resolve/{new}/config.json")], gets
+    found = snapshot_download("orch/cached", revision="main", cache_dir=cache,
+                              local_files_only=True)
+    assert Path(found).name == new and same_files(Path(found), newer)
