@@ -1,5 +1,6 @@
-"""The hostile corpus: what a careless or hostile user can hand orch, each case with its
-expected outcome, run through the CLI as a user runs it. None may print a traceback.
+"""The hostile corpus (tests/hostile/corpus/: cases as data, each with the class of outcome it
+must get), run through the CLI as a user runs it, judged, and summed up: the summary must count
+no silent acceptance, no misplaced failure, no traceback.
 
 Together with the bad-plan corpus (tests/plan/bad/, also run here through `orch validate`)
 and the property tests of test_hostile_strings.py, this is the hostile corpus the security
@@ -13,332 +14,20 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from fixtures.orchcli import orch
+from hostile.corpus import GOOD, Case, Verdict, judge
+from hostile.corpus.all import CASES
 
 pytestmark = pytest.mark.slow
 
 BAD_PLANS = Path(__file__).resolve().parents[1] / "plan" / "bad"
-GOOD = "name: ok\nhosts: localhost\n"
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    args: list[str]  # `{tmp}` is the case's folder
-    files: dict[str, str] = field(default_factory=dict)  # relative path -> text
-    code: int = 1
-    says: tuple[str, ...] = ()
-    prepare: Callable[[Path], None] | None = None
-
-
-def _symlink_loop(tmp: Path) -> None:
-    (tmp / "loop.yaml").symlink_to("loop.yaml")
-
-
-def _fifo(tmp: Path) -> None:
-    os.mkfifo(tmp / "fifo.yaml")
-
-
-def _binary(tmp: Path) -> None:
-    (tmp / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
-
-
-def _huge(tmp: Path) -> None:
-    with open(tmp / "huge.yaml", "w") as handle:
-        handle.write("name: x\n# " + "x" * (9 * 1024 * 1024) + "\n")
-
-
-def _unwritable_runs(tmp: Path) -> None:
-    (tmp / "runs").write_text("a file, not a folder")
-
-
-def _doubling_vars(tmp: Path) -> None:
-    lines = ["name: x", "vars:", "  v0: aaaaaaaaaaaaaaaa"]
-    lines += [f'  v{i}: "${{vars.v{i - 1}}}${{vars.v{i - 1}}}"' for i in range(1, 40)]
-    (tmp / "p.yaml").write_text("\n".join([*lines, 'description: "${vars.v39}"', ""]))
-
-
-def _chained_vars(tmp: Path) -> None:
-    lines = ["name: x", "vars:"]
-    lines += [f'  v{i}: "${{vars.v{i - 1}}}"' for i in range(1999, 0, -1)]
-    (tmp / "p.yaml").write_text("\n".join([*lines, "  v0: a", 'description: "${vars.v1999}"',
-                                           ""]))
-
-
-def _locked_run(freeze: str) -> Callable[[Path], None]:
-    def prepare(tmp: Path) -> None:
-        run = tmp / "runs" / "x" / "20260101T000000Z-00000000"
-        (run / "hosts" / "localhost").mkdir(parents=True)
-        (run / "meta.json").write_text(
-            '{"plan": "x", "hosts": ["localhost"], "status": "ok", "command": "apply"}')
-        (run / "plan.yaml").write_text(f"name: x\nhosts: localhost\npython: {{venv: {tmp}/v}}\n")
-        (run / "hosts" / "localhost" / "freeze.txt").write_text(freeze)
-    return prepare
-
-
-def _fifo_meta(tmp: Path) -> None:
-    run = tmp / "runs" / "x" / "20260101T000000Z-00000000"
-    run.mkdir(parents=True)
-    os.mkfifo(run / "meta.json")
-
-
-def _fifo_template(tmp: Path) -> None:
-    os.mkfifo(tmp / "t.j2")
-
-
-def _escape_template(tmp: Path) -> None:
-    (tmp / "sub").mkdir()
-    (tmp / "sub" / "p.yaml").write_text(
-        "name: x\nfiles: [{path: /tmp/orch-corpus-t, template: ../secret.txt}]\n")
-    (tmp / "secret.txt").write_text("not for the diff\n")
-
-
-def _symlink_template(tmp: Path) -> None:
-    (tmp / "t.j2").symlink_to("/etc/hostname")
-
-
-DEEP_SET = "vars.x=" + "[" * 60000 + "]" * 60000
-
-
-_RUN = "{tmp}/runs/x/20260101T000000Z-00000000"  # made by _locked_run
-# A plan that hands an inventory variable to a command's environment.
-_HOST_VAR_PLAN = ("name: x\nhosts: localhost\ncommands:\n  - name: c\n    run: [sh, -c, 'echo $T']\n"
-                  "    env: {T: '${host.tok}'}\n")
-
-CASES = [
-    # -- plan files that are not plan files -------------------------------------------
-    Case("plan is a symlink loop", ["validate", "{tmp}/loop.yaml"], prepare=_symlink_loop,
-         says=("plan file is a symlink loop",)),
-    Case("extends a symlink loop", ["validate", "{tmp}/p.yaml"], prepare=_symlink_loop,
-         files={"p.yaml": "name: x\nextends: loop.yaml\n"}, says=("p.yaml:2:10", "symlink loop")),
-    Case("overlay is a symlink loop", ["validate", "{tmp}/p.yaml", "-f", "{tmp}/loop.yaml"],
-         prepare=_symlink_loop, files={"p.yaml": GOOD}, says=("overlay file is a symlink loop",)),
-    Case("inventory is a symlink loop", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/loop.yaml"],
-         prepare=_symlink_loop, files={"p.yaml": GOOD}, says=("inventory file is a symlink loop",)),
-    Case("plan is a FIFO", ["validate", "{tmp}/fifo.yaml"], prepare=_fifo,
-         says=("not a regular file",)),
-    Case("inventory is a FIFO", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/fifo.yaml"], prepare=_fifo,
-         files={"p.yaml": GOOD}, says=("not a regular file",)),
-    Case("plan is binary", ["validate", "{tmp}/bin.yaml"], prepare=_binary, says=("not UTF-8",)),
-    Case("plan is a directory", ["validate", "{tmp}"], says=("is a directory",)),
-    Case("plan is missing", ["validate", "{tmp}/nope.yaml"], says=("plan file not found",)),
-    Case("plan is huge", ["validate", "{tmp}/huge.yaml"], prepare=_huge, says=("too large",)),
-    Case("plan is /dev/zero", ["validate", "/dev/zero"], says=("not a regular file",)),
-    Case("inventory is missing", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/nope.yaml"],
-         files={"p.yaml": GOOD}, says=("inventory file not found",)),
-    # -- --set ------------------------------------------------------------------------
-    Case("--set deletes the name", ["validate", "{tmp}/p.yaml", "--set", "name=null"],
-         files={"p.yaml": GOOD}, says=("--set name=null", "deleted by --set name=null")),
-    Case("--set extends", ["validate", "{tmp}/p.yaml", "--set", "extends=../nope.yaml"],
-         files={"p.yaml": GOOD}, says=("extends cannot be set with --set",)),
-    Case("--set without =", ["validate", "{tmp}/p.yaml", "--set", "name"], files={"p.yaml": GOOD},
-         says=("--set name",)),
-    Case("--set bad YAML", ["validate", "{tmp}/p.yaml", "--set", "vars.x=[1"],
-         files={"p.yaml": GOOD}, says=("not valid YAML",)),
-    Case("--set into a scalar", ["validate", "{tmp}/p.yaml", "--set", "name.x=1"],
-         files={"p.yaml": GOOD}, says=("--set name.x=1",)),
-    Case("--set a number where text is expected, via vars",
-         ["validate", "{tmp}/p.yaml", "--set", "vars.v=0.20"],
-         files={"p.yaml": "name: x\nvars: {v: '1'}\npython: {venv: /opt/v}\nservice:\n  model: m\n"
-                          "  sim: {vllm_version: '${vars.v}'}\n"},
-         says=("set by --set vars.v=0.20", "quote it there")),
-    Case("--set an unknown key", ["validate", "{tmp}/p.yaml", "--set", "servce.port=1"],
-         files={"p.yaml": GOOD}, says=("did you mean", "service")),
-    # -- hostile values ---------------------------------------------------------------
-    Case("venv with a command substitution", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: \"/tmp/v$(touch /tmp/PWNED)\"}\n"},
-         says=("holds characters a host path must not",)),
-    Case("venv with backticks", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: \"/tmp/v`id`\"}\n"},
-         says=("holds characters a host path must not",)),
-    Case("venv with a semicolon", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: \"/tmp/v;id\"}\n"},
-         says=("holds characters a host path must not",)),
-    Case("venv climbing out", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/../../etc}\n"}, says=("'..'",)),
-    Case("service name injection, even for stop", ["stop", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice:\n  model: m\n"
-                          "  backend: systemd\n  name: \"svc;touch /tmp/PWNED;#\"\n"},
-         says=("expected a service name",)),
-    Case("service name traversal", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice: {model: m, name: ../../../../tmp/x}\n"},
-         says=("expected a service name",)),
-    Case("file path with a newline", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nfiles: [{path: \"/etc/a\\nb\", content: x}]\n"},
-         says=("holds characters a host path must not",)),
-    Case("collect a relative path", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\ncollect: [{path: etc/passwd}]\n"}, says=("absolute path",)),
-    Case("interpreter with a pipe", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v, interpreter: \"python3|id\"}\n"},
-         says=("expected a command name",)),
-    Case("NUL in the model", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice: {model: \"m\\0x\"}\n"},
-         says=("NUL byte",)),
-    Case("line break in an env value", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nenv: {X: \"a\\nb\"}\n"}, says=("line break",)),
-    Case("line break in an API key", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice: {model: m, api_key: \"a\\nb\"}\n"},
-         says=("line break",)),
-    Case("secret on a command line", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v}\nservice:\n  model: m\n"
-                          "  extra_args: ['--hf-token', '${env:HF_TOKEN}']\n"},
-         says=("HF_TOKEN",)),
-    Case("a missing secret", ["plan", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nhosts: localhost\nenv: {T: '${env:ORCH_CORPUS_NOT_SET}'}\n"},
-         says=("ORCH_CORPUS_NOT_SET",)),
-    # -- inventories ------------------------------------------------------------------
-    Case("group names an unknown host", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": GOOD, "i.yaml": "hosts: {a: {connection: local}}\ngroups: {g: [a, b]}\n"},
-         says=("i.yaml:2:", "names unknown host 'b'")),
-    Case("group cycle", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": GOOD,
-                "i.yaml": "hosts: {a: {connection: local}}\ngroups:\n  g1: [g2]\n  g2: [g1]\n"},
-         says=("i.yaml:3:", "cycle: g1 -> g2 -> g1")),
-    Case("jump names no host", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a\n",
-                "i.yaml": "hosts:\n  a: {address: 127.0.0.1, jump: bastoin}\n"},
-         says=("i.yaml:2:", "jump 'bastoin' is not a host of this inventory")),
-    Case("jump loop", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a\n",
-                "i.yaml": "hosts:\n  a: {address: 127.0.0.1, jump: b}\n  b: {address: 127.0.0.1, jump: a}\n"},
-         says=("loop",)),
-    Case("port out of range", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a\n", "i.yaml": "hosts: {a: {port: 70000}}\n"},
-         says=("i.yaml:1:", "65535")),
-    Case("unknown host key in the inventory", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a\n", "i.yaml": "hosts: {a: {adress: x}}\n"},
-         says=("did you mean", "address")),
-    Case("plan names a host the inventory lacks", ["plan", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: ok\nhosts: gpu9\n"}, says=("no host or group named 'gpu9'",)),
-    Case("--limit names a host outside the plan", ["plan", "{tmp}/p.yaml", "--limit", "zz"],
-         files={"p.yaml": GOOD}, says=("--limit names zz",)),
-    Case("a port that is not SSH", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a\nfiles: [{path: /tmp/orch-corpus-x, content: x}]\n",
-                "i.yaml": "hosts: {a: {address: 127.0.0.1, port: {http}}}\nssh: {known_hosts: false}\n"},
-         says=("is not an SSH server", "HTTP/1.1")),
-    Case("a port nobody listens on", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a\nfiles: [{path: /tmp/orch-corpus-x, content: x}]\n",
-                "i.yaml": "hosts: {a: {address: 127.0.0.1, port: 1}}\n"
-                          "ssh: {known_hosts: false, connect_retries: 0}\n"},
-         says=("refused",)),
-    # -- run folders and run references -------------------------------------------------
-    Case("runs dir is a file", ["apply", "{tmp}/p.yaml", "--runs-dir", "{tmp}/runs"],
-         prepare=_unwritable_runs, files={"p.yaml": GOOD}, says=("cannot create the run folder",)),
-    Case("--locked on a folder that is not a run", ["apply", "--locked", "{tmp}"],
-         says=("not a run folder",)),
-    Case("--locked with a plan too", ["apply", "{tmp}/p.yaml", "--locked", "{tmp}"],
-         files={"p.yaml": GOOD}, code=64, says=("give a PLAN, or --locked",)),
-    Case("compare a run that does not exist", ["compare", "nope-plan"],
-         says=("no run folder or plan named 'nope-plan'",)),
-    Case("report of nothing", ["report", "{tmp}/nope"], says=("no such run folder",)),
-    Case("diagnose a binary log", ["diagnose", "/bin/sh"], says=("not",)),
-    Case("diagnose a missing log", ["diagnose", "{tmp}/nope.log"], says=("nope.log",)),
-    # -- bench ------------------------------------------------------------------------
-    Case("bench a server that is not there", ["bench", "--url", "http://127.0.0.1:1"],
-         says=("cannot reach",)),
-    Case("bench with bad levels", ["bench", "--url", "http://x", "--concurrency", "1,a"], code=64,
-         says=("expected levels",)),
-    # -- round 2: names that become paths ------------------------------------------------
-    Case("inventory host climbing out (YAML)", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: all\n",
-                "i.yaml": "hosts:\n  ../../../../tmp/x: {connection: local}\n"
-                          "groups: {all: [../../../../tmp/x]}\n"},
-         says=("i.yaml:2:", "expected a host name")),
-    Case("inventory host climbing out (INI)", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.ini"],
-         files={"p.yaml": "name: ok\nhosts: all\n",
-                "i.ini": "[all]\n../../../../tmp/x ansible_connection=local\n"},
-         says=("i.ini:2:1", "expected a host name")),
-    Case("inventory host with a slash", ["plan", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml"],
-         files={"p.yaml": "name: ok\nhosts: a/b\n", "i.yaml": "hosts: {a/b: {connection: local}}\n"},
-         says=("expected a host name",)),
-    Case("plan name climbing out", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: ../../x\n"}, says=("expected a plan name",)),
-    Case("check name climbing out", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nsmoke: [{name: ../../x, prompt: hi}]\n"},
-         says=("expected a check name",)),
-    Case("two checks, one file", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nsmoke: [{name: a, prompt: x}, {name: a, prompt: y}]\n"},
-         says=("'a' is given twice",)),
-    # -- round 2: files that are not files ---------------------------------------------------
-    Case("a run's meta.json is a FIFO", ["runs"], prepare=_fifo_meta, code=0,
-         says=("not a regular file (a FIFO)",)),
-    Case("a template is a FIFO", ["plan", "{tmp}/p.yaml"], prepare=_fifo_template,
-         files={"p.yaml": "name: x\nhosts: localhost\nfiles: [{path: /tmp/orch-corpus-t, template: t.j2}]\n"},
-         says=("template",)),
-    Case("a plan file target that is a device", ["plan", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nhosts: localhost\nfiles: [{path: /dev/null, content: x}]\n"},
-         says=("/dev/null is a character device on the host",)),
-    # -- round 2: tracebacks -------------------------------------------------------------------
-    Case("40 variables each doubling the last", ["validate", "{tmp}/p.yaml"], prepare=_doubling_vars,
-         says=("larger than 8,388,608 characters",)),
-    Case("a chain of 2,000 variables", ["validate", "{tmp}/p.yaml"], prepare=_chained_vars,
-         says=("more than 100 deep",)),
-    Case("--set a list 60,000 deep", ["validate", "{tmp}/p.yaml", "--set", DEEP_SET],
-         files={"p.yaml": GOOD}, says=("nests deeper than 64 levels",)),
-    Case("--set a list 70 deep", ["validate", "{tmp}/p.yaml", "--set", "vars.x=" + "[" * 70 + "]" * 70],
-         files={"p.yaml": GOOD}, says=("nests deeper than 64 levels",)),
-    Case("a freeze.txt line that is not a pin, --locked", ["plan", "--locked",
-                                                          _RUN],
-         prepare=_locked_run("vllm==0.17.1\n$(touch /tmp/PWNED)\n"),
-         says=("freeze.txt of localhost is not a package set", "not an exact pin")),
-    # -- round 2: templates come from the plan's folder ---------------------------------------
-    Case("a template climbing out", ["plan", "{tmp}/sub/p.yaml"], prepare=_escape_template,
-         says=("outside the folder of the file that names it",)),
-    Case("an absolute template", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nfiles: [{path: /tmp/orch-corpus-t, template: /etc/passwd}]\n"},
-         says=("outside the folder of the file that names it",)),
-    Case("a template symlinked out", ["validate", "{tmp}/p.yaml"], prepare=_symlink_template,
-         files={"p.yaml": "name: x\nfiles: [{path: /tmp/orch-corpus-t, template: t.j2}]\n"},
-         says=("outside the folder of the file that names it",)),
-    Case("bench with a negative duration", ["bench", "--url", "http://127.0.0.1:1", "--duration=-5s"],
-         code=64, says=("invalid benchmark options",)),
-    # class 6: no writer of orch's writes inside a run folder (usage error, nothing written)
-    Case("report -o over a run's meta.json", ["report", _RUN, "-o", f"{_RUN}/meta.json"],
-         code=64, prepare=_locked_run("a==1\n"),
-         says=("inside the run folder", "never writes over a run's records")),
-    Case("compare --plots into a run folder", ["compare", _RUN, "--plots", f"{_RUN}/hosts"],
-         code=64, prepare=_locked_run("a==1\n"), says=("--plots", "inside the run folder")),
-    Case("schema -o over a run's plan.yaml", ["schema", "-o", f"{_RUN}/plan.yaml"],
-         code=64, prepare=_locked_run("a==1\n"), says=("-o", "inside the run folder")),
-    Case("init --dir a run folder", ["init", "x", "--sim", "--dir", _RUN],
-         code=64, prepare=_locked_run("a==1\n"), says=("--dir", "inside the run folder")),
-    Case("bench --result-dir a run's bench", ["bench", "--url", "http://127.0.0.1:1",
-                                              "--result-dir", f"{_RUN}/hosts/localhost/bench"],
-         code=64, prepare=_locked_run("a==1\n"), says=("--result-dir", "inside the run folder")),
-    Case("apply --runs-dir inside a run", ["apply", "p.yaml", "--runs-dir", f"{_RUN}/hosts"],
-         files={"p.yaml": GOOD}, code=64, prepare=_locked_run("a==1\n"),
-         says=("--runs-dir", "inside the run folder")),
-    # class 7: values accepted that should not be
-    Case("a setuid file mode", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nfiles:\n  - {path: /usr/local/bin/x, content: a, mode: '4755'}\n"},
-         says=("p.yaml:3:", "mode 4755 sets the setuid", "special_bits: true")),
-    Case("a sticky file mode", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nfiles:\n  - {path: /srv/x, content: a, mode: '1777'}\n"},
-         says=("mode 1777 sets the setuid, setgid or sticky bit",)),
-    Case("a secret in a command's script", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\npython: {venv: /opt/v}\ncommands:\n  - name: c\n"
-                          "    shell: echo ${env:HF_TOKEN}\n"},
-         says=("p.yaml:5:12", "${env:HF_TOKEN} cannot stand here", "field: commands.0.shell")),
-    Case("a secret in the bench prompt", ["validate", "{tmp}/p.yaml"],
-         files={"p.yaml": "name: x\nbench: {prompt: 'say ${env:API_KEY}'}\n"},
-         says=("p.yaml:2:", "${env:API_KEY} cannot stand here", "field: bench.prompt")),
-    Case("a secret in an inventory host variable", ["plan", "p.yaml", "-i", "inv.yaml"],
-         files={"p.yaml": _HOST_VAR_PLAN,
-                "inv.yaml": "hosts:\n  localhost:\n    connection: local\n"
-                            "    vars: {tok: '${env:HOME}'}\n"},
-         says=("inv.yaml:4:", "field: hosts.localhost.vars.tok",
-               "secrets are named in the plan, not the inventory")),
-    Case("a secret in an Ansible INI group variable", ["plan", "p.yaml", "-i", "inv.ini"],
-         files={"p.yaml": _HOST_VAR_PLAN,
-                "inv.ini": "[g]\nlocalhost ansible_connection=local\n\n[g:vars]\n"
-                           "tok=${env:HOME}\n"},
-         says=("inv.ini:5:5", "secrets are named in the plan, not the inventory")),
-]
 
 
 @pytest.fixture(scope="module")
@@ -367,21 +56,75 @@ def http_port() -> Iterator[int]:
     server.close()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_hostile_input(case: Case, tmp_path: Path, http_port: int) -> None:
+@dataclass(frozen=True)
+class Ran:
+    verdict: Verdict
+    why: str
+    output: str
+
+
+def _run(case: Case, folder: Path, http_port: int) -> Ran:
     for relative, text in case.files.items():
-        (tmp_path / relative).write_text(text.replace("{http}", str(http_port)))
-    if case.prepare is not None:
-        case.prepare(tmp_path)
-    args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
-    result = orch(*args, cwd=tmp_path, timeout=60)
+        (folder / relative).write_text(text.replace("{http}", str(http_port)))
+    undo = case.prepare(folder) if case.prepare is not None else None
+    try:
+        args = [a.replace("{tmp}", str(folder)).replace("{http}", str(http_port)) for a in case.args]
+        result = orch(*args, cwd=folder, timeout=case.timeout)
+    finally:
+        if undo is not None:
+            undo()
     output = result.stdout + result.stderr
-    assert "Traceback" not in output, output
-    assert result.returncode == case.code, output
-    said = " ".join(output.split())
-    for fragment in case.says:
-        assert fragment in said, f"{fragment!r} not in: {said}"
-    assert not Path("/tmp/PWNED").exists()
+    left = case.after(folder) if case.after is not None else None
+    verdict, why = judge(case, result.returncode, output, left)
+    return Ran(verdict, why, output)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory, http_port: int) -> dict[str, Ran]:
+    """Every case run once, four at a time (each is a CLI process that mostly waits)."""
+    folders = {case.name: tmp_path_factory.mktemp("case") for case in CASES}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = pool.map(lambda case: _run(case, folders[case.name], http_port), CASES)
+        return {case.name: ran for case, ran in zip(CASES, runs, strict=True)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_hostile_input(case: Case, corpus: dict[str, Ran]) -> None:
+    ran = corpus[case.name]
+    assert ran.verdict is Verdict.HELD, f"{ran.verdict.value}: {ran.why}\n{ran.output}"
+
+
+def test_the_summary_counts_no_silent_acceptance_and_no_misplaced_failure(
+        corpus: dict[str, Ran]) -> None:
+    counts = Counter(ran.verdict for ran in corpus.values())
+    groups = Counter(case.group for case in CASES)
+    print(f"\nhostile corpus: {len(CASES)} cases in {len(groups)} input classes")
+    for verdict in Verdict:
+        print(f"  {verdict.value:<24} {counts[verdict]}")
+    for case in CASES:
+        ran = corpus[case.name]
+        if ran.verdict is not Verdict.HELD:
+            print(f"  - [{case.group}] {case.name}: {ran.verdict.value}: {ran.why}")
+    assert counts[Verdict.SILENT] == 0 and counts[Verdict.MISPLACED] == 0
+    assert counts[Verdict.HELD] == len(CASES)
+
+
+def test_every_case_has_a_unique_name_and_a_class() -> None:
+    assert len({c.name for c in CASES}) == len(CASES)
+    assert all(c.group for c in CASES)
+
+
+def test_the_judge_puts_each_outcome_in_its_class() -> None:
+    refused = Case("x", [], says=("what",), at=("p.yaml:3:",))
+    warned = Case("y", [], code=0, says=("warning",))
+    assert judge(refused, 1, "p.yaml:3: what", None) == (Verdict.HELD, "")
+    assert judge(refused, 0, "", None)[0] is Verdict.SILENT
+    assert judge(warned, 0, "done", None)[0] is Verdict.SILENT
+    assert judge(refused, 1, "what", None)[0] is Verdict.MISPLACED
+    assert judge(refused, 64, "p.yaml:3: what", None)[0] is Verdict.MISPLACED
+    assert judge(refused, 1, "p.yaml:3: something", None)[0] is Verdict.UNCLEAR
+    assert judge(refused, 1, "Traceback (most recent call last):", None)[0] is Verdict.TRACEBACK
+    assert judge(refused, 1, "p.yaml:3: what", "wrote /etc/x")[0] is Verdict.WROTE
 
 
 def test_every_bad_plan_fails_clearly_through_the_cli(tmp_path: Path) -> None:

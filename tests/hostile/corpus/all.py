@@ -1,0 +1,8 @@
+"""Every case of the corpus, by input class."""
+
+from __future__ import annotations
+
+from hostile.corpus import Case
+from hostile.corpus.inputs import CASES as INPUTS
+
+CASES: list[Case] = [*INPUTS]
