@@ -17,6 +17,7 @@ shows one).
     │   └── CommandFailed       a remote command exited non-zero where it had to succeed
     ├── ProbeError              the fact-gathering program failed or printed garbage
     ├── LockBusy                another apply holds the host's apply lock
+    ├── LockError               a lock file or its folder cannot be used (a symlink, not writable)
     ├── StepError               a step could not apply its changes
     │   └── StepDidNotConverge  re-probe after apply still shows changes
     ├── ServiceError            the model server did not come up or died
@@ -192,6 +193,11 @@ class LockBusy(OrchError):
     """Another apply of the same service holds the lock on the host."""
 
     exit_code = ExitCode.LOCKED
+
+
+class LockError(OrchError):
+    """A lock file on the host cannot be used: a symlink, not a regular file, its folder
+    missing or not writable (the message names the host and the path)."""
 
 
 class ServerUnreachable(OrchError):

@@ -150,7 +150,8 @@ def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
             counts[step.status] += 1
         counts["failed"] += 1 if outcome.error else 0
         if outcome.failed:
-            status = "failed" if outcome.steps else "unreachable"
+            reached = outcome.steps or outcome.facts is not None  # a lock refused: reached
+            status = "failed" if reached else "unreachable"
         elif counts["pending"]:
             status = "pending"
         elif counts["changed"]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.apply.lock import Holder, HostLock
 from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
-from orchestrator.errors import OrchError, StepDidNotConverge
+from orchestrator.errors import LockBusy, OrchError, StepDidNotConverge
 from orchestrator.events import Emit, Probed, StageEvent, StepStart
 from orchestrator.facts import Facts, ProbeRequest, probe
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
@@ -76,14 +76,17 @@ def converge_host(
         if job.lock is not None and not check:
             request = job.lock
 
-            def waiting(holder: Holder | None) -> None:
-                who = holder.describe() if holder is not None else "another apply"
+            def waiting(who: str) -> None:
                 emit(StageEvent(job.host, phase="lock", status="running",
                                 message=f"waiting for {who}"))
 
+            def took_over(said: str) -> None:  # a dead apply's lock, or --break-lock
+                emit(StageEvent(job.host, phase="lock", status="warning", message=said))
+
             # Started now, its answer read after the probe: the two overlap.
             lock = HostLock(transport, request.paths, request.holder, wait=request.wait,
-                            break_lock=request.break_lock, on_wait=waiting)
+                            break_lock=request.break_lock, on_wait=waiting,
+                            on_takeover=took_over)
         _converge(transport, job, outcome, check=check, emit=emit, lock=lock)
     except OrchError as error:
         outcome.error = str(error)
@@ -106,6 +109,7 @@ def _converge(
         lock.acquire()
     applied_any = False
     for step in job.steps:
+        _still_ours(lock, job.host, f"before the {step.name} step")
         emit(StepStart(job.host, step=step.name))
         result, facts, applied = _one_step(transport, job, step, facts, request, outcome,
                                            check=check, emit=emit)
@@ -123,10 +127,22 @@ def _converge(
         outcome.facts = facts
         _verify(job, facts)
     if not check:
+        _still_ours(lock, job.host, "after converge")
         # Also after a failed step: the stages collect what the host holds (the logs that
         # say why it failed); each skips what an earlier failure makes pointless.
         for stage in job.after:
             stage(transport, outcome.facts or facts, outcome, emit)
+
+
+def _still_ours(lock: HostLock | None, host: str, where: str) -> None:
+    """Ends the host's run when another apply took its locks over (`--break-lock`): the two
+    would change the host at once."""
+    taker = lock.lost() if lock is not None else None
+    if taker is not None:
+        raise LockBusy(f"{host}: this apply's lock was taken over {where}, by {taker}; "
+                       f"it stopped there (what it changed so far stays)",
+                       hint="`--break-lock` is for an apply that is gone; run this plan again "
+                            "once the other apply has ended")
 
 
 def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, request: ProbeRequest,

@@ -30,54 +30,122 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.errors import LockBusy
+from orchestrator.errors import LockBusy, LockError, OrchError
 from orchestrator.runs.layout import safe_name
 from orchestrator.transport.base import Held, Transport
 from orchestrator.transport.command import Command
 
 LOCK_TIMEOUT_S = 60.0  # to start the lock program and hear from it (not the waiting itself)
 _PROGRAM = r"""
-import fcntl, json, os, signal, sys, time
-paths, holder, wait, evict = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", sys.argv[4]
+import errno, fcntl, json, os, signal, stat, sys, time
+paths, holder, wait, evict = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", json.loads(sys.argv[4])
+def say(word, *data):
+    print(word + " " + json.dumps(list(data)), flush=True)
 def current(fd):
     os.lseek(fd, 0, 0)
-    return os.read(fd, 65536).decode("utf-8", "replace").replace("\n", " ").strip() or "{}"
-if evict.isdigit():
-    try:
-        with open("/proc/%s/cmdline" % evict, "rb") as handle:
-            if b"orch-apply-lock" in handle.read():
-                os.kill(int(evict), signal.SIGKILL)
-    except OSError:
-        pass
-fds = []
-for path in paths:
-    path = os.path.expanduser(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    told = False
-    while True:
+    return " ".join(os.read(fd, 2048).decode("utf-8", "replace").split()) or "{}"
+def folders(path):
+    parts = path.split("/")
+    mine = max(i for i, p in enumerate(parts) if p == ".orch") if ".orch" in parts else len(parts) - 1
+    os.makedirs("/".join(parts[:mine]) or "/", exist_ok=True)
+    for i in range(mine, len(parts) - 1):
+        folder = "/".join(parts[:i + 1])
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            raise OSError(errno.ENOTDIR, "it is not a folder (a symlink or a file stands there)", folder)
+def opened(path):
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "it is a symlink (orch writes its lock files itself, never through a link)", path)
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        raise OSError(errno.EINVAL, "it is not a regular file of its own (a device, a FIFO or a hard link)", path)
+    return fd
+def taken(fd):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+def holding(fd, path):
+    ino, real = os.fstat(fd).st_ino, os.path.realpath(path)
+    with open("/proc/locks") as table:
+        rows = [line.split() for line in table if "->" not in line]
+    for pid in [r[4] for r in rows if len(r) > 5 and r[1] == "FLOCK" and r[5].endswith(":%d" % ino)]:
+        try:
+            if any(os.readlink("/proc/%s/fd/%s" % (pid, n)) == real for n in os.listdir("/proc/%s/fd" % pid)):
+                with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                    return int(pid), handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
-            if not wait:
-                print("busy " + json.dumps([path, current(fd)]), flush=True)
-                sys.exit(0)
-            if not told:
-                print("waiting " + json.dumps([path, current(fd)]), flush=True)
-                told = True
-            time.sleep(0.5)
-    fds.append(fd)
-holder["host_pid"] = os.getpid()
-for fd in fds:
+            pass
+    return None, ""
+def end(fd, path):
+    pid, cmdline = holding(fd, path)
+    if pid is None or "orch-apply-lock" not in cmdline:
+        say("foreign", path, pid, cmdline[:200])
+        sys.exit(0)
+    mine(fd)
+    for sig, turns in ((signal.SIGTERM, 30), (signal.SIGKILL, 50)):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+        for _ in range(turns):
+            if taken(fd):
+                return
+            time.sleep(0.1)
+    say("error", path, "its holder, pid %d, did not end" % pid)
+    sys.exit(0)
+def mine(fd):
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, 0)
     os.write(fd, json.dumps(holder).encode())
+fds = []
+holder["host_pid"] = os.getpid()
+for path in paths:
+    path = os.path.expanduser(path)
+    try:
+        folders(path)
+        fd = opened(path)
+    except OSError as error:
+        say("error", error.filename or path, error.strerror or str(error))
+        sys.exit(0)
+    told = False
+    while not taken(fd):
+        if evict and evict[0] == path and current(fd) == evict[1]:
+            evict = None
+            end(fd, path)
+            continue
+        if not wait:
+            say("busy", path, current(fd))
+            sys.exit(0)
+        if not told:
+            say("waiting", path, current(fd))
+            told = True
+        time.sleep(0.5)
+    fds.append((path, fd))
+for _, fd in fds:
+    mine(fd)
+def broken(*_):
+    say("broken", *[[p, current(fd)] for p, fd in fds])
+    os._exit(0)
+signal.signal(signal.SIGTERM, broken)
 print("locked", flush=True)
 sys.stdin.read()
-for fd in fds:
+for _, fd in fds:
     os.ftruncate(fd, 0)
 """
+
+
+def _printable(value: object, limit: int = 200) -> str:
+    text = str(value)
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
 @dataclass(frozen=True)
@@ -100,18 +168,24 @@ class Holder:
 
     @classmethod
     def parse(cls, text: str) -> Holder | None:
+        """The holder a lock file's text names; None for a text orch did not write (the
+        file is the host's: any value is cut short and shown printable)."""
         try:
             data: Any = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return None
         if not isinstance(data, dict):
             return None
+        run = data.get("run")
         try:
-            return cls(user=str(data.get("user", "?")), controller=str(data.get("controller", "?")),
-                       pid=int(data.get("pid", 0)), run=data.get("run"),
-                       since=str(data.get("since", "?")), command=str(data.get("command", "apply")),
+            return cls(user=_printable(data.get("user", "?")),
+                       controller=_printable(data.get("controller", "?")),
+                       pid=int(data.get("pid", 0)),
+                       run=_printable(run) if isinstance(run, str) else None,
+                       since=_printable(data.get("since", "?")),
+                       command=_printable(data.get("command", "apply")),
                        host_pid=int(data["host_pid"]) if data.get("host_pid") else None)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
 
     def describe(self) -> str:
@@ -152,19 +226,44 @@ def lock_paths(venv: str | None, plan_name: str, service: str | None,
     return (first,) if service is None else (first, service_lock_path(service, host))
 
 
-def _command(paths: tuple[str, ...], holder: Holder, *, wait: bool, evict: int | None) -> Command:
+def _command(paths: tuple[str, ...], holder: Holder, *, wait: bool,
+             evict: tuple[str, str] | None) -> Command:
     return Command("python3", "-S", "-c", _PROGRAM, json.dumps(list(paths)),
-                   json.dumps(asdict(holder)), "wait" if wait else "once", str(evict or "-"),
-                   "orch-apply-lock")
+                   json.dumps(asdict(holder)), "wait" if wait else "once",
+                   json.dumps(list(evict) if evict else None), "orch-apply-lock")
 
 
-def _busy(answer: str) -> tuple[str, Holder | None]:
-    """The lock file a `busy`/`waiting` answer names, and who holds it."""
+def _fields(answer: str) -> list[Any]:
+    """The JSON list after an answer's first word (empty when it is not one)."""
     try:
-        path, text = json.loads(answer.split(" ", 1)[1])
-        return str(path), Holder.parse(str(text))
-    except (IndexError, ValueError, TypeError):
-        return "?", None
+        data = json.loads(answer.split(" ", 1)[1])
+    except (IndexError, ValueError):
+        return []
+    return data if isinstance(data, list) else []
+
+
+def describe_text(text: str) -> str:
+    """Who a lock file's text names; a text orch did not write, shown short and printable."""
+    holder = Holder.parse(text)
+    if holder is not None:
+        return holder.describe()
+    more = "..." if len(text) > 80 else ""
+    return f"a holder orch cannot read (the file holds {_printable(text, 80)!r}{more})"
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A lock another holds: its file, and the text it holds."""
+
+    path: str
+    text: str
+
+    @property
+    def holder(self) -> Holder | None:
+        return Holder.parse(self.text)
+
+    def describe(self) -> str:
+        return describe_text(self.text)
 
 
 class HostLock:
@@ -172,43 +271,87 @@ class HostLock:
     costs no round trip of its own: it overlaps the probe)."""
 
     def __init__(self, transport: Transport, paths: tuple[str, ...], holder: Holder, *,
-                 wait: bool, break_lock: bool, on_wait: Callable[[Holder | None], None]) -> None:
+                 wait: bool, break_lock: bool, on_wait: Callable[[str], None],
+                 on_takeover: Callable[[str], None] = lambda said: None) -> None:
         self.transport = transport
         self.paths = paths
         self.holder = holder
         self.wait = wait
         self.break_lock = break_lock
         self.on_wait = on_wait
+        self.on_takeover = on_takeover
         self.held: Held | None = transport.hold(_command(paths, holder, wait=wait, evict=None))
         self.taken = False
+        self.took_over: Busy | None = None  # the holder whose lock this one took over
 
     def acquire(self) -> None:
-        """Block until the locks are ours; LockBusy names the holder otherwise."""
+        """Block until the locks are ours; LockBusy names the holder, LockError the file
+        that cannot be a lock."""
         assert self.held is not None
         while True:
             answer = self.held.line(timeout=None if self.wait else LOCK_TIMEOUT_S)
             if answer == "locked":
                 self.taken = True
+                if self.took_over is not None:
+                    why = "--break-lock" if self.break_lock else "its process no longer runs"
+                    self.on_takeover(f"took over {self.took_over.path} from "
+                                     f"{self.took_over.describe()} ({why})")
                 return
-            if answer is not None and answer.startswith("waiting "):
-                self.on_wait(_busy(answer)[1])
+            word = (answer or "").split(" ", 1)[0]
+            fields = _fields(answer or "")
+            if word == "waiting" and len(fields) == 2:
+                self.on_wait(describe_text(str(fields[1])))
                 continue
-            path, holder = _busy(answer) if answer and answer.startswith("busy ") else ("?", None)
             self.held.release()
             self.held = None
-            if holder is not None and (self.break_lock or holder.is_gone()):
-                self.held = self.transport.hold(
-                    _command(self.paths, self.holder, wait=True, evict=holder.host_pid))
-                self.break_lock = False
-                continue
-            if holder is None:
-                raise LockBusy(f"{self.transport.host}: could not take the apply lock "
-                               f"{self.paths[0]} (the lock program said {answer!r})",
-                               hint="the host needs python3 on its PATH")
-            raise LockBusy(
-                f"{self.transport.host}: another apply holds {path}: {holder.describe()}",
-                hint="wait for it (`--wait`), or if that apply is gone for good, `--break-lock`",
-            )
+            if word == "busy" and len(fields) == 2:
+                busy = Busy(str(fields[0]), str(fields[1]))
+                holder = busy.holder
+                if self.took_over != busy and (self.break_lock or (holder and holder.is_gone())):
+                    self.took_over = busy
+                    self.held = self.transport.hold(_command(
+                        self.paths, self.holder, wait=self.wait, evict=(busy.path, busy.text)))
+                    continue
+                raise self._busy(busy)
+            raise self._failed(word, fields, answer)
+
+    def _busy(self, busy: Busy) -> LockBusy:
+        return LockBusy(
+            f"{self.transport.host}: another apply holds {busy.path}: {busy.describe()}",
+            hint="wait for it (`--wait`), or if that apply is gone for good, `--break-lock`")
+
+    def _failed(self, word: str, fields: list[Any], answer: str | None) -> OrchError:
+        host = self.transport.host
+        if word == "error" and len(fields) == 2:
+            return LockError(
+                f"{host}: cannot take the lock at {fields[0]}: {fields[1]}",
+                hint="orch keeps its lock files to itself: remove or fix what stands at that "
+                     "path (or make its folder writable for the user orch logs in as)")
+        if word == "foreign" and len(fields) == 3:
+            pid = f"pid {fields[1]}" if fields[1] else "a process orch cannot see"
+            return LockBusy(
+                f"{host}: {fields[0]} is held by {pid} ({fields[2] or '?'}), not by an orch "
+                f"lock program: --break-lock ends only orch's own",
+                hint="end that process yourself, then apply again")
+        said = "nothing" if answer is None else repr(answer[:200])
+        return LockError(f"{host}: the lock program for {self.paths[0]} ended without taking "
+                         f"the lock (it said {said})",
+                         hint="the host needs python3 on its PATH")
+
+    def lost(self) -> str | None:
+        """Who took the locks over while this apply held them (another's --break-lock), or
+        None while they are still ours."""
+        if self.held is None or not self.taken:
+            return None
+        answer = self.held.line(timeout=0)
+        if answer is None or not answer.startswith("broken "):
+            return None
+        me = (self.holder.controller, self.holder.pid, self.holder.since)
+        for path, text in (f for f in _fields(answer) if isinstance(f, list) and len(f) == 2):
+            other = Holder.parse(str(text))
+            if other is None or (other.controller, other.pid, other.since) != me:
+                return f"{path}: {describe_text(str(text))}"
+        return "another apply (`--break-lock`)"
 
     def release(self) -> None:
         if self.held is not None:

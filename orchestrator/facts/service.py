@@ -66,19 +66,23 @@ def _pids_by_inode(inodes: List[str]) -> Dict[str, int]:
 
 
 def _lock_holder(path: str) -> Optional[str]:
-    """Who holds the apply lock (its file's text), or None when nobody does."""
+    """Who holds the apply lock (its file's text, cut short), or None when nobody does. Not
+    through a symlink, nor from a FIFO (which would block): the lock program refuses both."""
     import fcntl
+    import stat
 
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     except OSError:
-        return (os.read(fd, 65536).decode("utf-8", "replace") or "{}").strip()
+        return (os.read(fd, 2048).decode("utf-8", "replace") or "{}").strip()
     finally:
         os.close(fd)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.apply.lock import Holder, service_lock_path
+from orchestrator.apply.lock import describe_text, service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.events import Emit, StageEvent
@@ -202,8 +202,7 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     row = ServiceStatus(host=handle.transport.host, backend=handle.backend, unit=unit)
     found = handle.found
     if found is not None and found.apply_lock is not None:
-        holder = Holder.parse(found.apply_lock)
-        row.apply = holder.describe() if holder is not None else "in progress"
+        row.apply = describe_text(found.apply_lock)
     process = handle.process
     if process:
         row.state, row.pid = "running", process.pid
