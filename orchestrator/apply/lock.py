@@ -316,8 +316,11 @@ class HostLock:
             raise self._failed(word, fields, answer)
 
     def _busy(self, busy: Busy) -> LockBusy:
+        holder = busy.holder
+        who = "another apply" if holder is None or holder.command == "apply" else \
+            f"`orch {holder.command}`"
         return LockBusy(
-            f"{self.transport.host}: another apply holds {busy.path}: {busy.describe()}",
+            f"{self.transport.host}: {who} holds {busy.path}: {busy.describe()}",
             hint="wait for it (`--wait`), or if that apply is gone for good, `--break-lock`")
 
     def _failed(self, word: str, fields: list[Any], answer: str | None) -> OrchError:

@@ -32,6 +32,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                  "or a node's Ray node")
     if command == "status":
         parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    if command == "stop":  # it takes the service's lock, as an apply of the service does
+        parser.add_argument("--wait", action="store_true",
+                            help="wait while an apply of the service holds its lock (default: "
+                                 "fail at once, naming it)")
+        parser.add_argument("--break-lock", action="store_true",
+                            help="stop the service even while an apply of it holds its lock "
+                                 "(that apply then stops, saying so)")
     if command == "restart":
         parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
                             help="where the restart's run folder goes (default ./runs)")
@@ -81,15 +88,38 @@ def run(args: argparse.Namespace) -> int:
                 elif not printed:
                     return 0  # Ctrl-C is how a user ends --follow
             elif action == "stop":
-                name = handle.paths.name
-                was = control.stop(handle)
-                console.print(f"{host}: " + (f"stopped {name}" if was else f"{name} was not running"))
+                _stop(handle, args, console)
     if action == "status":
         return _print_status(rows, args.json, console)
     if never_ran:  # said after the logs there are, not instead of them
         raise OrchError("no log: " + "; ".join(never_ran),
                         hint="`orch apply` starts the service; `orch status` shows where it runs")
     return 0
+
+
+def _stop(handle: ServiceHandle, args: argparse.Namespace, console: Console) -> None:
+    """Stop the service while holding its lock: never under an apply of it (which would
+    relaunch or replace it), unless --break-lock; an apply started meanwhile waits or fails
+    naming this stop."""
+    from orchestrator.apply.lock import Holder, HostLock, service_lock_path
+    from orchestrator.console import shown
+    from orchestrator.service import control
+
+    assert handle.plan.service is not None
+    host, name = handle.transport.host, handle.paths.name
+
+    def say(line: str) -> None:
+        console.print(f"{host}: {shown(line, markup=True)}", soft_wrap=True)
+
+    lock = HostLock(handle.transport, (service_lock_path(handle.plan.service.name, host),),
+                    Holder.me(None, "stop"), wait=args.wait, break_lock=args.break_lock,
+                    on_wait=lambda who: say(f"waiting for {who}"), on_takeover=say)
+    try:
+        lock.acquire()
+        was = control.stop(handle)
+    finally:
+        lock.release()
+    say(f"stopped {name}" if was else f"{name} was not running")
 
 
 def _status_key(plan: Plan) -> tuple[str | None, str | None]:

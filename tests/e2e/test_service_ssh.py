@@ -318,7 +318,11 @@ def test_a_stopped_server_process_is_reported_hung_within_a_few_polls(env: dict[
 
 def test_orch_stop_during_start_up_is_not_undone_by_a_relaunch(env: dict[str, Any]) -> None:
     process = apply_waiting_for_start_up(env)
-    stop = orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+    refused = orch("stop", env["plan"], "-i", env["inventory"], cwd=env["tmp"])
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 75, said  # the apply holds the service's lock
+    assert "another apply holds" in said and "--break-lock" in said
+    stop = orch("stop", env["plan"], "-i", env["inventory"], "--break-lock", cwd=env["tmp"])
     assert "stopped" in stop.stdout, stop.stdout + stop.stderr
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1, out + err
