@@ -177,6 +177,9 @@ def _print_status(rows: list[ServiceStatus], as_json: bool, console: Console) ->
             if row.apply:
                 console.print(f"{row.host}: an apply is in progress: "
                               f"{shown(row.apply, markup=True)}", soft_wrap=True)
+            if row.registry:
+                console.print(f"{row.host}: {shown(row.registry, markup=True)}", style="yellow",
+                              soft_wrap=True)
     return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY
 
 

@@ -4,6 +4,7 @@ listens on its port, who holds the apply lock, the same service started from ano
 # ruff: noqa: UP006, UP035, UP045 - the host side runs on Python 3.8 hosts
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import json
@@ -100,6 +101,38 @@ def _owned_process(pidfile: str) -> Tuple[Optional[int], Optional[Dict[str, Any]
     return pid, process, None
 
 
+def _registry_text(path: str) -> Tuple[str, Optional[str]]:
+    """The registry entry's text (its first 64 KiB), and what is wrong with it: not through a
+    symlink, nor from a FIFO or a device (which could block or never end)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return "", None if error.errno == errno.ENOENT else \
+            ("is a symlink" if error.errno == errno.ELOOP else error.strerror)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "", "is not a regular file"
+        return os.read(fd, 65536).decode("utf-8", "replace"), None
+    finally:
+        os.close(fd)
+
+
+def registry_folders(spec: Dict[str, Any]) -> Tuple[List[str], Optional[str]]:
+    """The state folders the host's registry entry lists, and what is wrong with the entry:
+    orch writes only `/.../.orch/service/NAME` lines, and drops the rest at the next start."""
+    tail = "/.orch/service/" + os.path.basename(spec["state_dir"])
+    text, problem = _registry_text(os.path.expanduser(spec["registry"]))
+    lines = [line.strip() for line in text.split("\n")]
+    folders = [f for f in lines if f.startswith("/") and f.endswith(tail) and len(f) > len(tail)]
+    garbage = sum(1 for f in lines if f and f not in folders)
+    if garbage and problem is None:
+        problem = (f"holds {garbage} line that names no state folder" if garbage == 1 else
+                   f"holds {garbage} lines that name no state folder")
+    return list(dict.fromkeys(folders)), problem
+
+
 def _other_instance(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The service of the same name started from another state folder (another venv): the
     host's registry lists every folder that started it, the latest last. The one that counts
@@ -108,9 +141,7 @@ def _other_instance(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     one on its port."""
     if not spec.get("registry") or not spec.get("state_dir"):
         return None
-    listed = (read_text(os.path.expanduser(spec["registry"])) or "").split("\n")
-    folders = [f for f in dict.fromkeys(line.strip() for line in listed)
-               if f and f != spec["state_dir"]]
+    folders = [f for f in registry_folders(spec)[0] if f != spec["state_dir"]]
     found = []
     for folder in folders:
         pid, process, _ = _owned_process(os.path.join(folder, "pid"))
@@ -131,6 +162,8 @@ def _other_instance(spec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 def service_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     out: Dict[str, Any] = {"pid": None, "process": None, "other": _other_instance(spec)}
+    if spec.get("registry") and spec.get("state_dir"):
+        out["registry_problem"] = registry_folders(spec)[1]
     if spec.get("pidfile"):
         pid, process, stale = _owned_process(spec["pidfile"])
         if pid is not None:
@@ -225,6 +258,7 @@ class ServiceFacts:
     port: PortFacts | None = None
     apply_lock: str | None = None  # who holds the apply lock (its JSON), while an apply runs
     other: OtherInstance | None = None  # the same service name, started from another venv
+    registry_problem: str | None = None  # what is wrong with the host's registry entry
     # Processes of its group still alive after its leader died (vLLM's engine and workers).
     survivors: tuple[Process, ...] = ()
 
@@ -245,6 +279,7 @@ class ServiceFacts:
             if isinstance(port, dict) else None,
             apply_lock=as_str(data.get("apply_lock")),
             other=OtherInstance.from_json(data.get("other")),
+            registry_problem=as_str(data.get("registry_problem")),
             survivors=tuple(p for p in map(Process.from_json, data.get("survivors") or [])
                             if p is not None),
         )

@@ -139,14 +139,19 @@ def _register(paths: ServicePaths) -> Command:
     """Claim the service's name on the host for this state folder: it goes last in the
     name's entry, which lists every folder that started the name (the latest last), so a
     later plan finds the one on its port whichever ran since (service names are validated to
-    a safe set; only $HOME is left to the shell)."""
+    a safe set; only $HOME is left to the shell). Only lines of a state folder's form are
+    kept (what else the entry holds, or a file it was linked to, is dropped); the entry is
+    replaced, never written through (`mv -T`: a folder standing there is an error)."""
     folder = REGISTRY_DIR.removeprefix("~/")
     entry = f'"$HOME"/{folder}/{quoted(paths.name)}'
     state = quoted(paths.state_dir)
+    form = quoted(f"/.+/\\.orch/service/{paths.name.replace('.', chr(92) + '.')}")
     return Command.script(
-        f'mkdir -p "$HOME"/{folder} && {{ grep -vxF -- {state} {entry} 2>/dev/null; '
-        f"printf '%s\\n' {state}; }} | tail -n {REGISTRY_KEEP} > {entry}.tmp.$$ && "
-        f"mv {entry}.tmp.$$ {entry}")
+        f'mkdir -p "$HOME"/{folder} && {{ grep -xE -- {form} {entry} 2>/dev/null | '
+        f"grep -vxF -- {state}; printf '%s\\n' {state}; }} | tail -n {REGISTRY_KEEP} "
+        f"> {entry}.tmp.$$ && mv -fT {entry}.tmp.$$ {entry} || "
+        f"{{ rm -f {entry}.tmp.$$; echo \"orch: cannot record {paths.name} in $HOME/{folder}: "
+        f'a folder or a file orch cannot replace stands there" >&2; exit 1; }}')
 
 
 def start_command(backend: Backend, spec: LaunchSpec, paths: ServicePaths) -> Command:

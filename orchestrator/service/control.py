@@ -34,7 +34,7 @@ from orchestrator.service.backends import (
 )
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.record import last_kernels, other_port, record_of
-from orchestrator.service.step import ServiceStep, choose_backend, service_request
+from orchestrator.service.step import ServiceStep, choose_backend, registry_note, service_request
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw, quoted
 
@@ -184,6 +184,7 @@ class ServiceStatus:
     pins: str = "-"  # ok, or the drift from the plan's pins
     apply: str | None = None  # an apply in progress: who runs it
     kernels: dict[str, Any] = field(default_factory=dict)  # what its start-up chose
+    registry: str | None = None  # what is wrong with the host's registry entry of its name
 
     @property
     def healthy(self) -> bool:
@@ -203,6 +204,8 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
     found = handle.found
     if found is not None and found.apply_lock is not None:
         row.apply = describe_text(found.apply_lock)
+    if found is not None and found.registry_problem:
+        row.registry = registry_note(handle.paths, found)
     process = handle.process
     if process:
         row.state, row.pid = "running", process.pid

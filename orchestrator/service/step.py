@@ -83,6 +83,12 @@ def _sha(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
+def registry_note(paths: ServicePaths, found: ServiceFacts) -> str:
+    """What is wrong with the host's registry entry of the service, as status and plan say it."""
+    return (f"the host's registry entry {paths.registry_entry} (the folders {paths.name} was "
+            f"started from) {found.registry_problem}: orch ignored what it could not use")
+
+
 def choose_backend(configured: str, host: HostFacts) -> Backend:
     """`auto` picks systemd where the host runs it and we may write units (root)."""
     if configured == "systemd":
@@ -197,6 +203,14 @@ class ServiceStep(Step):
         on_host = record_of(found)
         record = self._record(wanted)
         other = found.other if found is not None and self.unit is None else None
+        if found is not None and found.registry_problem and self.unit is None:
+            if not found.registry_problem.startswith(("is a symlink", "holds ")):
+                # a start could not record itself there: fail before stopping anything
+                result.blocked = (f"{registry_note(self.paths, found)}; a start could not record "
+                                  "itself there: remove it on the host")
+                return result
+            result.findings.append(Finding("warning", registry_note(self.paths, found),
+                                           "the next start of the service rewrites it"))
         replaced = self._replaces(other, result)
         reason = self._reason(found, alive, replaced, other, on_host, wanted)
         stops = self._stops(on_host, other if replaced else None)
