@@ -296,6 +296,8 @@ class HostLock:
                     why = "--break-lock" if self.break_lock else "its process no longer runs"
                     self.on_takeover(f"took over {self.took_over.path} from "
                                      f"{self.took_over.describe()} ({why})")
+                elif self.break_lock:  # the flag did nothing: say so, a typo'd plan looks alike
+                    self.on_takeover(f"--break-lock: nothing held {', '.join(self.paths)}")
                 return
             word = (answer or "").split(" ", 1)[0]
             fields = _fields(answer or "")

@@ -120,6 +120,11 @@ def _stop(handle: ServiceHandle, args: argparse.Namespace, console: Console) -> 
     finally:
         lock.release()
     say(f"stopped {name}" if was else f"{name} was not running")
+    found = handle.found
+    if found is not None and found.registry_problem and handle.unit is None:
+        from orchestrator.service.step import registry_note
+
+        say(registry_note(handle.paths, found))
 
 
 def _status_key(plan: Plan) -> tuple[str | None, str | None]:

@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from hostile.corpus import Case
 from hostile.corpus.inputs import CASES as INPUTS
+from hostile.corpus.locks import CASES as LOCKS
 
-CASES: list[Case] = [*INPUTS]
+CASES: list[Case] = [*INPUTS, *LOCKS]
