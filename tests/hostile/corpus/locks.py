@@ -68,10 +68,10 @@ def plan(*steps: Prepare, service: bool = False) -> Prepare:
             for undo in reversed(undos):
                 undo()
             for made in (service_lock(tmp), registry_entry(tmp)):
-                if made.is_symlink() or made.is_file():
-                    made.unlink()
-                elif made.is_dir():
+                if made.is_dir() and not made.is_symlink():
                     made.rmdir()
+                elif os.path.lexists(made):  # a file, a symlink, a FIFO
+                    made.unlink()
         return undo_all
     return prepare
 

@@ -1,0 +1,251 @@
+"""Locks under races (issue 31), with real applies of simulator services on this machine:
+`orch stop` against an apply of the service and an apply against a stop, `--break-lock` on a
+live apply (which then stops, naming who took its lock), an apply killed with SIGKILL with and
+without its lock program, and lock folders orch cannot write (root's permission override
+dropped with setpriv, so chmod 000 holds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from fixtures.orchcli import orch
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def service_plan(tmp: Path, *, slow_start: float = 0.0) -> tuple[Path, str]:
+    """A simulator service on this machine (process backend): the plan, the service name."""
+    name = f"races-{tmp.name[-10:]}-{os.getpid()}"
+    plan = tmp / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "races", "hosts": "localhost",
+        "python": {"venv": str(tmp / "venv"), "interpreter": "python3", "installer": "pip"},
+        "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi",
+                    "host": "127.0.0.1", "port": free_port(), "backend": "process", "name": name,
+                    "sim": {"time_scale": 0.003, "slow_start": slow_start}},
+        "health": {"startup_timeout": "120s", "poll_interval": "0.2s"}, "smoke": [], "bench": None}))
+    return plan, name
+
+
+def service_lock(name: str) -> Path:
+    return Path.home() / ".orch" / "locks" / f"service-{name}-localhost.lock"
+
+
+class Background:
+    """An `orch` command left running, its output read as it comes."""
+
+    def __init__(self, *args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", *map(str, args)], cwd=cwd,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "COLUMNS": "200", **(env or {})})
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def said(self) -> str:
+        return " ".join("".join(self.lines).split())
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        until(lambda: text in self.said or self.process.poll() is not None, timeout)
+        assert text in self.said, self.said
+
+    def end(self, timeout: float = 180) -> int:
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        self.reader.join(10)
+        return code
+
+
+def until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def said(result: subprocess.CompletedProcess[str]) -> str:
+    return " ".join((result.stdout + result.stderr).split())
+
+
+def test_stop_refuses_while_an_apply_starts_the_service_and_waits_with_wait(
+        tmp_path: Path) -> None:
+    plan, name = service_plan(tmp_path, slow_start=6.0)
+    apply = Background("apply", plan, cwd=tmp_path)
+    try:
+        apply.wait_for("startup")  # the apply holds the service's lock through its start-up
+        refused = orch("stop", plan, cwd=tmp_path)
+        assert refused.returncode == 75, said(refused)
+        assert "another apply holds" in said(refused) and "runs/races/" in said(refused)
+        assert "--wait" in said(refused) and "--break-lock" in said(refused)
+        stop = Background("stop", plan, "--wait", cwd=tmp_path)
+        stop.wait_for("waiting for")
+        assert apply.process.poll() is None  # the apply goes on, undisturbed
+        assert apply.end() == 0, apply.said  # its start-up was not torn down
+        assert stop.end() == 0, stop.said
+        assert f"stopped {name}" in stop.said
+    finally:
+        orch("stop", plan, "--break-lock", cwd=tmp_path)
+    status = json.loads(orch("status", plan, "--json", cwd=tmp_path).stdout)
+    assert status[0]["state"] == "stopped"
+
+
+def test_an_apply_started_during_a_stop_is_refused_naming_the_stop(tmp_path: Path) -> None:
+    plan, name = service_plan(tmp_path)
+    assert orch("apply", plan, cwd=tmp_path).returncode == 0
+    pidfile = tmp_path / "venv" / ".orch" / "service" / name / "pid"
+    pid = int(pidfile.read_text().split()[0])
+    os.kill(pid, signal.SIGSTOP)  # SIGINT waits: the stop holds its lock until SIGCONT
+    stop = Background("stop", plan, cwd=tmp_path)
+    try:
+        until(lambda: '"command": "stop"' in service_lock(name).read_text(), 60)
+        refused = orch("apply", plan, cwd=tmp_path)
+        assert refused.returncode == 75, said(refused)
+        assert "`orch stop` holds" in said(refused) and f"service-{name}-localhost.lock" in \
+            said(refused)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        assert stop.end() == 0, stop.said
+    assert f"stopped {name}" in stop.said
+
+
+def _sleeping_plan(tmp: Path, seconds: int) -> Path:
+    plan = tmp / "sleep.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "sleeper", "hosts": "localhost",
+        "python": {"venv": str(tmp / "v"), "interpreter": "python3"},
+        "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; sleep {seconds}"],
+                      "when": "before_launch"}]}))
+    return plan
+
+
+def _files_plan(tmp: Path) -> Path:
+    plan = tmp / "files.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "files", "hosts": "localhost",
+        "python": {"venv": str(tmp / "v"), "interpreter": "python3"},
+        "files": [{"path": str(tmp / "out.conf"), "content": "a\n"}]}))
+    return plan
+
+
+def _holder(tmp: Path) -> dict[str, object]:
+    lock = tmp / "v" / ".orch" / "apply-localhost.lock"
+    until(lambda: lock.exists() and "host_pid" in lock.read_text(), 120)
+    return dict(json.loads(lock.read_text()))
+
+
+def test_break_lock_on_a_live_apply_stops_that_apply_naming_who_took_it(tmp_path: Path) -> None:
+    first = Background("apply", _sleeping_plan(tmp_path, 20), cwd=tmp_path)
+    try:
+        until(lambda: (tmp_path / "napping").exists(), 120)  # into its long step, locked
+        holder = _holder(tmp_path)
+        second = orch("apply", _files_plan(tmp_path), "--break-lock", cwd=tmp_path)
+        assert second.returncode == 0, said(second)
+        assert f"took over {tmp_path}/v/.orch/apply-localhost.lock" in said(second)
+        assert f"(pid {holder['pid']}, `orch apply`" in said(second) and "(--break-lock)" in \
+            said(second)
+        assert first.end() == 75, first.said
+    finally:
+        first.end()
+    assert "this apply's lock was taken over after converge" in first.said
+    assert f"by {tmp_path}/v/.orch/apply-localhost.lock: " in first.said
+    assert "`orch apply`, run folder runs/files/" in first.said  # the one that took it
+
+
+@pytest.mark.parametrize("program_survives", [False, True], ids=["program-gone", "program-alive"])
+def test_an_apply_killed_with_sigkill_leaves_a_lock_the_next_takes(
+        tmp_path: Path, program_survives: bool) -> None:
+    first = Background("apply", _sleeping_plan(tmp_path, 30), cwd=tmp_path)
+    holder = _holder(tmp_path)
+    program = int(str(holder["host_pid"]))
+    if program_survives:  # as an SSH session the host has not noticed is dead yet
+        os.kill(program, signal.SIGSTOP)
+    first.process.kill()
+    first.end()
+    started = time.monotonic()
+    second = orch("apply", _files_plan(tmp_path), cwd=tmp_path)
+    assert second.returncode == 0, said(second)
+    assert time.monotonic() - started < 90
+    took = f"took over {tmp_path}/v/.orch/apply-localhost.lock from"
+    if program_survives:
+        assert took in said(second) and f"(pid {holder['pid']}, `orch apply`" in said(second)
+        assert "its process no longer runs" in said(second)
+        until(lambda: not Path(f"/proc/{program}").exists() or
+              Path(f"/proc/{program}/stat").read_text().split()[2] == "Z", 10)
+    else:  # the kernel released it with the program: nothing to take over, nothing to say
+        assert took not in said(second)
+
+
+def _without_override(*args: str | Path, cwd: Path,
+                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`orch` as root without its power to ignore file permissions (so chmod 000 holds)."""
+    return subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", sys.executable, "-m",
+         "orchestrator.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+        timeout=120, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+needs_setpriv = pytest.mark.skipif(
+    os.geteuid() != 0 or subprocess.run(["setpriv", "--bounding-set=-dac_override", "true"],
+                                        capture_output=True).returncode != 0,
+    reason="chmod 000 binds root only without CAP_DAC_OVERRIDE (setpriv, as root)")
+
+
+@needs_setpriv
+def test_a_lock_folder_orch_cannot_write_is_named_with_its_fix(tmp_path: Path) -> None:
+    (tmp_path / "v" / ".orch").mkdir(parents=True)
+    (tmp_path / "v" / ".orch").chmod(0)
+    try:
+        result = _without_override("apply", _files_plan(tmp_path), cwd=tmp_path)
+    finally:
+        (tmp_path / "v" / ".orch").chmod(0o755)
+    assert result.returncode == 1, said(result)
+    assert "Traceback" not in said(result)
+    assert f"localhost: cannot take the lock at {tmp_path}/v/.orch/apply-localhost.lock: " \
+        "Permission denied" in said(result)
+    assert "make its folder writable" in said(result)
+    assert not (tmp_path / "out.conf").exists()
+
+
+@needs_setpriv
+def test_a_service_lock_folder_orch_cannot_write_stops_orch_stop(tmp_path: Path) -> None:
+    plan, name = service_plan(tmp_path)
+    locks = tmp_path / "home" / ".orch" / "locks"
+    locks.mkdir(parents=True)
+    locks.chmod(0)
+    try:
+        result = _without_override("stop", plan, cwd=tmp_path,
+                                   env={"HOME": str(tmp_path / "home")})
+    finally:
+        locks.chmod(0o755)
+    assert result.returncode == 1, said(result)
+    assert "Traceback" not in said(result)
+    assert f"localhost: cannot take the lock at {locks}/service-{name}-localhost.lock: " \
+        "Permission denied" in said(result)
+    assert not (tmp_path / "venv" / ".orch" / "service" / name / "stopped").exists()
