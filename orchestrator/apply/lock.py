@@ -13,7 +13,14 @@ input to close: when the apply ends, or its connection or its process dies, the 
 and the kernel releases the locks. A dead apply's locks are therefore released by themselves;
 one whose holder survived (an SSH session the host has not noticed is dead yet) is recognised
 when it names this controller and a process that no longer runs, and taken over.
-`--break-lock` takes over any lock, for the case nothing else can tell.
+`--break-lock` takes over any lock, for the case nothing else can tell: the program finds the
+process holding the flock in /proc/locks and ends it only if it is an orch lock program,
+having written its own holder first, so the broken apply's program says who took it (`broken`)
+and that apply stops before its next step. `orch stop` takes the service's lock the same way.
+
+The files are orch's own: opened with O_NOFOLLOW, refused when not a regular file of one link,
+and the `.orch` folders on their path must be real folders; what cannot be used is an
+`error` answer naming the path (LockError), never a holder's JSON written through a link.
 
 The probe reads the service's file (`service_facts`): `orch status` shows an apply of the
 service in progress, from whichever venv.
