@@ -168,3 +168,37 @@ def test_an_apply_of_the_same_service_from_another_venv_waits_for_the_first(
         assert not (tmp / "other-venv" / "bin").exists()  # nothing was installed
     finally:
         lock.release()
+
+
+def test_break_lock_stops_the_live_apply_it_took_the_lock_from(
+        setup: tuple[Path, Path, Path]) -> None:
+    """Over SSH: the broken apply's lock program says who took its lock through its channel,
+    and that apply stops before its next step rather than change the host beside the other."""
+    tmp, inventory, plan = setup
+    sleeper = tmp / "sleeper.yaml"
+    sleeper.write_text(yaml.safe_dump({
+        "name": "sleeper", "hosts": "all",
+        "python": {"venv": str(tmp / "venv"), "interpreter": "python3"},
+        "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; sleep 20"],
+                      "when": "before_launch"}]}))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "apply", str(sleeper), "-i", str(inventory)],
+        cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "ORCH_E2E_SECRET": SECRET, "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp / "napping").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = orch("apply", plan, "-i", inventory, "--break-lock", cwd=tmp)
+        said = " ".join((second.stdout + second.stderr).split())
+        assert second.returncode == 0, said
+        assert f"took over {tmp}/venv/.orch/apply-h1.lock from" in said and "(--break-lock)" in said
+        out, _ = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    told = " ".join(out.split())
+    assert first.returncode == 75, told
+    assert "this apply's lock was taken over after converge" in told
+    assert "`orch apply`, run folder runs/locked/" in told  # the apply that took it
