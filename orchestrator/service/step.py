@@ -207,7 +207,8 @@ class ServiceStep(Step):
             if not found.registry_problem.startswith(("is a symlink", "holds ")):
                 # a start could not record itself there: fail before stopping anything
                 result.blocked = (f"{registry_note(self.paths, found)}; a start could not record "
-                                  "itself there: remove it on the host")
+                                  "itself there: remove what stands there, or make it readable "
+                                  "and writable for the user orch logs in as, on the host")
                 return result
             result.findings.append(Finding("warning", registry_note(self.paths, found),
                                            "the next start of the service rewrites it"))

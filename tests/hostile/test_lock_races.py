@@ -249,3 +249,23 @@ def test_a_service_lock_folder_orch_cannot_write_stops_orch_stop(tmp_path: Path)
     assert f"localhost: cannot take the lock at {locks}/service-{name}-localhost.lock: " \
         "Permission denied" in said(result)
     assert not (tmp_path / "venv" / ".orch" / "service" / name / "stopped").exists()
+
+
+@needs_setpriv
+def test_a_registry_orch_cannot_read_blocks_the_start_and_status_says_so(tmp_path: Path) -> None:
+    plan, name = service_plan(tmp_path)
+    home = tmp_path / "home"
+    services = home / ".orch" / "services"
+    services.mkdir(parents=True)
+    services.chmod(0)
+    try:
+        planned = _without_override("plan", plan, cwd=tmp_path, env={"HOME": str(home)})
+        status = _without_override("status", plan, cwd=tmp_path, env={"HOME": str(home)})
+    finally:
+        services.chmod(0o755)
+    entry = f"the host's registry entry ~/.orch/services/{name}"
+    assert planned.returncode == 1 and "Traceback" not in said(planned), said(planned)
+    assert f"{entry} (the folders {name} was started from) Permission denied" in said(planned)
+    assert "a start could not record itself there" in said(planned)
+    assert status.returncode == 3 and "Traceback" not in said(status), said(status)
+    assert f"localhost: {entry}" in said(status) and "Permission denied" in said(status)

@@ -245,7 +245,7 @@ CASES = [
              at=_AT_REGISTRY, says=("is not a regular file",)),
         Case("a registry entry that is a folder, orch plan", ["plan", "{tmp}/p.yaml"],
              prepare=plan(registry(lambda entry, _: entry.mkdir()), service=True),
-             at=_AT_REGISTRY, says=("is not a regular file", "remove it on the host")),
+             at=_AT_REGISTRY, says=("is not a regular file", "remove what stands there")),
         Case("a registry entry naming a folder that is gone, orch status",
              ["status", "{tmp}/p.yaml"],
              prepare=plan(registry(lambda entry, tmp: entry.write_text(
