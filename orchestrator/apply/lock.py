@@ -308,21 +308,22 @@ class HostLock:
                 return
             word = (answer or "").split(" ", 1)[0]
             fields = _fields(answer or "")
-            if word == "waiting" and len(fields) == 2:
-                self.on_wait(describe_text(str(fields[1])))
+            busy = Busy(str(fields[0]), str(fields[1])) if word in ("busy", "waiting") and \
+                len(fields) == 2 else None
+            holder = busy.holder if busy is not None else None
+            take = busy is not None and self.took_over != busy and (
+                self.break_lock or (holder is not None and holder.is_gone()))
+            if busy is not None and word == "waiting" and not take:
+                self.on_wait(busy.describe())
                 continue
             self.held.release()
             self.held = None
-            if word == "busy" and len(fields) == 2:
-                busy = Busy(str(fields[0]), str(fields[1]))
-                holder = busy.holder
-                if self.took_over != busy and (self.break_lock or (holder and holder.is_gone())):
-                    self.took_over = busy
-                    self.held = self.transport.hold(_command(
-                        self.paths, self.holder, wait=self.wait, evict=(busy.path, busy.text)))
-                    continue
-                raise self._busy(busy)
-            raise self._failed(word, fields, answer)
+            if busy is not None and take:  # also with --wait: a gone holder is not waited for
+                self.took_over = busy
+                self.held = self.transport.hold(_command(
+                    self.paths, self.holder, wait=self.wait, evict=(busy.path, busy.text)))
+                continue
+            raise self._busy(busy) if busy is not None else self._failed(word, fields, answer)
 
     def _busy(self, busy: Busy) -> LockBusy:
         holder = busy.holder
@@ -342,12 +343,12 @@ class HostLock:
         if word == "foreign" and len(fields) == 3:
             pid = f"pid {fields[1]}" if fields[1] else "a process orch cannot see"
             return LockBusy(
-                f"{host}: {fields[0]} is held by {pid} ({fields[2] or '?'}), not by an orch "
+                f"{host}: {fields[0]} is held by {pid} ({_printable(fields[2]) or '?'}), not by an orch "
                 f"lock program: --break-lock ends only orch's own",
                 hint="end that process yourself, then apply again")
         said = "nothing" if answer is None else repr(answer[:200])
-        return LockError(f"{host}: the lock program for {self.paths[0]} ended without taking "
-                         f"the lock (it said {said})",
+        return LockError(f"{host}: the lock program for {self.paths[0]} ended, or did not "
+                         f"answer, without taking the lock (it said {said})",
                          hint="the host needs python3 on its PATH")
 
     def lost(self) -> str | None:
