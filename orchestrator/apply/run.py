@@ -65,7 +65,8 @@ def execute(options: ApplyOptions) -> int:
         plan_path, locked = load_locked(options.locked)
     assert plan_path is not None
     loaded = load_plan(plan_path, options.overlays, options.sets)
-    secrets = resolve_secrets(loaded.plan)  # before any connection: a missing one fails now
+    # before any connection: a missing one fails now, named with where it is used
+    secrets = resolve_secrets(loaded.plan, origins=loaded.field_origins)
     inventory = load_inventory(options.inventory)
     hosts = _hosts(options, loaded.plan, inventory, locked)
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
