@@ -51,6 +51,8 @@ def fetch(client: httpx.Client, url: str, wanted: tuple[str, ...], timeout_s: fl
         return Page(problem=f"no answer within {timeout_s:g} s", timed_out=True)
     except httpx.ConnectError as error:
         return Page(problem=f"nothing answered ({_words(error) or 'connection refused'})", nobody=True)
+    except httpx.ReadError as error:  # reset before a word (an SSH forward to no listener)
+        return Page(problem=f"the connection ended before an answer ({_words(error)})", nobody=True)
     except httpx.RemoteProtocolError as error:
         if "without sending a response" in str(error):  # closed at once, or a forward to nothing
             return Page(problem="it closed the connection without answering", nobody=True)
