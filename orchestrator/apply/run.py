@@ -25,7 +25,7 @@ from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.facts.model import ModelFacts
 from orchestrator.inventory import Inventory, load_inventory
-from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
+from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
@@ -190,6 +190,7 @@ def _run(
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
     if folder:
+        folder.meta.failures = failures(outcomes)
         folder.finish("failed" if any(o.failed for o in outcomes) else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
@@ -234,6 +235,18 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
         def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
             gate.withdraw(outcome.host, _why_ended(outcome), failed=outcome.failed)
     return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end)
+
+
+def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:
+    """meta.json's `failures`: each failed host, the step or stage where, and why."""
+    out = []
+    for outcome in outcomes:
+        why = failure_reason(outcome)
+        if why is not None:
+            step = outcome.failed_step
+            out.append({"host": outcome.host, "step": step.step if step is not None else "",
+                        "error": why})
+    return out
 
 
 def _why_ended(outcome: HostOutcome) -> str:

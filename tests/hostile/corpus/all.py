@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from hostile.corpus import Case
 from hostile.corpus.inputs import CASES as INPUTS
+from hostile.corpus.servers import CASES as SERVERS
 
-CASES: list[Case] = [*INPUTS]
+CASES: list[Case] = [*INPUTS, *SERVERS]
