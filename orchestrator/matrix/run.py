@@ -23,6 +23,7 @@ from orchestrator.console import make_console
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.exit_codes import ExitCode
 from orchestrator.matrix import record as records
+from orchestrator.matrix import resume
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
 from orchestrator.matrix.preview import TAKES, changes, listing
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
@@ -101,9 +102,10 @@ def apply_matrix(matrix: MatrixPlan, options: ApplyOptions, *, fail_fast: bool =
     chosen = select(matrix, limit)
     order = run_order(matrix.variants)
     if options.resume is not None:
-        folder = _resumable(options.resume, matrix, options.runs_dir)
+        folder = resume.resumable(options.resume, matrix, options.runs_dir)
         record = records.read(folder)
-        _check_same(record, matrix, folder)
+        resume.check_same(record, matrix, folder)
+        resume.bind_runs(folder, record)
         records.resumed(folder, record)
         console.print(f"resuming the matrix run in {folder}", soft_wrap=True, markup=False)
     else:
@@ -253,33 +255,6 @@ def _said(error: str) -> str:
     said = lines[0].removeprefix("localhost: ")
     errors = [line for line in lines[1:] if "error" in line.lower()]
     return f"{said}; the log says: {errors[-1]}" if errors else said
-
-
-def _resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
-    if which == "latest":
-        unfinished = [f for f in reversed(records.matrices(root, matrix.name))
-                      if records.read(f).status != "complete"]
-        if not unfinished:
-            raise UsageError(f"--resume: plan {matrix.name} has no unfinished matrix run under "
-                             f"{root}", hint="apply without --resume to start a new one")
-        return unfinished[0]
-    folder = records.folder_of(Path(which))
-    record = records.read(folder)
-    if record.plan != matrix.name:
-        raise UsageError(f"--resume {which}: that matrix run is of plan {record.plan!r}, not "
-                         f"{matrix.name!r}")
-    if record.status == "complete":
-        raise UsageError(f"--resume {which}: that matrix run completed; nothing is left to run")
-    return folder
-
-
-def _check_same(record: MatrixRecord, matrix: MatrixPlan, folder: Path) -> None:
-    written = {v.index: v.digest for v in record.variants}
-    now = {v.index: v.loaded.digest for v in matrix.variants}
-    if written != now:
-        raise UsageError(f"--resume {folder}: the plan's matrix changed since that run (its "
-                         "variants are not the same plans)",
-                         hint="apply without --resume to run the matrix as it is now")
 
 
 def _recap(console: Console, record: MatrixRecord, folder: Path) -> None:

@@ -115,20 +115,42 @@ class RunData:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(local_files.read_text(path, errors="replace"))
+        text = local_files.read_text(path, errors="replace")
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+    return parse_json(path, text)
+
+
+def parse_json(path: Path, text: str) -> Any:
+    """A record's JSON; a RunFolderError at `path:line:column` otherwise. An empty or cut
+    file says so: a write that never finished (a crash before the rename, an older orch)."""
+    if not text.strip():
+        raise RunFolderError(f"{path}: the file is empty (a write that never finished?)",
+                             hint=_REPAIR)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as error:
+        cut = error.pos >= len(text.rstrip())  # it ends where the JSON should go on
         raise RunFolderError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
+            f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}"
+            + (" (the file ends there: cut short?)" if cut else ""), hint=_REPAIR) from None
+
+
+_REPAIR = "orch writes its records whole; this one was edited or cut: restore it, or move the " \
+          "folder away"
 
 
 def _read_object(path: Path) -> dict[str, Any]:
     value = _read_json(path)
     if not isinstance(value, dict):
-        raise RunFolderError(f"{path}: expected a JSON object, found {type(value).__name__}")
+        raise RunFolderError(f"{path}: expected a JSON object, found {_json_kind(value)}")
     return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def read_record(path: Path, kind: type[R]) -> R:
@@ -190,7 +212,10 @@ def load_plan_yaml(path: Path) -> Plan:
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
     except yaml.YAMLError as error:
-        raise RunFolderError(f"{path}: not valid YAML: {error}") from None
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise RunFolderError(f"{where}: not valid YAML: {problem}", hint=_REPAIR) from None
     if not isinstance(data, dict):
         raise RunFolderError(f"{path}: expected a plan (a YAML mapping)")
     try:
@@ -205,6 +230,9 @@ def load_plan_yaml(path: Path) -> Plan:
 
 def read_meta(path: Path) -> Meta:
     meta_file = RunLayout(path).meta
+    if not path.is_dir():
+        raise RunFolderError(f"{path}: no such folder" if not path.exists() else
+                             f"{path} is not a run folder (a file, not a folder)")
     if not meta_file.exists():
         raise RunFolderError(f"{path} is not a run folder (no meta.json)")
     return read_record(meta_file, Meta)
