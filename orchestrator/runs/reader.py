@@ -272,26 +272,58 @@ def load_run(path: Path) -> RunData:
 
 def frozen_sets(path: Path) -> dict[str, list[str]]:
     """host -> the `name==version` lines its freeze.txt holds (for --locked)."""
-    layout = RunLayout(path)
-    out: dict[str, list[str]] = {}
-    for host in read_meta(path).hosts:
-        freeze = layout.host(host).freeze
-        if freeze.exists():
-            try:
-                text = local_files.read_text(freeze, errors="replace")
-            except OSError as error:
-                raise RunFolderError(f"cannot read {freeze}: {error.strerror or error}") from None
-            out[host] = [line for line in text.splitlines() if line.strip()]
-    return out
+    found = {host: frozen_set(path, host) for host in read_meta(path).hosts}
+    return {host: lines for host, lines in found.items() if lines is not None}
 
 
-def model_record(path: Path, host: str) -> dict[str, Any] | None:
-    """A host's model.json (the weights it served: repo, revision, commit, files), if any."""
-    try:
-        record = json.loads(local_files.read_text(RunLayout(path).host(host).model))
-    except (OSError, ValueError):
+def frozen_set(path: Path, host: str) -> list[str] | None:
+    """The `name==version` lines of a host's freeze.txt; None when it has none. An empty
+    one, or a line that is not an exact pin, is a RunFolderError at `file:line` (a locked
+    apply uninstalls what the set does not list: an empty set would take everything)."""
+    from orchestrator.plan.models.base import parse_pin
+
+    freeze = RunLayout(path).host(host).freeze
+    if not freeze.exists():
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("commit"), str) else None
+    try:
+        text = local_files.read_text(freeze, errors="replace")
+    except OSError as error:
+        raise RunFolderError(f"cannot read {freeze}: {error.strerror or error}") from None
+    lines: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            parse_pin(line)
+        except ValueError:
+            raise RunFolderError(f"{freeze}:{number}: {ascii(line.strip())} is not an exact pin "
+                                 "(name==version)", hint=_REPAIR) from None
+        lines.append(line.strip())
+    if not lines:
+        raise RunFolderError(f"{freeze}: the file is empty: the run froze no package for "
+                             f"{host} (a locked apply would uninstall everything)", hint=_REPAIR)
+    return lines
+
+
+def model_record(path: Path, host: str, *, strict: bool = False) -> dict[str, Any] | None:
+    """A host's model.json (the weights it served: repo, revision, commit, files), if any.
+    `strict` (--locked, which pins its commit): one that is not such a record is a located
+    error, not a record quietly missing."""
+    model = RunLayout(path).host(host).model
+    if not model.exists():
+        return None
+    try:
+        record = _read_json(model)
+    except RunFolderError:
+        if strict:
+            raise
+        return None
+    fits = isinstance(record, dict) and all(
+        isinstance(record.get(key), str) and record.get(key) for key in ("repo", "commit"))
+    if not fits and strict:
+        raise RunFolderError(f"{model}: expected the weights' record (a JSON object with "
+                             "repo and commit)", hint=_REPAIR)
+    return record if fits and isinstance(record, dict) else None
 
 
 def model_records(path: Path) -> dict[str, dict[str, Any]]:
