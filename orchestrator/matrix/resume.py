@@ -59,7 +59,7 @@ def _owner_hint(folder: Path, matrix: MatrixPlan, root: Path) -> str:
             except RunFolderError:
                 continue
             for entry in listed:
-                if entry.run and Path(entry.run).name == folder.name:
+                if entry.run and Path(entry.run).name == folder.resolve().name:
                     return (f"that run folder is variant {entry.index} ({entry.label}) of the "
                             f"matrix run {candidate}: resume that")
         return "that is a run folder: resume it with a plan without a matrix"

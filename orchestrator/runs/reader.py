@@ -296,7 +296,7 @@ def frozen_set(path: Path, host: str) -> list[str] | None:
         try:
             parse_pin(line)
         except ValueError:
-            raise RunFolderError(f"{freeze}:{number}: {ascii(line.strip())} is not an exact pin "
+            raise RunFolderError(f"{freeze}:{number}: {line.strip()!a} is not an exact pin "
                                  "(name==version)", hint=_REPAIR) from None
         lines.append(line.strip())
     if not lines:

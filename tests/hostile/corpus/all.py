@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from hostile.corpus import Case
 from hostile.corpus.inputs import CASES as INPUTS
+from hostile.corpus.runs import CASES as RUNS
 
-CASES: list[Case] = [*INPUTS]
+CASES: list[Case] = [*INPUTS, *RUNS]
