@@ -36,7 +36,7 @@ def _snapshot(tmp: Path) -> dict[str, str]:
             if p.is_file() else "dir" for p in sorted(runs.rglob("*"))} if runs.is_dir() else {}
 
 
-def _matrix_run(edit: Callable[[Path], None] | None = None, *, cut: bool = True,
+def _matrix_run(edit: Callable[[Path], object] | None = None, *, cut: bool = True,
                 then: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
     """A real matrix run of p.yaml (variant 2 cut when `cut`), moved to MATRIX; `edit`
     changes its files, `then` the plan; what is on disk is kept to compare with after."""
