@@ -129,6 +129,9 @@ def resumable(which: str, plan_name: str, root: Path) -> Path:
                              hint="apply without --resume to start a new run")
         return unfinished[0]
     path = Path(which)
+    if (path / "matrix.json").is_file():  # matrix/record.py's FILE
+        raise UsageError(f"--resume {which}: that is a matrix run, and plan {plan_name} has no "
+                         "matrix", hint="resume it with the plan that has the matrix")
     meta = read_meta(path)  # a RunFolderError says what is wrong with it
     if meta.plan != plan_name:
         raise UsageError(f"--resume {which}: that run is of plan {meta.plan!r}, not {plan_name!r}")

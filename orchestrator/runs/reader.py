@@ -326,12 +326,6 @@ def model_record(path: Path, host: str, *, strict: bool = False) -> dict[str, An
     return record if fits and isinstance(record, dict) else None
 
 
-def model_records(path: Path) -> dict[str, dict[str, Any]]:
-    """host -> its model.json, for each host of the run that has one."""
-    found = {host: model_record(path, host) for host in read_meta(path).hosts}
-    return {host: record for host, record in found.items() if record is not None}
-
-
 def weights_of(record: dict[str, Any] | None) -> str | None:
     """`repo@commit` (12 digits) of a model.json, for tables."""
     if not record:
