@@ -23,6 +23,7 @@ from orchestrator.errors import RunFolderError
 from orchestrator.matrix import record as records
 from orchestrator.matrix.objective import Objective, parse_objective
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
+from orchestrator.matrix.resume import bind_runs
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import read_distributions
@@ -200,13 +201,16 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     record = records.read(folder)
     entries = sorted(record.variants, key=lambda v: v.index)
     runs: list[tuple[VariantEntry, RunData | None]] = []
+    # Each variant's run folder found beside the matrix folder, whatever the working folder;
+    # a `run` edited to lead elsewhere is a located error.
+    bind_runs(folder, record)
     for entry in entries:
         run = None
         if entry.run and RunLayout(Path(entry.run)).meta.is_file():
             try:
                 run = load_run(Path(entry.run))
-            except RunFolderError:
-                run = None
+            except RunFolderError as error:  # said in the variant's row, not left out quietly
+                entry.status, entry.cause = "unreadable", str(error).splitlines()[0]
         runs.append((entry, run))
     with_results = [(e, r) for e, r in runs if r is not None and r.benches]
     series_by_index: dict[int, Series] = {}
@@ -245,7 +249,8 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     for entry, _ in runs:
         series = series_by_index.get(entry.index)
         if series is None:
-            why = f"failed: {entry.cause}" if entry.status == "failed" and entry.cause else \
+            why = f"{entry.status}: {entry.cause}" if entry.status in ("failed", "unreadable") \
+                and entry.cause else \
                 f"{entry.status}, no benchmark results"
             results.append(VariantResult(entry, None, None, None, why))
         elif objective is not None:

@@ -6,9 +6,9 @@
   record stays whole, byte for byte, and no temporary file is left.
 - Every record `orch compare`, `orch diff`, `orch runs` and `apply --locked` read, written by
   the real writer, then cut in half: the command names the file at `line:column`.
-- `--resume` of a matrix run from another working folder: the variants' run folders are
-  found beside the matrix run (a relative path written from elsewhere once made every
-  variant run again in new folders).
+- `--resume` and `orch compare` of a matrix run from another working folder: the variants'
+  run folders are found beside the matrix run (a relative path written from elsewhere once
+  made every variant run again in new folders, and compare find no results).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from fixtures.orchcli import orch
 from orchestrator.errors import RunFolderError
 from orchestrator.matrix import record as records
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
+from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.records import HostFactsRecord, LevelResult, SweepSummary
 from orchestrator.runs.writer import RunFolder, write_level, write_sweep
 
@@ -217,3 +218,21 @@ def test_resume_from_another_folder_keeps_the_finished_variants(tmp_path: Path) 
     assert sorted(p.name for p in folder.parent.iterdir()) == runs_before  # no new run folder
     assert json.loads((second / "meta.json").read_text())["status"] == "complete"
     assert records.read(folder).status == "complete"
+
+
+def test_compare_of_a_matrix_from_another_folder_finds_its_variants(tmp_path: Path) -> None:
+    plan = _matrix_plan(tmp_path)
+    first = orch("apply", plan, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (folder,) = (tmp_path / "runs" / "mq-atomic").glob("matrix-*")
+    for entry in records.read(folder).variants:  # results, as a sweep writes them
+        assert entry.run is not None
+        write_level(RunLayout(tmp_path / entry.run).host(HOST).bench, _level("c1", 1), [])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    compared = orch("compare", folder, cwd=elsewhere)
+    said = " ".join((compared.stdout + compared.stderr).split())
+    assert compared.returncode == 0, said
+    assert "no benchmark results" not in said
+    assert "best for peak throughput (no objective given): x=" in said
+
