@@ -23,7 +23,6 @@ from orchestrator.errors import RunFolderError
 from orchestrator.matrix import record as records
 from orchestrator.matrix.objective import Objective, parse_objective
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
-from orchestrator.matrix.resume import bind_runs
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import read_distributions
@@ -196,19 +195,29 @@ def _plain_result(entry: VariantEntry, series: Series, goodput: bool, unit: str)
                          _per_joule(series, top))
 
 
+def _variant_run(folder: Path, entry: VariantEntry) -> Path | None:
+    """A variant's run folder: beside the matrix folder (whatever the working folder; where
+    apply puts it), else where matrix.json says; one found nowhere is said in its row."""
+    if not entry.run:
+        return None
+    for candidate in (folder.parent / Path(entry.run).name, Path(entry.run)):
+        if RunLayout(candidate).meta.is_file():
+            return candidate
+    entry.status, entry.cause = "missing", f"its run folder {entry.run} is not there"
+    return None
+
+
 def compare_matrix(folder: Path, *, model_time: bool = True,
                    host: str | None = None) -> MatrixComparison:
     record = records.read(folder)
     entries = sorted(record.variants, key=lambda v: v.index)
     runs: list[tuple[VariantEntry, RunData | None]] = []
-    # Each variant's run folder found beside the matrix folder, whatever the working folder;
-    # a `run` edited to lead elsewhere is a located error.
-    bind_runs(folder, record)
     for entry in entries:
         run = None
-        if entry.run and RunLayout(Path(entry.run)).meta.is_file():
+        where = _variant_run(folder, entry)
+        if where is not None:
             try:
-                run = load_run(Path(entry.run))
+                run = load_run(where)
             except RunFolderError as error:  # said in the variant's row, not left out quietly
                 entry.status, entry.cause = "unreadable", str(error).splitlines()[0]
         runs.append((entry, run))
@@ -249,7 +258,7 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     for entry, _ in runs:
         series = series_by_index.get(entry.index)
         if series is None:
-            why = f"{entry.status}: {entry.cause}" if entry.status in ("failed", "unreadable") \
+            why = f"{entry.status}: {entry.cause}" if entry.status in ("failed", "unreadable", "missing") \
                 and entry.cause else \
                 f"{entry.status}, no benchmark results"
             results.append(VariantResult(entry, None, None, None, why))
