@@ -62,7 +62,7 @@ def _hosts_match(folder: Path, hosts: list[str]) -> None:
     if not layout.hosts_dir.is_dir():
         return
     for entry in sorted(layout.hosts_dir.iterdir()):
-        if entry.name not in hosts:
+        if entry.is_dir() and entry.name not in hosts:
             raise RunFolderError(
                 f"{entry}: {entry.name!r} is not a host of the run ({layout.meta} lists: "
                 f"{', '.join(hosts) or 'none'})",
