@@ -207,20 +207,22 @@ def _variant_run(folder: Path, entry: VariantEntry) -> Path | None:
     return None
 
 
+def _load_variant(folder: Path, entry: VariantEntry) -> RunData | None:
+    where = _variant_run(folder, entry)
+    if where is None:
+        return None
+    try:
+        return load_run(where)
+    except RunFolderError as error:  # said in the variant's row, not left out quietly
+        entry.status, entry.cause = "unreadable", str(error).splitlines()[0]
+        return None
+
+
 def compare_matrix(folder: Path, *, model_time: bool = True,
                    host: str | None = None) -> MatrixComparison:
     record = records.read(folder)
     entries = sorted(record.variants, key=lambda v: v.index)
-    runs: list[tuple[VariantEntry, RunData | None]] = []
-    for entry in entries:
-        run = None
-        where = _variant_run(folder, entry)
-        if where is not None:
-            try:
-                run = load_run(where)
-            except RunFolderError as error:  # said in the variant's row, not left out quietly
-                entry.status, entry.cause = "unreadable", str(error).splitlines()[0]
-        runs.append((entry, run))
+    runs = [(entry, _load_variant(folder, entry)) for entry in entries]
     with_results = [(e, r) for e, r in runs if r is not None and r.benches]
     series_by_index: dict[int, Series] = {}
     comparison = None

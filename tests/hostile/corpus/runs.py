@@ -86,6 +86,12 @@ def _cut_record(folder: Path) -> None:
     path.write_bytes(path.read_bytes()[:300])
 
 
+def _cut_variant_meta(folder: Path) -> None:
+    record = json.loads((folder / "matrix.json").read_text())
+    meta = folder.parent.parent.parent / record["variants"][0]["run"] / "meta.json"
+    meta.write_bytes(meta.read_bytes()[:40])
+
+
 def _run_of(index: int, *, path: str | None = None, of: int = 0) -> Callable[[dict[str, object]], None]:
     """Variant `index`'s run edited to `path`, or to variant `of`'s run."""
     def change(record: dict[str, object]) -> None:
@@ -195,6 +201,9 @@ CASES = [
         Case("compare a matrix run whose variant's run leads elsewhere", ["compare", MATRIX],
              prepare=_matrix_run(_record_edit(_run_of(0, path="/etc"))), after=_unchanged,
              code=0, says=("1 x=a: missing: its run folder /etc is not there",)),
+        Case("compare a matrix run whose variant's meta.json was cut", ["compare", MATRIX],
+             prepare=_matrix_run(_cut_variant_meta), after=_unchanged, code=0,
+             says=("1 x=a: unreadable:", "meta.json:3:", "not valid JSON")),
         Case("--resume of a plan without a matrix, at a matrix run",
              ["apply", "plain.yaml", "--resume", MATRIX], after=_unchanged,
              prepare=_matrix_run(then=_plain_plan), at=("matrix-1",), code=64,
