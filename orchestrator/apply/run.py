@@ -15,7 +15,7 @@ from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.lock import Holder, lock_paths
-from orchestrator.apply.locked import Locked, load_locked, locked_hosts, resumable
+from orchestrator.apply.locked import Locked, check_plan, load_locked, locked_hosts, resumable
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.cluster.gate import Gate
 from orchestrator.console import make_console
@@ -68,6 +68,10 @@ def execute(options: ApplyOptions) -> int:
     # before any connection: a missing one fails now, named with where it is used
     secrets = resolve_secrets(loaded.plan, origins=loaded.field_origins)
     inventory = load_inventory(options.inventory)
+    if locked is not None:
+        note = check_plan(locked, loaded.plan, plan_path, inventory)
+        if note:
+            console.print(note, soft_wrap=True, markup=False)
     hosts = _hosts(options, loaded.plan, inventory, locked)
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
     # the run before a run folder exists.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hostile.corpus import Case
 from hostile.corpus.inputs import CASES as INPUTS
+from hostile.corpus.runs import CASES as RUNS
 from hostile.corpus.servers import CASES as SERVERS
 
-CASES: list[Case] = [*INPUTS, *SERVERS]
+CASES: list[Case] = [*INPUTS, *RUNS, *SERVERS]
