@@ -63,6 +63,7 @@ class Retry(Event):
 class HostEnd(Event):
     failed: bool = False
     error: str | None = None
+    step: str | None = None  # the step or stage that failed, when one did
     changed: int = 0
     round_trips: int = 0
     seconds: float = 0.0

@@ -1,15 +1,24 @@
-"""Reading a file on the controller that anyone could have put there (a run folder's records,
-a template, a log to diagnose): only a regular file is read. A FIFO would block the read
-forever and a device (`/dev/zero`) never end it, so both are refused before a byte is read;
-the file is opened without blocking and checked on the open descriptor, so it cannot be
-swapped between the check and the read.
+"""Files on the controller: reading one that anyone could have put there, and writing a
+record a later command reads.
+
+Reading (a run folder's records, a template, a log to diagnose): only a regular file is read.
+A FIFO would block the read forever and a device (`/dev/zero`) never end it, so both are
+refused before a byte is read; the file is opened without blocking and checked on the open
+descriptor, so it cannot be swapped between the check and the read.
+
+Writing (`write_atomic`): every record a later command reads (a run folder's files, a matrix
+run's matrix.json, a report, plots, a schema) is written to a temporary file in the same
+folder, flushed to the disk, then renamed over the old one: a full disk, a crash or Ctrl-C
+leaves the old file whole or the new one whole, never half of one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 
@@ -48,3 +57,41 @@ def read_text(path: Path, *, max_bytes: int | None = None, errors: str = "strict
     """The UTF-8 text of the regular file `path` (UnicodeDecodeError when it is not text,
     unless `errors` says otherwise)."""
     return read_bytes(path, max_bytes=max_bytes).decode("utf-8", errors)
+
+
+def write_atomic(path: Path, data: bytes | str, *, durable: bool = True) -> None:
+    """Replace `path` with `data` whole: a temporary file beside it (same file system, so the
+    rename is atomic; a unique name, so two writers never share one), then os.replace. With
+    `durable`, the data and the rename reach the disk before this returns (fsync of the file,
+    then of its folder): after a power loss the record is the old one or the new one, not
+    an empty file. OSError as the write raised it, with no temporary file left behind."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            umask = os.umask(0o022)
+            os.umask(umask)
+            os.fchmod(handle.fileno(), 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    if durable:
+        _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    # The rename is an entry of the folder; some file systems cannot fsync a folder.
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -186,6 +186,8 @@ def failure_reason(outcome: HostOutcome) -> str | None:
     lines = [line.strip() for line in why.splitlines() if line.strip()] or [why]
     cause = next((line for line in lines[1:] if line.startswith("cause:")), None)
     said = lines[0] if cause is None else f"{lines[0]} {cause}"
+    if said.endswith(":") and len(lines) > 1:  # a list follows: its first item says which
+        said = f"{said} {lines[1]}"
     return said if len(said) <= 240 else said[:239] + "…"
 
 

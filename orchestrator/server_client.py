@@ -23,6 +23,9 @@ from orchestrator.errors import ServerUnreachable
 from orchestrator.masking import mask
 
 SIMULATOR_HEADER = "x-orch-simulator"
+# /health, /v1/models, /version and a one-token chat answer in a few KB: a larger answer, or
+# one that does not end within the request timeout, is a server misbehaving, not a slow one.
+MAX_ANSWER = 1024 * 1024
 
 @dataclass(frozen=True)
 class Models:
@@ -87,6 +90,7 @@ class ServerClient:
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout)
+        self._timeout = timeout
 
     def __enter__(self) -> ServerClient:
         return self
@@ -99,12 +103,33 @@ class ServerClient:
         self._http.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One whole answer, read within the timeout and MAX_ANSWER bytes (a trickle or a
+        body without end is cut there and said, never waited on)."""
         url = f"{self.base_url}{path}"
+        deadline = time.monotonic() + self._timeout
         try:
-            return self._http.request(method, url, headers=self.headers, **kwargs)
+            with self._http.stream(method, url, headers=self.headers, **kwargs) as answer:
+                body = bytearray()
+                for piece in answer.iter_bytes():
+                    body += piece
+                    if len(body) > MAX_ANSWER:
+                        raise self._misbehaved(url, f"answered more than {MAX_ANSWER:,} bytes")
+                    if time.monotonic() > deadline:
+                        raise self._misbehaved(
+                            url, f"did not finish its answer within {self._timeout:g} s")
+                # The body is decoded already: its framing headers would decode it again.
+                headers = [(k, v) for k, v in answer.headers.multi_items()
+                           if k.lower() not in ("content-encoding", "content-length",
+                                                "transfer-encoding")]
+                return httpx.Response(answer.status_code, headers=headers,
+                                      content=bytes(body), request=answer.request)
         except httpx.HTTPError as error:
             raise ServerUnreachable(mask(f"cannot reach {url}: {type(error).__name__}: {error}"),
                                     reason=type(error).__name__) from None
+
+    @staticmethod
+    def _misbehaved(url: str, what: str) -> ServerUnreachable:
+        return ServerUnreachable(mask(f"{url} {what}"), reason=mask(f"{url} {what}"))
 
     # -- the endpoints ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.apply.outcome import HostOutcome
-from orchestrator.bench.dcgm import DcgmSampler, answers
+from orchestrator.bench.dcgm import DcgmSampler, answers, not_serving
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.server_cpu import ServerCpuSampler
@@ -121,8 +121,13 @@ class BenchStage:
             # No nvidia-smi to run: the host's DCGM exporter, if it has one, says the same.
             local = forwards.enter_context(transport.forward(dcgm_port))
             url = f"http://127.0.0.1:{local}/metrics"
-            if answers(url):
-                return DcgmSampler(url, smi.interval)
+            where = f"http://127.0.0.1:{dcgm_port}/metrics on {transport.host}"
+            problem, nobody = not_serving(url)
+            if not problem:
+                return DcgmSampler(url, smi.interval, where=where)
+            # Nothing on the default port is the usual host without one: not worth a word.
+            if not nobody or "dcgm_port" in self.bench.model_fields_set:
+                smi.reason = f"{smi.reason}; DCGM exporter at {where}: {problem}"
         return smi
 
     def _server_cpu(self, transport: Transport) -> list[Sampler]:

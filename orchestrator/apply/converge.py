@@ -167,11 +167,14 @@ def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, requ
         status: StepStatus = "ok" if plan.converged else "pending"
         return _outcome_from_plan(plan, status, time.monotonic() - started), facts, False
     outputs: dict[str, str] = {}
+    done: list[Change] = []
     try:
-        apply_changes(transport, plan.changes, outputs, emit)
+        apply_changes(transport, plan.changes, outputs, emit, done)
     except OrchError as error:
         result = _outcome_from_plan(plan, "failed", time.monotonic() - started)
-        result.error = str(error)
+        failing = plan.changes[len(done)]
+        result.changes = [c.summary for c in done] + [failing.summary]  # not what never ran
+        result.error = _naming(str(error), job.host, failing)
         result.outputs = outputs
         return result, facts, False
     # Later steps may depend on what this one changed (the venv a file lives in).
@@ -181,6 +184,16 @@ def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, requ
     # What is still worth saying after the change: not the problems it just fixed.
     result.findings = _outcome_from_plan(step.plan(facts), "changed", 0).findings
     return result, facts, True
+
+
+def _naming(error: str, host: str, change: Change) -> str:
+    """The error of a failed change with the change named first (`run NAME`, `write PATH`):
+    which of the step's changes failed, not only that the step did."""
+    what = change.summary.split(": ")[0].split(" (")[0]
+    said = error.removeprefix(f"{host}: ")
+    if said.startswith(what):
+        return error
+    return f"{host}: {what}: {said}" if said != error else f"{what}: {error}"
 
 
 def _verify(job: HostJob, facts: Facts) -> None:

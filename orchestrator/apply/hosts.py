@@ -81,7 +81,9 @@ class _HostRun:
                 transport.close()
         outcome.round_trips = round_trips
         outcome.seconds = time.monotonic() - started
+        failed_step = outcome.failed_step
         self.emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,
+                          step=failed_step.step if failed_step is not None else None,
                           changed=outcome.changed, round_trips=outcome.round_trips,
                           seconds=round(outcome.seconds, 3)))
         return outcome

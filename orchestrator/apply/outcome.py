@@ -57,6 +57,11 @@ class HostOutcome:
         return self.error is not None or any(s.status == "failed" for s in self.steps)
 
     @property
+    def failed_step(self) -> StepOutcome | None:
+        """The step or stage that failed first, if one did."""
+        return next((s for s in self.steps if s.status == "failed"), None)
+
+    @property
     def changed(self) -> int:
         return sum(1 for s in self.steps if s.status in ("changed", "pending"))
 

@@ -15,7 +15,7 @@ from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.lock import Holder, lock_paths
-from orchestrator.apply.locked import Locked, load_locked, locked_hosts, resumable
+from orchestrator.apply.locked import Locked, check_plan, load_locked, locked_hosts, resumable
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.cluster.gate import Gate
 from orchestrator.console import make_console
@@ -25,7 +25,7 @@ from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.facts.model import ModelFacts
 from orchestrator.inventory import Inventory, load_inventory
-from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
+from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
@@ -65,8 +65,13 @@ def execute(options: ApplyOptions) -> int:
         plan_path, locked = load_locked(options.locked)
     assert plan_path is not None
     loaded = load_plan(plan_path, options.overlays, options.sets)
-    secrets = resolve_secrets(loaded.plan)  # before any connection: a missing one fails now
+    # before any connection: a missing one fails now, named with where it is used
+    secrets = resolve_secrets(loaded.plan, origins=loaded.field_origins)
     inventory = load_inventory(options.inventory)
+    if locked is not None:
+        note = check_plan(locked, loaded.plan, plan_path, inventory)
+        if note:
+            console.print(note, soft_wrap=True, markup=False)
     hosts = _hosts(options, loaded.plan, inventory, locked)
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
     # the run before a run folder exists.
@@ -189,6 +194,7 @@ def _run(
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
     if folder:
+        folder.meta.failures = failures(outcomes)
         folder.finish("failed" if any(o.failed for o in outcomes) else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
@@ -233,6 +239,18 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
         def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
             gate.withdraw(outcome.host, _why_ended(outcome), failed=outcome.failed)
     return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end)
+
+
+def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:
+    """meta.json's `failures`: each failed host, the step or stage where, and why."""
+    out = []
+    for outcome in outcomes:
+        why = failure_reason(outcome)
+        if why is not None:
+            step = outcome.failed_step
+            out.append({"host": outcome.host, "step": step.step if step is not None else "",
+                        "error": why})
+    return out
 
 
 def _why_ended(outcome: HostOutcome) -> str:

@@ -23,10 +23,16 @@ of cycles the memory interface is busy) -> `mem_util_pct` (x100) only where the 
 DCGM_FI_DEV_MEM_COPY_UTIL: one figure for one question (how busy device memory was), the
 default counter first because every exporter has it and earlier levels were read from it.
 An exporter without them (the default collectors, an older one) leaves the keys out.
+
+An exporter that misbehaves (no answer, an error, garbage, a body without end: scrape.py's
+bounds) never stops the benchmark: the level's `gpu_telemetry` says `DCGM exporter at URL:
+<what was wrong>` (its `reason` when nothing was sampled, else its `problem`), and a reading
+that is not one (NaN, Inf, negative, a line that is not a sample) is never counted.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -42,7 +48,8 @@ from orchestrator.bench.gpu_figures import (
     summarize_samples,
 )
 from orchestrator.bench.samplers import Sampler, Snapshot
-from orchestrator.bench.server_metrics import Scraper
+from orchestrator.bench.scrape import fetch
+from orchestrator.bench.server_metrics import Scraper, rejected_problem
 
 DEFAULT_PORT = 9400
 FIELDS = {
@@ -72,21 +79,32 @@ _LINE = re.compile(r"^(DCGM_FI_(?:DEV|PROF)_\w+)\{([^}]*)\}\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def parse_dcgm(lines: Sequence[str]) -> tuple[dict[str, float], dict[int, tuple[str, str]]]:
+def parse_dcgm(lines: Sequence[str], rejected: list[str] | None = None,
+               ) -> tuple[dict[str, float], dict[int, tuple[str, str]]]:
     """One scrape's lines -> values keyed `gpu<index>.<figure>`, and each GPU's (UUID,
-    model name). Lines without a `gpu` label, unknown fields and garbage are skipped; the
-    memory total is used + free."""
+    model name). Lines without a `gpu` label and unknown fields are skipped; garbage and
+    values that are not readings (NaN, Inf, negative) go to `rejected`; the memory total is
+    used + free."""
     values: dict[str, float] = {}
     gpus: dict[int, tuple[str, str]] = {}
     for line in lines:
         match = _LINE.match(line.strip())
         if match is None or match.group(1) not in FIELDS:
+            if match is None and line.startswith("DCGM_FI_") and rejected is not None:
+                rejected.append(line.strip())
             continue
         labels = dict(_LABEL.findall(match.group(2)))
+        if not labels.get("gpu", "").isdigit():
+            continue  # not one GPU's line
         try:
-            index, value = int(labels.get("gpu", "")), float(match.group(3))
+            value = float(match.group(3))
         except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0:
+            if rejected is not None:
+                rejected.append(line.strip())
             continue
+        index = int(labels["gpu"])
         values[f"gpu{index}.{FIELDS[match.group(1)]}"] = value * SCALES.get(match.group(1), 1.0)
         gpus.setdefault(index, (labels.get("UUID", ""), labels.get("modelName", "")))
     for index in gpus:
@@ -108,12 +126,18 @@ def _derived(values: dict[str, float], gpu: str) -> None:
 
 
 def answers(url: str) -> bool:
-    """Whether a DCGM exporter serves `url` (one GET, a second at most)."""
-    try:
-        response = httpx.get(url, timeout=1.0)
-    except httpx.HTTPError:
-        return False
-    return response.status_code == 200 and "DCGM_FI_DEV_" in response.text
+    """Whether a DCGM exporter serves `url` (one GET, two seconds at most)."""
+    return not not_serving(url)[0]
+
+
+def not_serving(url: str) -> tuple[str, bool]:
+    """What keeps `url` from being a DCGM exporter's page ("" when it is one), and whether
+    it is that nothing is there (refused, or closed before a word)."""
+    with httpx.Client() as client:
+        page = fetch(client, url, ("DCGM_FI_DEV_",), 1.0)
+    if page.problem:
+        return page.problem, page.nobody
+    return ("", False) if page.lines else ("its answer holds no DCGM_FI_DEV_ line", False)
 
 
 @dataclass
@@ -125,6 +149,11 @@ class DcgmSampler(Scraper):
     block: ClassVar[str] = "gpu_telemetry"
     repeat_keys: ClassVar[tuple[str, ...]] = ("mean_power_w", "energy_j")
     _end_s: float = 0.0
+    where: str = ""  # how the exporter is named in what is said, when not by `url`
+    what: ClassVar[str] = "DCGM exporter"
+
+    def said(self, problem: str) -> str:
+        return f"{self.what} at {self.where}: {problem}" if self.where else super().said(problem)
 
     def stop(self) -> None:
         self._end_s = (time.perf_counter_ns() - self.origin_ns) / 1e9
@@ -132,13 +161,19 @@ class DcgmSampler(Scraper):
 
     def snapshots(self) -> list[Snapshot]:
         out: list[Snapshot] = []
+        rejected: list[str] = []
         for t, lines in self._raw:
-            values, gpus = parse_dcgm(lines)
+            values, gpus = parse_dcgm(lines, rejected)
             self.gpus.update(gpus)
             if values:
                 out.append(Snapshot(t, values))
-        problem = "" if out else f"the DCGM exporter gave no sample ({self.failures} scrape(s) failed)"
-        return [*out, WindowEnd(max(self._end_s, out[-1].t_s if out else 0.0), {}, problem)]
+        problem = self.problem or (rejected_problem(rejected) if rejected else "")
+        if self.failures and self.problem:
+            problem = f"{problem} ({self.failures} scrape(s) failed)"
+        elif not out:
+            problem = problem or "its answers held no DCGM_FI_ reading orch reads"
+        said = self.said(problem) if problem else ""
+        return [*out, WindowEnd(max(self._end_s, out[-1].t_s if out else 0.0), {}, said)]
 
     def summarize(self, snapshots: Sequence[Snapshot]) -> dict[str, Any]:
         if not self.interval:

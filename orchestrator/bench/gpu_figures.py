@@ -395,6 +395,9 @@ def merge_summaries(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     merged["repeats"] = [{k: r.get(k) for k in ("samples", "window_s", "mean_power_w", "max_power_w",
                                                   "energy_j", "mean_util_pct", "throttled")}
                          for r in sampled]
+    problems = [r["problem"] for r in repeats if r.get("problem")]
+    if problems:  # what went wrong in a repeat stays said
+        merged["problem"] = problems[-1]
     return merged
 
 

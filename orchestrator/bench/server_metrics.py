@@ -7,6 +7,12 @@ below; parsing waits until the level is over. It fills the level's `server_metri
 llama.cpp's `llamacpp:` names (llama-server --metrics); a server with neither is said to
 have none (`source: none`), never taken for one that counted nothing. Which names carry what
 is each engine's to say (`Engine.metrics`, engines/*).
+
+A server whose `/metrics` misbehaves (no answer, an error, garbage, a body without end) costs
+each scrape at most its timeout (scrape.py's bounds) and the benchmark goes on: the level's
+block says `problem: "server /metrics at URL: <what was wrong>"`. A scrape that timed out
+ends that repeat's scraping (one wait per repeat, not one per interval); a value that is not
+a finite count (NaN, Inf, negative) or a line that is not a sample is never counted.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any, ClassVar
 import httpx
 
 from orchestrator.bench.samplers import Snapshot
+from orchestrator.bench.scrape import fetch
 from orchestrator.engines import metric_names
 
 # What a level reads of the server, by key; the names that carry each are the engines'
@@ -47,7 +54,14 @@ def wanted_names() -> tuple[str, ...]:
 def parse_samples(lines: Iterable[str]) -> dict[str, float]:
     """Prometheus text lines -> metric name -> value summed over label sets (labels are
     parsed as a set, so their order does not matter); comments and garbage are skipped."""
+    return parse_checked(lines)[0]
+
+
+def parse_checked(lines: Iterable[str]) -> tuple[dict[str, float], list[str]]:
+    """`parse_samples`, and the lines left out as not samples or not counts (NaN, Inf, a
+    negative value: no counter or gauge orch reads has one)."""
     totals: dict[str, float] = {}
+    rejected: list[str] = []
     for line in lines:
         line = line.strip()
         if not line or line.startswith("#"):
@@ -58,17 +72,29 @@ def parse_samples(lines: Iterable[str]) -> dict[str, float]:
         else:
             name, _, rest = line.partition(" ")
         fields = rest.split()
-        if not fields:
-            continue
         try:
-            value = float(fields[0])
+            value = float(fields[0]) if fields else math.nan
         except ValueError:
-            continue
-        if math.isnan(value):
+            value = math.nan
+        if not math.isfinite(value) or value < 0:
+            rejected.append(line)
             continue
         name = name.strip()
         totals[name] = totals.get(name, 0.0) + value
-    return totals
+    return totals, rejected
+
+
+@dataclass(frozen=True)
+class ScrapeEnd(Snapshot):
+    """Last of a repeat's snapshots when a scrape went wrong: what, in words."""
+
+    problem: str = ""
+
+
+def rejected_problem(rejected: Sequence[str]) -> str:
+    """What the left-out lines were, for a sampler's `problem`."""
+    first = rejected[0] if len(rejected[0]) <= 120 else rejected[0][:120] + "..."
+    return f"{len(rejected)} line(s) not counted, not a sample or not a count: {first!r}"
 
 
 def _value(snapshot: Snapshot, key: str) -> float | None:
@@ -81,9 +107,13 @@ def _value(snapshot: Snapshot, key: str) -> float | None:
 
 def summarize_snapshots(snapshots: Sequence[Snapshot]) -> dict[str, Any]:
     """Per-level server view: gauge peaks and means, counter deltas, server throughput."""
+    problem = next((s.problem for s in snapshots if isinstance(s, ScrapeEnd)), "")
+    snapshots = [s for s in snapshots if not isinstance(s, ScrapeEnd)]
     if not snapshots:
-        return {"scrapes": 0, "source": "none"}
+        return {"scrapes": 0, "source": "none", **({"problem": problem} if problem else {})}
     out: dict[str, Any] = {"scrapes": len(snapshots), "source": source_of(snapshots)}
+    if problem:
+        out["problem"] = problem
     for key in GAUGE_KEYS:
         values = [v for v in (_value(s, key) for s in snapshots) if v is not None]
         if values:
@@ -125,15 +155,18 @@ def merge_repeats(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
     repeat's summary as it is, else the last one's with the server throughput averaged over
     the repeats and every repeat's summary under `repeats`."""
     scraped = [dict(s) for s in repeats if s.get("scrapes")]
-    if not scraped:
-        return None
+    problems = [s["problem"] for s in repeats if s.get("problem")]
+    if not scraped:  # nothing read: said so when a scrape went wrong, else none was asked
+        return dict(next(s for s in repeats if s.get("problem"))) if problems else None
     if len(scraped) == 1:
-        return scraped[0]
+        return {**scraped[0], **({"problem": problems[-1]} if problems else {})}
     rates = [s["server_output_throughput"] for s in scraped if "server_output_throughput" in s]
     merged = dict(scraped[-1])
     if rates:
         merged["server_output_throughput"] = sum(rates) / len(rates)
     merged["repeats"] = scraped
+    if problems:
+        merged["problem"] = problems[-1]
     return merged
 
 
@@ -154,21 +187,30 @@ class Scraper:
     _thread: threading.Thread | None = None
     _client: httpx.Client | None = None
     failures: int = 0
+    problem: str = ""  # the repeat's first scrape problem
+    _gave_up: bool = False  # a scrape of the repeat timed out: no more waits this repeat
+    what: ClassVar[str] = "server /metrics"
 
     def _scrape(self) -> None:
-        assert self._client is not None
-        try:
-            before = time.perf_counter_ns()
-            response = self._client.get(self.url)
-            after = time.perf_counter_ns()
-        except httpx.HTTPError:
-            self.failures += 1
+        if self._client is None or self._gave_up:
             return
-        if response.status_code != 200:
+        before = time.perf_counter_ns()
+        page = fetch(self._client, self.url, self.wanted, self._timeout())
+        after = time.perf_counter_ns()
+        if page.problem:
             self.failures += 1
+            self.problem = self.problem or page.problem
+            self._gave_up = page.timed_out
             return
-        lines = [line for line in response.text.splitlines() if line.startswith(self.wanted)]
-        self._raw.append((((before + after) / 2 - self.origin_ns) / 1e9, lines))
+        self._raw.append((((before + after) / 2 - self.origin_ns) / 1e9, page.lines))
+
+    def _timeout(self) -> float:
+        return min(5.0, max(1.0, self.interval or 1.0))
+
+    def said(self, problem: str) -> str:
+        """A problem as the level's block says it: whose, where, what."""
+        shown = httpx.URL(self.url).copy_with(username=None, password=None)
+        return f"{self.what} at {shown}: {problem}"
 
     def _loop(self, interval: float, stop: threading.Event) -> None:
         while not stop.wait(interval):
@@ -176,9 +218,10 @@ class Scraper:
 
     def start(self, origin_ns: int) -> None:
         self.origin_ns, self._raw, self._stop = origin_ns, [], threading.Event()
+        self.failures, self.problem, self._gave_up = 0, "", False
         if not self.interval:
             return
-        self._client = httpx.Client(timeout=min(5.0, max(1.0, self.interval)), headers=dict(self.headers))
+        self._client = httpx.Client(timeout=self._timeout(), headers=dict(self.headers))
         self._scrape()
         self._thread = threading.Thread(target=self._loop, args=(self.interval, self._stop),
                                         name="orch-metrics", daemon=True)
@@ -187,7 +230,7 @@ class Scraper:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=2 * self._timeout() + 1)  # a scrape's longest
             self._thread = None
         if self._client is not None:
             self._scrape()
@@ -195,7 +238,16 @@ class Scraper:
             self._client = None
 
     def snapshots(self) -> list[Snapshot]:
-        return [Snapshot(t, parse_samples(lines)) for t, lines in self._raw]
+        out: list[Snapshot] = []
+        rejected: list[str] = []
+        for t, lines in self._raw:
+            values, left_out = parse_checked(lines)
+            out.append(Snapshot(t, values))
+            rejected += left_out
+        problem = self.problem or (rejected_problem(rejected) if rejected else "")
+        if self.failures and self.problem:
+            problem = f"{problem} ({self.failures} scrape(s) failed)"
+        return [*out, ScrapeEnd(out[-1].t_s if out else 0.0, {}, self.said(problem))] if problem else out
 
     def summarize(self, snapshots: Sequence[Snapshot]) -> dict[str, Any]:
         return summarize_snapshots(snapshots)

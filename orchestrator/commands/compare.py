@@ -119,6 +119,7 @@ def _matrix(args: argparse.Namespace, folder: Path) -> int:
 
 
 def _write_plots(comparison: Comparison, directory: Path) -> list[Path]:
+    from orchestrator import local_files
     from orchestrator.errors import OrchError
     from orchestrator.report.plots import comparison_plots
 
@@ -127,7 +128,7 @@ def _write_plots(comparison: Comparison, directory: Path) -> list[Path]:
         directory.mkdir(parents=True, exist_ok=True)
         for plot in comparison_plots(comparison):
             path = directory / f"{plot.name}.png"
-            path.write_bytes(plot.png)
+            local_files.write_atomic(path, plot.png)
             written.append(path)
     except OSError as error:
         raise OrchError(f"cannot write the plots into {directory}: {error.strerror or error}") from None

@@ -25,6 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from orchestrator.console import make_console
     from orchestrator.exit_codes import ExitCode
     from orchestrator.report.plan_diff import diff_plans, diff_table
@@ -34,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     a = read_plan(args.plan_a, args.runs_dir)
     b = read_plan(args.plan_b, args.runs_dir)
     changes = diff_plans(a.plan, b.plan)
+    for side in (a, b):
+        if side.problem:  # the plans still compare; the weights row is left out
+            print(f"warning: {side.problem}; the weights it served are not compared",
+                  file=sys.stderr)
     if a.weights and b.weights and a.weights != b.weights:  # two runs made on other weights
         from orchestrator.report.plan_diff import Change
 
@@ -42,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         import dataclasses
         import json
-        import sys
 
         from orchestrator.masking import mask
 

@@ -21,12 +21,13 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
         return 0
+    from orchestrator import local_files
     from orchestrator.errors import PlanError
     from orchestrator.runs.layout import refuse_inside_run
 
     refuse_inside_run(args.output, "-o")
     try:
-        args.output.write_text(text, encoding="utf-8")
+        local_files.write_atomic(args.output, text)
     except OSError as error:
         raise PlanError(f"cannot write the schema to {args.output}: {error.strerror}") from None
     print(f"wrote {args.output}")

@@ -5,6 +5,7 @@
     expand.py     the variants: the plan with each combination `--set`, compiled, ordered
     preview.py    `orch plan` of a matrix: what each variant changes and takes
     run.py        `orch apply` of a matrix: each variant a normal apply, resumable
+    resume.py     `--resume`: which matrix run, and only the matrix it ran
     record.py     matrix.json: the variants' run folders and values
 
 The report's part (the matrix table and plots) is report/matrix.py. Nothing is imported here:

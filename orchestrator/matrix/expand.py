@@ -60,7 +60,12 @@ class MatrixPlan:
         return varying(self.axes, [v.values for v in self.variants])
 
     def label(self, variant: Variant) -> str:
-        return label(variant.values, self.varying)
+        """The variant's values that vary; its number too when another variant's values
+        read the same (1 and "1", two long values alike up to where they are cut)."""
+        keys = self.varying
+        text = label(variant.values, keys)
+        alike = [v for v in self.variants if label(v.values, keys) == text]
+        return text if len(alike) <= 1 else f"{text} (variant {variant.index})"
 
 
 def variant_sets(values: Values) -> list[str]:
@@ -82,11 +87,23 @@ def label(values: Values, keys: Sequence[str]) -> str:
     set is the plan's own: `(plan)`)."""
     parts = []
     for key in keys:
-        value = values.get(key)
-        shown = "(plan)" if key not in values else value if isinstance(value, str) else \
-            json.dumps(value)
+        shown = shown_value(values[key]) if key in values else "(plan)"
         parts.append(f"{short(key, keys)}={shown}")
     return " ".join(parts) or "the plan"
+
+
+LABEL_VALUE = 48  # characters of a value a label shows
+
+
+def shown_value(value: Any) -> str:
+    """A value as a label shows it: text as it is when it prints as one word, else as JSON
+    (a line break, a NUL, a space are escaped and quoted); a long one cut in the middle."""
+    plain = isinstance(value, str) and value.isprintable() and value and " " not in value
+    return _cut(str(value) if plain else json.dumps(value))
+
+
+def _cut(text: str) -> str:
+    return f"{text[:LABEL_VALUE - 13]}...{text[-10:]}" if len(text) > LABEL_VALUE else text
 
 
 def varying(axes: Sequence[str], all_values: Sequence[Values]) -> list[str]:
@@ -198,7 +215,10 @@ def _variant_error(base: LoadedPlan, name: str, values: Values, error: PlanError
     """The variant's error, pointed at the matrix axis that made it when the error is about
     a value the variant sets (else where the loader found it)."""
     field = error.field or ""
+    # the value's own field, one below it, or one above it (`smoke.x` makes `smoke` a
+    # mapping where a list is expected: the error is about `smoke`)
     axis = next((k for k in values if field == k or field.startswith(f"{k}.")
+                 or (field and k.startswith(f"{field}."))
                  or (error.file or "").startswith(f"--set {k}=")), None)
     if axis is None and error.file and not error.file.startswith("--set "):
         where = f"{error.file}:{error.line}" if error.line else error.file
@@ -206,9 +226,12 @@ def _variant_error(base: LoadedPlan, name: str, values: Values, error: PlanError
                          line=error.line, column=error.column, field=error.field,
                          expected=error.expected, snippet=error.snippet, hint=error.hint)
     origin = base.field_origins.get(f"matrix.{axis}") if axis else None
+    if origin is None and axis is not None and base.plan.matrix is not None and any(
+            axis in {dotted_key(canonical(k)) for k in entry} for entry in base.plan.matrix.include):
+        origin = base.field_origins.get("matrix.include")  # set by an include entry
     if origin is None:
         origin = base.field_origins.get("matrix")
-    setting = f" (it sets {axis}={json.dumps(values[axis])})" if axis else ""
+    setting = f" (it sets {axis}={_cut(json.dumps(values[axis]))})" if axis else ""
     return PlanError(f"matrix {name} is not a valid plan{setting}: {error.message}",
                      file=origin.layer if origin else None, line=origin.line if origin else None,
                      field=error.field, expected=error.expected, hint=error.hint)

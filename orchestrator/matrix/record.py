@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from orchestrator import __version__, local_files
 from orchestrator.errors import RunFolderError
 from orchestrator.runs.layout import MatrixLayout, run_folder_name
+from orchestrator.runs.reader import parse_json
 from orchestrator.runs.writer import write_file
 
 FILE = MatrixLayout.FILE
@@ -61,6 +62,11 @@ class MatrixRecord(BaseModel):
 
     def variant(self, index: int) -> VariantEntry:
         return next(v for v in self.variants if v.index == index)
+
+
+def same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two variants set the same values (1 and "1" differ)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _now() -> str:
@@ -108,13 +114,13 @@ def read(folder: Path) -> MatrixRecord:
     if not path.is_file():
         raise RunFolderError(f"{folder} is not a matrix run (no {FILE})")
     try:
-        data = json.loads(local_files.read_text(path, errors="replace"))
-        return MatrixRecord.model_validate(data)
+        data = parse_json(path, local_files.read_text(path, errors="replace"))
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
-    except json.JSONDecodeError as error:
-        raise RunFolderError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") \
-            from None
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: expected a matrix run's record (a JSON object)")
+    try:
+        return MatrixRecord.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<record>"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from orchestrator.console import make_console
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.exit_codes import ExitCode
 from orchestrator.matrix import record as records
+from orchestrator.matrix import resume
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
 from orchestrator.matrix.preview import TAKES, changes, listing
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
@@ -33,50 +35,70 @@ from orchestrator.tables import Column, TableData, to_rich
 def select(matrix: MatrixPlan, spec: str | None) -> set[int]:
     """The variants `--limit-variants SPEC` keeps: numbers and ranges (`1,3`, `2-4`) as
     `orch plan` numbers them, and filters on values (`max-num-seqs=64`: every filter must
-    hold). None keeps them all."""
+    hold; a value with a comma goes on after it, `env.X=a,b`). None keeps them all."""
     every = {v.index for v in matrix.variants}
-    if not spec:
+    if spec is None:
         return every
-    numbers: set[int] = set()
-    filters: list[tuple[str, str]] = []
-    for item in (part.strip() for part in spec.split(",")):
-        if not item:
-            continue
-        if "=" in item:
-            key, _, value = item.partition("=")
-            filters.append((key.strip(), value.strip()))
-        elif item.replace("-", "").isdigit() and item.count("-") <= 1:
-            low, _, high = item.partition("-")
-            numbers.update(range(int(low), int(high or low) + 1))
-        else:
-            raise UsageError(f"--limit-variants {spec}: cannot read {item!r}",
-                             hint="give variant numbers (1,3 or 2-4, as orch plan lists them) "
-                                  "or values (max-num-seqs=64)")
-    unknown = sorted(numbers - every)
-    if unknown:
-        raise UsageError(f"--limit-variants {spec}: the matrix has no variant "
-                         f"{', '.join(map(str, unknown))} (it has 1 to {len(every)})")
+    numbers, filters = _read_selection(spec, len(every))
     axes = matrix.axes
     for key, _ in filters:
         if key not in axes and key not in [short(a, axes) for a in axes]:
             raise UsageError(f"--limit-variants {spec}: {key} is not an axis of the matrix "
                              f"(its axes: {', '.join(short(a, axes) for a in axes)})")
 
-    def shown(value: object) -> str:
-        return value if isinstance(value, str) else json.dumps(value)
-
     def matches(variant: Variant) -> bool:
         for key, value in filters:
             axis = key if key in axes else next(a for a in axes if short(a, axes) == key)
-            if axis not in variant.values or shown(variant.values[axis]) != value:
+            if axis not in variant.values:
+                return False
+            written = variant.values[axis]  # as the label shows it, or as JSON ("1" or 1)
+            shown = written if isinstance(written, str) else json.dumps(written)
+            if value not in (shown, json.dumps(written)):
                 return False
         return True
 
     kept = {v.index for v in matrix.variants
             if (not numbers or v.index in numbers) and matches(v)}
     if not kept:
-        raise UsageError(f"--limit-variants {spec}: no variant matches")
+        raise UsageError(f"--limit-variants {spec}: no variant matches",
+                         hint="orch plan PLAN lists the variants, their numbers and values")
     return kept
+
+
+def _read_selection(spec: str, count: int) -> tuple[set[int], list[tuple[str, str]]]:
+    """Numbers and `key=value` filters; an item that is neither goes on the value before
+    it (a value holding a comma; a number there is a variant number)."""
+    numbers: set[int] = set()
+    filters: list[tuple[str, str]] = []
+    after_filter = False
+    for raw in spec.split(","):
+        item = raw.strip()
+        ranged = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        if ranged:
+            first, last = int(ranged[1]), int(ranged[2] or ranged[1])
+            if last < first:
+                raise UsageError(f"--limit-variants {spec}: {item} runs backwards "
+                                 f"(write {last}-{first})")
+            if first < 1 or last > count:  # checked before the range is made: 1-10**12
+                raise UsageError(f"--limit-variants {spec}: the matrix has no variant "
+                                 f"{first if first < 1 else last} (it has 1 to {count})")
+            numbers.update(range(first, last + 1))
+            after_filter = False
+        elif "=" in item:
+            key, _, value = item.partition("=")
+            filters.append((key.strip(), value.strip()))
+            after_filter = True
+        elif item and after_filter:
+            key, value = filters[-1]
+            filters[-1] = (key, f"{value},{raw}".strip())
+        elif item:
+            raise UsageError(f"--limit-variants {spec}: cannot read {item!r}",
+                             hint="give variant numbers (1,3 or 2-4, as orch plan lists them) "
+                                  "or values (max-num-seqs=64)")
+    if not numbers and not filters:
+        raise UsageError(f"--limit-variants {spec!r}: names no variant",
+                         hint="give variant numbers (1,3 or 2-4) or values (max-num-seqs=64)")
+    return numbers, filters
 
 
 def plan_matrix(matrix: MatrixPlan, options: ApplyOptions, *, limit: str | None = None) -> int:
@@ -101,9 +123,10 @@ def apply_matrix(matrix: MatrixPlan, options: ApplyOptions, *, fail_fast: bool =
     chosen = select(matrix, limit)
     order = run_order(matrix.variants)
     if options.resume is not None:
-        folder = _resumable(options.resume, matrix, options.runs_dir)
+        folder = resume.resumable(options.resume, matrix, options.runs_dir)
         record = records.read(folder)
-        _check_same(record, matrix, folder)
+        resume.check_same(record, matrix, folder)
+        resume.bind_runs(folder, record)
         records.resumed(folder, record)
         console.print(f"resuming the matrix run in {folder}", soft_wrap=True, markup=False)
     else:
@@ -253,33 +276,6 @@ def _said(error: str) -> str:
     said = lines[0].removeprefix("localhost: ")
     errors = [line for line in lines[1:] if "error" in line.lower()]
     return f"{said}; the log says: {errors[-1]}" if errors else said
-
-
-def _resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
-    if which == "latest":
-        unfinished = [f for f in reversed(records.matrices(root, matrix.name))
-                      if records.read(f).status != "complete"]
-        if not unfinished:
-            raise UsageError(f"--resume: plan {matrix.name} has no unfinished matrix run under "
-                             f"{root}", hint="apply without --resume to start a new one")
-        return unfinished[0]
-    folder = records.folder_of(Path(which))
-    record = records.read(folder)
-    if record.plan != matrix.name:
-        raise UsageError(f"--resume {which}: that matrix run is of plan {record.plan!r}, not "
-                         f"{matrix.name!r}")
-    if record.status == "complete":
-        raise UsageError(f"--resume {which}: that matrix run completed; nothing is left to run")
-    return folder
-
-
-def _check_same(record: MatrixRecord, matrix: MatrixPlan, folder: Path) -> None:
-    written = {v.index: v.digest for v in record.variants}
-    now = {v.index: v.loaded.digest for v in matrix.variants}
-    if written != now:
-        raise UsageError(f"--resume {folder}: the plan's matrix changed since that run (its "
-                         "variants are not the same plans)",
-                         hint="apply without --resume to run the matrix as it is now")
 
 
 def _recap(console: Console, record: MatrixRecord, folder: Path) -> None:

@@ -67,10 +67,12 @@ def secret_names(plan: Plan) -> list[str]:
     return list(secret_uses(plan))
 
 
-def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None,
+                    origins: Mapping[str, object] | None = None) -> dict[str, str]:
     """NAME -> value for every secret the plan uses, read from `environ` (default: the
     process environment). Raises SecretError naming every missing (or empty) one and where
-    it is used. Each value is registered for masking."""
+    it is used (with its file:line from `origins`, the loaded plan's field origins). Each
+    value is registered for masking."""
     env = os.environ if environ is None else environ
     uses = secret_uses(plan)
     misplaced = [f"{name} in {'.'.join(map(str, path))}" for name, path in misplaced_secrets(plan)]
@@ -80,7 +82,11 @@ def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None) -> dic
             f"({', '.join(SECRET_FIELDS)}); found " + "; ".join(misplaced), hint=SECRETS_HINT)
     missing = [name for name in uses if not env.get(name)]
     if missing:
-        lines = [f"{name} (used by {', '.join(uses[name])})" for name in missing]
+        def at(field: str) -> str:
+            origin = (origins or {}).get(field)
+            return f"{field} at {origin}" if origin is not None else field
+
+        lines = [f"{name} (used by {', '.join(map(at, uses[name]))})" for name in missing]
         noun = "secret is" if len(missing) == 1 else "secrets are"
         raise SecretError(
             f"{len(missing)} {noun} not set in the environment: " + "; ".join(lines),

@@ -15,11 +15,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import itertools
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator import __version__
+from orchestrator import __version__, local_files
 from orchestrator.errors import OrchError
 from orchestrator.report.compare_tables import captions, comparison_tables
 from orchestrator.report.comparison import Comparison
@@ -252,10 +251,7 @@ def write_report(comparison: Comparison, out: Path, *, matrix: MatrixComparison 
     """Render the page (plots included) and write it atomically to `out`."""
     page = render_report(comparison, comparison_plots(comparison), matrix=matrix)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        temporary = out.with_name(f".{out.name}.tmp")
-        temporary.write_text(page, encoding="utf-8")
-        os.replace(temporary, out)
+        local_files.write_atomic(out, page)
     except OSError as error:
         raise OrchError(f"cannot write the report {out}: {error.strerror or error}") from None
     return out

@@ -195,19 +195,34 @@ def _plain_result(entry: VariantEntry, series: Series, goodput: bool, unit: str)
                          _per_joule(series, top))
 
 
+def _variant_run(folder: Path, entry: VariantEntry) -> Path | None:
+    """A variant's run folder: beside the matrix folder (whatever the working folder; where
+    apply puts it), else where matrix.json says; one found nowhere is said in its row."""
+    if not entry.run:
+        return None
+    for candidate in (folder.parent / Path(entry.run).name, Path(entry.run)):
+        if RunLayout(candidate).meta.is_file():
+            return candidate
+    entry.status, entry.cause = "missing", f"its run folder {entry.run} is not there"
+    return None
+
+
+def _load_variant(folder: Path, entry: VariantEntry) -> RunData | None:
+    where = _variant_run(folder, entry)
+    if where is None:
+        return None
+    try:
+        return load_run(where)
+    except RunFolderError as error:  # said in the variant's row, not left out quietly
+        entry.status, entry.cause = "unreadable", str(error).splitlines()[0]
+        return None
+
+
 def compare_matrix(folder: Path, *, model_time: bool = True,
                    host: str | None = None) -> MatrixComparison:
     record = records.read(folder)
     entries = sorted(record.variants, key=lambda v: v.index)
-    runs: list[tuple[VariantEntry, RunData | None]] = []
-    for entry in entries:
-        run = None
-        if entry.run and RunLayout(Path(entry.run)).meta.is_file():
-            try:
-                run = load_run(Path(entry.run))
-            except RunFolderError:
-                run = None
-        runs.append((entry, run))
+    runs = [(entry, _load_variant(folder, entry)) for entry in entries]
     with_results = [(e, r) for e, r in runs if r is not None and r.benches]
     series_by_index: dict[int, Series] = {}
     comparison = None
@@ -245,7 +260,8 @@ def compare_matrix(folder: Path, *, model_time: bool = True,
     for entry, _ in runs:
         series = series_by_index.get(entry.index)
         if series is None:
-            why = f"failed: {entry.cause}" if entry.status == "failed" and entry.cause else \
+            why = f"{entry.status}: {entry.cause}" if entry.status in ("failed", "unreadable", "missing") \
+                and entry.cause else \
                 f"{entry.status}, no benchmark results"
             results.append(VariantResult(entry, None, None, None, why))
         elif objective is not None:

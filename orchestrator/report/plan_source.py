@@ -10,7 +10,13 @@ from pathlib import Path
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.reader import latest_complete, load_plan_yaml, model_records, weights_of
+from orchestrator.runs.reader import (
+    latest_complete,
+    load_plan_yaml,
+    model_record,
+    read_meta,
+    weights_of,
+)
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,7 @@ class PlanRef:
     label: str  # how the table names it
     origin: Path  # the file it was read from
     weights: str | None = None  # a run's `repo@commit` (its model.json), when it has one
+    problem: str | None = None  # why a run's model.json could not be read, if so
 
 
 def read_plan(ref: str, runs_root: Path) -> PlanRef:
@@ -33,19 +40,22 @@ def read_plan(ref: str, runs_root: Path) -> PlanRef:
         if not plan_file.exists():
             raise RunFolderError(f"{path} holds no plan.yaml", hint="give a run folder or a plan file")
         plan = load_plan_yaml(plan_file)
-        return PlanRef(plan, f"{plan.name} ({path.name})", plan_file, _weights(path))
+        return PlanRef(plan, f"{plan.name} ({path.name})", plan_file, *_weights(path))
     if "/" in ref or ref.endswith((".yaml", ".yml")):
         raise RunFolderError(f"{ref}: no such plan file or run folder")
     folder = latest_complete(runs_root, ref)
     plan_file = RunLayout(folder).plan
     plan = load_plan_yaml(plan_file)
-    return PlanRef(plan, f"{plan.name} ({folder.name})", plan_file, _weights(folder))
+    return PlanRef(plan, f"{plan.name} ({folder.name})", plan_file, *_weights(folder))
 
 
-def _weights(folder: Path) -> str | None:
-    """The weights a run served, when all its hosts agree (else each, joined)."""
+def _weights(folder: Path) -> tuple[str | None, str | None]:
+    """The weights a run served, when all its hosts agree (else each, joined); or why a
+    model.json could not be read (the plans are still compared)."""
     try:
-        found = sorted({w for r in model_records(folder).values() if (w := weights_of(r))})
-    except OrchError:
-        return None
-    return ", ".join(found) or None
+        hosts = read_meta(folder).hosts
+        records = [model_record(folder, host, strict=True) for host in hosts]
+    except OrchError as error:
+        return None, str(error).splitlines()[0]
+    found = sorted({w for r in records if (w := weights_of(r))})
+    return ", ".join(found) or None, None

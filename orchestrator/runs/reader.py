@@ -115,20 +115,42 @@ class RunData:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(local_files.read_text(path, errors="replace"))
+        text = local_files.read_text(path, errors="replace")
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+    return parse_json(path, text)
+
+
+def parse_json(path: Path, text: str) -> Any:
+    """A record's JSON; a RunFolderError at `path:line:column` otherwise. An empty or cut
+    file says so: a write that never finished (a crash before the rename, an older orch)."""
+    if not text.strip():
+        raise RunFolderError(f"{path}: the file is empty (a write that never finished?)",
+                             hint=_REPAIR)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as error:
+        cut = error.pos >= len(text.rstrip())  # it ends where the JSON should go on
         raise RunFolderError(
-            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
+            f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}"
+            + (" (the file ends there: cut short?)" if cut else ""), hint=_REPAIR) from None
+
+
+_REPAIR = "orch writes its records whole; this one was edited or cut: restore it, or move the " \
+          "folder away"
 
 
 def _read_object(path: Path) -> dict[str, Any]:
     value = _read_json(path)
     if not isinstance(value, dict):
-        raise RunFolderError(f"{path}: expected a JSON object, found {type(value).__name__}")
+        raise RunFolderError(f"{path}: expected a JSON object, found {_json_kind(value)}")
     return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def read_record(path: Path, kind: type[R]) -> R:
@@ -190,7 +212,10 @@ def load_plan_yaml(path: Path) -> Plan:
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
     except yaml.YAMLError as error:
-        raise RunFolderError(f"{path}: not valid YAML: {error}") from None
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise RunFolderError(f"{where}: not valid YAML: {problem}", hint=_REPAIR) from None
     if not isinstance(data, dict):
         raise RunFolderError(f"{path}: expected a plan (a YAML mapping)")
     try:
@@ -205,6 +230,9 @@ def load_plan_yaml(path: Path) -> Plan:
 
 def read_meta(path: Path) -> Meta:
     meta_file = RunLayout(path).meta
+    if not path.is_dir():
+        raise RunFolderError(f"{path}: no such folder" if not path.exists() else
+                             f"{path} is not a run folder (a file, not a folder)")
     if not meta_file.exists():
         raise RunFolderError(f"{path} is not a run folder (no meta.json)")
     return read_record(meta_file, Meta)
@@ -244,32 +272,58 @@ def load_run(path: Path) -> RunData:
 
 def frozen_sets(path: Path) -> dict[str, list[str]]:
     """host -> the `name==version` lines its freeze.txt holds (for --locked)."""
-    layout = RunLayout(path)
-    out: dict[str, list[str]] = {}
-    for host in read_meta(path).hosts:
-        freeze = layout.host(host).freeze
-        if freeze.exists():
-            try:
-                text = local_files.read_text(freeze, errors="replace")
-            except OSError as error:
-                raise RunFolderError(f"cannot read {freeze}: {error.strerror or error}") from None
-            out[host] = [line for line in text.splitlines() if line.strip()]
-    return out
+    found = {host: frozen_set(path, host) for host in read_meta(path).hosts}
+    return {host: lines for host, lines in found.items() if lines is not None}
 
 
-def model_record(path: Path, host: str) -> dict[str, Any] | None:
-    """A host's model.json (the weights it served: repo, revision, commit, files), if any."""
-    try:
-        record = json.loads(local_files.read_text(RunLayout(path).host(host).model))
-    except (OSError, ValueError):
+def frozen_set(path: Path, host: str) -> list[str] | None:
+    """The `name==version` lines of a host's freeze.txt; None when it has none. An empty
+    one, or a line that is not an exact pin, is a RunFolderError at `file:line` (a locked
+    apply uninstalls what the set does not list: an empty set would take everything)."""
+    from orchestrator.plan.models.base import parse_pin
+
+    freeze = RunLayout(path).host(host).freeze
+    if not freeze.exists():
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("commit"), str) else None
+    try:
+        text = local_files.read_text(freeze, errors="replace")
+    except OSError as error:
+        raise RunFolderError(f"cannot read {freeze}: {error.strerror or error}") from None
+    lines: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            parse_pin(line)
+        except ValueError:
+            raise RunFolderError(f"{freeze}:{number}: {line.strip()!a} is not an exact pin "
+                                 "(name==version)", hint=_REPAIR) from None
+        lines.append(line.strip())
+    if not lines:
+        raise RunFolderError(f"{freeze}: the file is empty: the run froze no package for "
+                             f"{host} (a locked apply would uninstall everything)", hint=_REPAIR)
+    return lines
 
 
-def model_records(path: Path) -> dict[str, dict[str, Any]]:
-    """host -> its model.json, for each host of the run that has one."""
-    found = {host: model_record(path, host) for host in read_meta(path).hosts}
-    return {host: record for host, record in found.items() if record is not None}
+def model_record(path: Path, host: str, *, strict: bool = False) -> dict[str, Any] | None:
+    """A host's model.json (the weights it served: repo, revision, commit, files), if any.
+    `strict` (--locked, which pins its commit): one that is not such a record is a located
+    error, not a record quietly missing."""
+    model = RunLayout(path).host(host).model
+    if not model.exists():
+        return None
+    try:
+        record = _read_json(model)
+    except RunFolderError:
+        if strict:
+            raise
+        return None
+    fits = isinstance(record, dict) and all(
+        isinstance(record.get(key), str) and record.get(key) for key in ("repo", "commit"))
+    if not fits and strict:
+        raise RunFolderError(f"{model}: expected the weights' record (a JSON object with "
+                             "repo and commit)", hint=_REPAIR)
+    return record if fits and isinstance(record, dict) else None
 
 
 def weights_of(record: dict[str, Any] | None) -> str | None:

@@ -47,6 +47,8 @@ class Meta(Record):
     simulated: bool | None = None
     locked_from: str | None = None
     resumed: list[str] = Field(default_factory=list)  # when `--resume` continued it
+    # Where it failed, host by host: the host, the step or stage, the error's first line.
+    failures: list[dict[str, str]] = Field(default_factory=list)
 
 
 class FindingRecord(Record):

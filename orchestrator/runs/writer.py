@@ -7,18 +7,16 @@ connection, a killed controller) leaves a readable folder that says so.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import errno
 import json
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator import __version__, masking
+from orchestrator import __version__, local_files, masking
 from orchestrator.errors import RunFolderError
 from orchestrator.events import Event
 from orchestrator.runs.layout import BenchLayout, HostLayout, RunLayout, run_folder_name
@@ -65,15 +63,12 @@ def dumps(obj: Any) -> str:
 
 
 def write_file(path: Path, text: str) -> Path:
-    """Masked, atomic; the folder is made as needed. A RunFolderError says what failed."""
-    temporary = path.with_name(f".{path.name}.tmp")
+    """Masked, atomic (local_files.write_atomic: a full disk or a crash leaves the old file
+    whole and no temporary file behind); the folder is made as needed. A RunFolderError says
+    what failed."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(masking.mask(text), encoding="utf-8")
-        os.replace(temporary, path)
+        local_files.write_atomic(path, masking.mask(text))
     except OSError as error:
-        with contextlib.suppress(OSError):
-            temporary.unlink()  # a full disk leaves no half-written file behind
         raise RunFolderError(f"cannot write {path}: {error.strerror or error}",
                              hint=_hint(error)) from None
     return path

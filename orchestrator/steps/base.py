@@ -87,11 +87,12 @@ class Step(abc.ABC):
 
 def apply_changes(
     transport: Transport, changes: list[Change], kept: dict[str, str] | None = None,
-    emit: Emit | None = None,
+    emit: Emit | None = None, done: list[Change] | None = None,
 ) -> None:
     """Execute changes in order: uploads first, then the change's commands as one script
     (one round trip per change). The output of changes that keep theirs goes into `kept`
-    (name -> stdout then stderr, masked), a failing one's too before CommandFailed."""
+    (name -> stdout then stderr, masked), a failing one's too before CommandFailed; each
+    change made goes into `done`, so a failure can name the one that failed."""
     for change in changes:
         if change.before is not None:
             change.before(transport)
@@ -103,6 +104,8 @@ def apply_changes(
             _run_change(transport, change, kept)
         if change.after is not None:
             change.after(transport)
+        if done is not None:
+            done.append(change)
 
 
 def _run_change(transport: Transport, change: Change, kept: dict[str, str] | None) -> None:

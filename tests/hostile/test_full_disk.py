@@ -5,29 +5,21 @@ still be written. The disk is a real tmpfs of a few kilobytes, mounted for the t
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from fixtures.orchcli import orch
+from fixtures.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 # With 4 KiB pages, the disk fills at plan.yaml, events.jsonl, steps.json, facts.json and

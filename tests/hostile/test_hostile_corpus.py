@@ -9,6 +9,7 @@ model in docs/security.md relies on; `test_the_corpus_is_large_enough` counts it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -45,8 +46,23 @@ def http_port() -> Iterator[int]:
                 conn, _ = server.accept()
             except OSError:
                 continue
-            with conn:
-                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    def answer(conn: socket.socket) -> None:
+        # Read what the client sent first (an HTTP request, or an SSH banner): closing with
+        # it unread would reset the connection before the client reads the answer.
+        with conn:
+            conn.settimeout(2)
+            with contextlib.suppress(OSError):
+                conn.recv(65536)
+            try:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+                             b"Connection: close\r\n\r\n")
+                conn.shutdown(socket.SHUT_WR)
+                while conn.recv(65536):
+                    pass
+            except OSError:
+                pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

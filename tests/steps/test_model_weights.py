@@ -18,6 +18,7 @@ import pytest
 import yaml
 from fixtures.orchcli import SECRET, last_run, orch
 from fixtures.sshd import free_port
+from fixtures.tmpfs import small_tmpfs
 from fixtures.vllm_cpu import make_model
 
 from orchestrator.sim.hub import StandInHub, running_hub
@@ -194,13 +195,7 @@ def test_a_corrupted_shard_is_fetched_again(hub: StandInHub, source: Path, venv:
 
 def test_a_disk_too_small_stops_before_any_download(hub: StandInHub, source: Path, venv: Path,
                                                     tmp_path: Path) -> None:
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "8m") as mount:
         publish(hub, source, "orch/space", tmp_path)
         plan = write_plan(tmp_path, venv, {"repo": "orch/space", "dir": str(mount / "m"),
                                            "endpoint": hub.url})
@@ -213,8 +208,6 @@ def test_a_disk_too_small_stops_before_any_download(hub: StandInHub, source: Pat
         assert "Traceback" not in said
         assert not [r for r in hub.store.requests() if "/resolve/" in str(r["path"])]
         assert not any(mount.iterdir())
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_a_moved_branch_shows_in_plan_and_locked_keeps_the_old_commit(

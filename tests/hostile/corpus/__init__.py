@@ -39,6 +39,9 @@ class Case:
     group: str = ""
     timeout: float = 60
 
+    def __post_init__(self) -> None:  # ("text") is a string, not a tuple: it would pass always
+        assert isinstance(self.says, tuple) and isinstance(self.at, tuple), self.name
+
 
 def section(group: str, *cases: Case) -> list[Case]:
     """The cases of one input class."""
