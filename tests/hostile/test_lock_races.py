@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,18 @@ import yaml
 from fixtures.orchcli import orch
 
 pytestmark = pytest.mark.slow
+
+
+_NAMED: list[str] = []  # the service names the tests made: their host-wide files go after
+
+
+@pytest.fixture(autouse=True)
+def _forget_services() -> Iterator[None]:
+    yield
+    while _NAMED:
+        name = _NAMED.pop()
+        for made in (Path.home() / ".orch" / "services" / name, service_lock(name)):
+            made.unlink(missing_ok=True)
 
 
 def free_port() -> int:
@@ -33,6 +45,7 @@ def free_port() -> int:
 def service_plan(tmp: Path, *, slow_start: float = 0.0) -> tuple[Path, str]:
     """A simulator service on this machine (process backend): the plan, the service name."""
     name = f"races-{tmp.name[-10:]}-{os.getpid()}"
+    _NAMED.append(name)
     plan = tmp / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "races", "hosts": "localhost",
