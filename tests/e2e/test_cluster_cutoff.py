@@ -156,7 +156,7 @@ def test_a_head_ray_node_that_dies_at_start_ends_the_wait_at_once(
         assert "did not form within" not in said
         assert took < 300, took  # the venvs, the start and one poll: not the 600 s join timeout
         rows, reasons = recap(output)
-        assert rows["n1"] == "failed" and "n1: service: the head's Ray node" in reasons, output
+        assert rows["n1"] == "failed" and f"n1: service: start {NAME}: the head's Ray node" in reasons, output
     finally:
         orch("stop", plan, "-i", inventory, cwd=tmp_path, timeout=120)
 

@@ -47,8 +47,13 @@ FAULTS = {
     "silent": "no answer within 1 s",
     "slow": "the answer did not end within 1 s",
     "endless-line": "a line longer than 64 KiB (read no further)",
-    "endless-body": "MiB (read no further)",
+    # small pieces without end: the size bound or, on a loaded machine, the clock ends it
+    "endless-body": "MiB (read no further)|the answer did not end within 1 s",
 }
+
+
+def _says_one_of(fault: str, problem: str) -> bool:
+    return any(one in problem for one in FAULTS[fault].split("|"))
 
 
 def _said(result: Any) -> str:
@@ -78,7 +83,7 @@ def test_a_metrics_page_that_misbehaves_is_said_and_not_counted(tmp_path: Path, 
     level, took = _bench(tmp_path, Misbehaviour(usage=USAGE, metrics=fault, metrics_page=VLLM))
     block = level["server_metrics"]
     assert block["problem"].startswith("server /metrics at http://127.0.0.1:"), block
-    assert FAULTS[fault] in block["problem"], block
+    assert _says_one_of(fault, block["problem"]), block
     assert block["scrapes"] == 0 and block["source"] == "none", block
     assert not [key for key in block if key.startswith(("max_", "mean_", "delta_"))], block
     # two scrapes (start, stop) of 1 s, twice that with a trickle, and the requests
@@ -128,7 +133,7 @@ def test_an_exporter_that_misbehaves_is_said_and_not_counted(fault: str) -> None
         block, took = _sampled(url)
     assert block["source"] == "dcgm-exporter" and block["samples"] == 0, block
     assert block["reason"].startswith(f"DCGM exporter at {url}: "), block
-    assert FAULTS[fault] in block["reason"], block
+    assert _says_one_of(fault, block["reason"]), block
     # 1.5 s of sampling, then one scrape of at most 1 s read in at most 1 s more
     assert took < 1.5 + 2 * 1 + 1.5, took
 
@@ -188,7 +193,7 @@ def test_an_apply_says_what_its_exporter_did(tmp_path: Path, venv: Path, fault: 
     where = f"DCGM exporter at http://127.0.0.1:{port_of(root)}/metrics on a: "
     assert block["source"] == "none", block
     assert block["reason"].startswith("no nvidia-smi on the host; " + where), block
-    assert FAULTS[fault] in block["reason"], block
+    assert _says_one_of(fault, block["reason"]), block
 
 
 def test_an_apply_leaves_out_what_is_not_a_reading(tmp_path: Path, venv: Path) -> None:
