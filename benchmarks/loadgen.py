@@ -1,12 +1,15 @@
 """How fast and how truthful is orch's streaming client? A side-by-side benchmark.
 
-Runs orch's client (`orchestrator.bench.client.StreamClient`) and a plain aiohttp loop
-against `benchmarks/stream_server.py`, the client pinned to one core and the server to
-another:
+Runs orch's client (`orchestrator.bench.client.StreamClient`), a plain aiohttp loop and raw
+clients (`RawStream`: a bare `asyncio.Protocol` on a kept connection that splits events and
+`json.loads` each, on asyncio's loop and on uvloop's when installed) against
+`benchmarks/stream_server.py`, the client pinned to one core and the server to another:
 
 1. ingest: a zero-delay server streaming 1,024 tokens per request; reports streamed tokens
-   per second of client CPU (tokens per client core), CPU microseconds per token, and the
-   wall-clock rate, at C=64 and C=256;
+   per second of client CPU (tokens per client core), orch's rate over each client's
+   (`orch ÷ this`, same run), CPU microseconds per token, and the wall-clock rate, at C=64
+   and C=256. One more raw row parses no JSON at all (it finds a non-empty content or
+   reasoning string with `bytes.find`): the floor of any client that splits events;
 2. timing: a server with known delays (TTFT 200 ms, 20 ms between tokens, 32 reasoning
    tokens first, 64 tokens); the server records when each request arrived and when each
    token was written (the same monotonic clock), so every client's TTFT and ITL error is
@@ -241,7 +244,7 @@ async def run_raw_scan(url: str, concurrency: int, requests: int, max_tokens: in
 
 def clients(scan: bool = False) -> dict[str, tuple[Runner, LoopFactory]]:
     """The clients compared, with the loop each runs on; raw uvloop when it is installed;
-    `scan`: also the raw client that parses no JSON (the ingest floor)."""
+    `scan`: also the raw clients that parse no JSON (the ingest floor)."""
     chosen: dict[str, tuple[Runner, LoopFactory]] = {
         "orch": (run_orch, stamping_loop),
         "aiohttp": (run_aiohttp, stamping_loop),
@@ -250,8 +253,9 @@ def clients(scan: bool = False) -> dict[str, tuple[Runner, LoopFactory]]:
     if importlib.util.find_spec("uvloop") is not None:
         chosen["raw uvloop"] = (run_raw, uvloop_factory)
     if scan:
-        chosen["raw uvloop, no JSON"] = (run_raw_scan, uvloop_factory if "raw uvloop" in chosen
-                                         else asyncio.new_event_loop)
+        chosen["raw asyncio, no JSON"] = (run_raw_scan, asyncio.new_event_loop)
+        if "raw uvloop" in chosen:
+            chosen["raw uvloop, no JSON"] = (run_raw_scan, uvloop_factory)
     return chosen
 
 
