@@ -1,12 +1,15 @@
 """How fast and how truthful is orch's streaming client? A side-by-side benchmark.
 
-Runs orch's client (`orchestrator.bench.client.StreamClient`) and a plain aiohttp loop
-against `benchmarks/stream_server.py`, the client pinned to one core and the server to
-another:
+Runs orch's client (`orchestrator.bench.client.StreamClient`), a plain aiohttp loop and raw
+clients (`RawStream`: a bare `asyncio.Protocol` on a kept connection that splits events and
+`json.loads` each, on asyncio's loop and on uvloop's when installed) against
+`benchmarks/stream_server.py`, the client pinned to one core and the server to another:
 
 1. ingest: a zero-delay server streaming 1,024 tokens per request; reports streamed tokens
-   per second of client CPU (tokens per client core), CPU microseconds per token, and the
-   wall-clock rate, at C=64 and C=256;
+   per second of client CPU (tokens per client core), orch's rate over each client's
+   (`orch ÷ this`, same run), CPU microseconds per token, and the wall-clock rate, at C=64
+   and C=256. One more raw row parses no JSON at all (it finds a non-empty content or
+   reasoning string with `bytes.find`): the floor of any client that splits events;
 2. timing: a server with known delays (TTFT 200 ms, 20 ms between tokens, 32 reasoning
    tokens first, 64 tokens); the server records when each request arrived and when each
    token was written (the same monotonic clock), so every client's TTFT and ITL error is
@@ -29,6 +32,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import importlib.util
 import json
 import os
 import sys
@@ -36,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import httpx
 from rich.console import Console
@@ -129,33 +134,149 @@ async def run_aiohttp(url: str, concurrency: int, requests: int, max_tokens: int
     return timelines
 
 
-def measure(runner: Runner, url: str, concurrency: int, requests: int, max_tokens: int) -> tuple[list[Timeline], float, float]:
+class RawStream(asyncio.Protocol):
+    """A hand-written client on a bare protocol: stamp each read, split events on blank
+    lines, `json.loads` each one and look at the delta (the aiohttp loop's work without
+    aiohttp). No chunk decoding, no usage, no errors: it knows the test server's bytes and
+    nothing else. With `parse=False` it only looks for a non-empty content or reasoning
+    string (the floor of any loop that splits events)."""
+
+    parse = True
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.timeline = Timeline("")
+        self.done: asyncio.Future[None] | None = None
+        self.tail = b""
+        self.finishing = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter_ns()
+        events = (self.tail + data).split(b"\n\n")
+        self.tail = events.pop()
+        stamps = self.timeline.token_ns
+        for event in events:
+            if b"data: [DONE]" in event:
+                self.finishing = True
+            elif self.parse:
+                choices = json.loads(event[event.find(b"data: ") + 6 :]).get("choices")
+                if choices:
+                    delta = choices[0].get("delta") or {}
+                    if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):
+                        stamps.append(now)
+            else:
+                for key in (b'"content":"', b'"reasoning":"', b'"reasoning_content":"'):
+                    at = event.find(key)
+                    if at >= 0 and event[at + len(key)] != 0x22:  # not an empty string
+                        stamps.append(now)
+                        break
+        if self.finishing and self.tail.endswith(b"0\r\n\r\n") and self.done is not None:
+            self.done.set_result(None)
+
+
+class RawScan(RawStream):
+    parse = False
+
+
+async def run_raw(url: str, concurrency: int, requests: int, max_tokens: int,
+                  protocol_class: type[RawStream] = RawStream) -> list[Timeline]:
+    """One raw protocol per worker on a kept connection; the same request bytes as orch's."""
+    target = parse_target(url)
+    loop = asyncio.get_running_loop()
+    body = json.dumps({**BODY, "max_tokens": max_tokens}, separators=(",", ":")).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {target.host_header}\r\n"
+            "Accept: text/event-stream\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nx-request-id: ").encode()
+    timelines: list[Timeline] = []
+    counter = iter(range(requests))
+
+    async def one(protocol: RawStream, timeline: Timeline) -> None:
+        assert protocol.transport is not None
+        protocol.timeline, protocol.tail, protocol.finishing = timeline, b"", False
+        protocol.done = loop.create_future()
+        timeline.start_ns = time.perf_counter_ns()
+        protocol.transport.write(head + timeline.request_id.encode() + b"\r\n\r\n" + body)
+        await protocol.done
+
+    async def worker() -> None:
+        _, protocol = await loop.create_connection(protocol_class, target.host, target.port)
+        await one(protocol, Timeline("warm-up"))  # connect before measuring
+        for index in counter:
+            timeline = Timeline(f"raw-{index}")
+            timelines.append(timeline)
+            await one(protocol, timeline)
+        assert protocol.transport is not None
+        protocol.transport.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return timelines
+
+
+def uvloop_factory() -> asyncio.AbstractEventLoop:
+    import uvloop
+
+    return uvloop.new_event_loop()
+
+
+def measure(runner: Runner, url: str, concurrency: int, requests: int, max_tokens: int,
+            loop_factory: Callable[[], asyncio.AbstractEventLoop] = stamping_loop,
+            ) -> tuple[list[Timeline], float, float]:
     gc.collect()
     gc.freeze()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
-        with asyncio.Runner(loop_factory=stamping_loop) as loop:
+        with asyncio.Runner(loop_factory=loop_factory) as loop:
             timelines = loop.run(runner(url, concurrency, requests, max_tokens))
     finally:
         gc.unfreeze()
     return timelines, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
-CLIENTS: dict[str, Runner] = {"orch": run_orch, "aiohttp": run_aiohttp}
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+async def run_raw_scan(url: str, concurrency: int, requests: int, max_tokens: int) -> list[Timeline]:
+    return await run_raw(url, concurrency, requests, max_tokens, RawScan)
+
+
+def clients(scan: bool = False) -> dict[str, tuple[Runner, LoopFactory]]:
+    """The clients compared, with the loop each runs on; raw uvloop when it is installed;
+    `scan`: also the raw clients that parse no JSON (the ingest floor)."""
+    chosen: dict[str, tuple[Runner, LoopFactory]] = {
+        "orch": (run_orch, stamping_loop),
+        "aiohttp": (run_aiohttp, stamping_loop),
+        "raw asyncio": (run_raw, asyncio.new_event_loop),
+    }
+    if importlib.util.find_spec("uvloop") is not None:
+        chosen["raw uvloop"] = (run_raw, uvloop_factory)
+    if scan:
+        chosen["raw asyncio, no JSON"] = (run_raw_scan, asyncio.new_event_loop)
+        if "raw uvloop" in chosen:
+            chosen["raw uvloop, no JSON"] = (run_raw_scan, uvloop_factory)
+    return chosen
 
 
 def ingest_table(quick: bool) -> Table:
     table = Table(title="Ingest: zero-delay server, 1,024 tokens per request, client on one core")
-    for column in ("client", "C", "tokens", "tok/s per client core", "CPU µs/token", "wall tok/s"):
+    for column in ("client", "C", "tokens", "tok/s per client core", "orch ÷ this", "CPU µs/token",
+                   "wall tok/s"):
         table.add_column(column, justify="right" if column != "client" else "left")
     with running_stream_server("--tokens", "1024", cpu=1) as url:
         for concurrency in (64, 256):
             requests = concurrency * (2 if quick else 4)
-            for name, runner in CLIENTS.items():
-                timelines, cpu, wall = measure(runner, url, concurrency, requests, 1024)
+            rates: dict[str, float] = {}
+            for name, (runner, loop_factory) in clients(scan=True).items():
+                timelines, cpu, wall = measure(runner, url, concurrency, requests, 1024, loop_factory)
                 tokens = sum(len(t.token_ns) for t in timelines)
+                if tokens != requests * 1024:
+                    raise SystemExit(f"{name}: {tokens:,} tokens seen, {requests * 1024:,} sent")
+                rates[name] = tokens / cpu
                 table.add_row(
                     name, str(concurrency), f"{tokens:,}", f"{tokens / cpu:,.0f}",
+                    f"{rates['orch'] / rates[name]:.2f}x",
                     f"{cpu / tokens * 1e6:.2f}", f"{tokens / wall:,.0f}",
                 )
     return table
@@ -195,9 +316,9 @@ def timing_table(quick: bool) -> Table:
     args = ("--tokens", "64", "--reasoning", "32", "--ttft-ms", "200", "--itl-ms", "20", "--record-timings")
     for concurrency in (1, 32, 128):
         requests = {1: 3 if quick else 8, 32: 64, 128: 128 if quick else 256}[concurrency]
-        for name, runner in CLIENTS.items():
+        for name, (runner, loop_factory) in clients().items():
             with running_stream_server(*args, cpu=1) as url:
-                timelines, _, _ = measure(runner, url, concurrency, requests, 64)
+                timelines, _, _ = measure(runner, url, concurrency, requests, 64, loop_factory)
                 truth = httpx.get(f"{url}/timings", timeout=30).json()
             ttft, itl, lag, path = errors(timelines, truth)
             ttft.sort()

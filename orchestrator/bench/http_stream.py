@@ -14,7 +14,6 @@ One `StreamConnection` carries one request at a time (keep-alive, no pipelining)
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 import time
 from collections.abc import Callable
@@ -22,29 +21,14 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from orchestrator.bench.record import RequestRecord
-from orchestrator.bench.sse_bytes import (
-    data_of,
-    extended_chunk_size,
-    json_string_body,
-    lf_line_ends,
-)
+from orchestrator.bench.sse_bytes import extended_chunk_size, lf_line_ends
+from orchestrator.bench.sse_events import Shape, classify, read_shaped, whole_chunks
 from orchestrator.bench.stamping import ArrivalClock, clock_of
 from orchestrator.errors import BenchError
 
 _perf_ns = time.perf_counter_ns
 _BODY_CAP = 64 * 1024  # bytes of a non-SSE body kept for the error message
-
-# The keys whose values matter, with the first byte of a string value or the "{" of the
-# usage object; `"finish_reason":null` and `"content":null` do not match. Inside a JSON
-# string a quote is escaped, so a key can never be matched inside a value.
-# The same pass finds a usage object's running output token count (`completion_tokens`,
-# its digits in group 2; the key `completion_tokens_details` does not match).
-_KEYS = re.compile(
-    rb'"(content|reasoning|reasoning_content|text|arguments|finish_reason|usage|completion_tokens)"'
-    rb'[ \t]*:[ \t]*(["{]|\d+)'
-)
-_COMPLETION_TOKENS = b"completion_tokens"
-_TEXT_KEYS = frozenset((b"content", b"text", b"arguments"))
+_WHOLE_CHUNKS_FROM = 4096  # bytes left in a read worth one try of `whole_chunks`
 
 # body framing
 _CHUNKED, _LENGTH, _UNTIL_CLOSE = 1, 2, 3
@@ -109,6 +93,7 @@ class StreamConnection(asyncio.Protocol):
         self._crlf = 0  # bytes of the CRLF after a chunk still to skip
         self._sse = False
         self._sse_tail = b""
+        self._shape: Shape | None = None  # the simple events' shape (sse_events.py)
         self._clock: ArrivalClock | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -172,6 +157,7 @@ class StreamConnection(asyncio.Protocol):
         self._state = _HEADERS
         self._pending = b""
         self._sse_tail = b""
+        self._shape = None
         return self._future
 
     def abort(self) -> None:
@@ -247,7 +233,7 @@ class StreamConnection(asyncio.Protocol):
         pieces: list[bytes] = []
         pos, n = 0, len(data)
         left, crlf = self._left, self._crlf
-        finished = False
+        finished = tried = False
         while True:
             if left:
                 take = n - pos
@@ -269,6 +255,12 @@ class StreamConnection(asyncio.Protocol):
                     crlf -= n - pos
                     pos = n
                     break
+            if n - pos >= _WHOLE_CHUNKS_FROM and not tried:
+                tried = True  # once: what it leaves is a chunk's start or the end
+                if (whole := whole_chunks(data, pos)) is not None:
+                    pieces.append(whole[0])
+                    pos = whole[1]
+                    continue
             eol = data.find(b"\r\n", pos)
             if eol < 0:
                 self._pending = data[pos:]
@@ -277,9 +269,7 @@ class StreamConnection(asyncio.Protocol):
             pos = eol + 2
             try:
                 size = int(size_text, 16)
-            except ValueError:
-                size = -1
-            if size < 0:  # chunk extensions (`;name=value`) or garbage
+            except ValueError:  # chunk extensions (`;name=value`) or garbage
                 size = extended_chunk_size(size_text)
             if size < 0:
                 self._record_fail("bad_response", f"bad chunk size {size_text[:40]!r}")
@@ -291,12 +281,10 @@ class StreamConnection(asyncio.Protocol):
                 break
             left = size
         self._left, self._crlf = left, crlf
-        if pieces:
-            body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            if self._sse:
-                self._events(body, now)
-            else:
-                self._keep_body(body)
+        if pieces and self._sse:
+            self._events(b"".join(pieces), now)  # a join of one piece is that piece
+        elif pieces:
+            self._keep_body(b"".join(pieces))
         if finished:
             self._after_last_chunk(data[pos:], now)
 
@@ -334,7 +322,8 @@ class StreamConnection(asyncio.Protocol):
             record.body_raw = kept + body[: _BODY_CAP - len(kept)]
 
     def _events(self, body: bytes, now: int) -> None:
-        """Split SSE events and classify each with one regex pass over the keys that matter."""
+        """Split SSE events; an event of the learned shape is read here, any other by the
+        key scan (`sse_events.classify`), with the same result."""
         record = self._record
         assert record is not None
         body = self._sse_tail + body if self._sse_tail else body
@@ -342,52 +331,19 @@ class StreamConnection(asyncio.Protocol):
             body = lf_line_ends(body)
         events = body.split(b"\n\n")
         self._sse_tail = events.pop()
-        completions, keep_text = self._completions, self._keep_text
-        for event in events:
-            payload = event[6:] if event[:6] == b"data: " and b"\n" not in event else data_of(event)
-            if payload is None:
-                continue
-            if (payload[:1] != b"{" or payload[:8] == b'{"error"' or (
-                    payload[:9] == b'{"object"' and b'"error"' in payload[:24])
-            ) and _not_an_answer(record, payload):  # [DONE] or an error: once per response
-                continue
-            content = reasoning = metered = False
-            for match in _KEYS.finditer(payload):
-                key = match[1]
-                end = match.end()
-                if key in _TEXT_KEYS:
-                    # a string value: the byte after its opening quote says if it is empty
-                    if payload[end : end + 1] != b'"' and (key != b"text" or completions):
-                        content = True
-                        if keep_text:
-                            if record.text_raw is None:
-                                record.text_raw = []
-                            record.text_raw.append(json_string_body(payload, end))
-                elif key == b"reasoning" or key == b"reasoning_content":
-                    if payload[end : end + 1] != b'"':
-                        if keep_text and not reasoning:  # a server may send both keys
-                            if record.reasoning_raw is None:
-                                record.reasoning_raw = []
-                            record.reasoning_raw.append(json_string_body(payload, end))
-                        reasoning = True
-                elif key == b"finish_reason":
-                    record.finish_reason = payload[end : payload.find(b'"', end)].decode("utf-8", "replace")
-                elif key == _COMPLETION_TOKENS:  # a usage object's output tokens so far
-                    if match[2].isdigit():  # not a count ('"12"'): the usage check says so
-                        metered = True
-                        _meter(record, int(match[2]), now)
-                else:  # usage object
-                    record.usage_raw = payload
-            if (content or reasoning) and not metered:
-                record.unmetered_chunks += 1  # no per-chunk usage: ITL falls back to chunks
-            if content:
-                record.token_ns.append(now)
-                record.content_chunks += 1
-                if not record.first_content_ns:
-                    record.first_content_ns = now
-            elif reasoning:
-                record.token_ns.append(now)
-                record.reasoning_chunks += 1
+        completions, keep_text, shape = self._completions, self._keep_text, self._shape
+        at, count = 0, len(events)
+        # a line end that is not in a separator: one count instead of a find per event
+        lone_lf = body.count(b"\n") != 2 * count + self._sse_tail.count(b"\n")
+        while at < count:
+            if shape is not None:  # a run of events of the shape, at C speed or near
+                at = read_shaped(record, shape, events, at, now, keep_text, lone_lf)
+                if at == count:
+                    break
+            found = classify(record, events[at], now, completions, keep_text)
+            if found is not None:
+                shape = self._shape = found
+            at += 1
 
     def _complete(self, now: int) -> None:
         record, future = self._record, self._future
@@ -398,29 +354,6 @@ class StreamConnection(asyncio.Protocol):
             record.end_ns = now
         if future is not None and not future.done():
             future.set_result(None)
-
-
-def _meter(record: RequestRecord, count: int, now: int) -> None:
-    """A usage object's output tokens so far: with vLLM's `continuous_usage_stats` every
-    chunk carries one, so a chunk whose count grew brought that many tokens, whatever its
-    text (empty for a partial UTF-8 character held back, several tokens when the server
-    merged steps). The last usage-only chunk adds none."""
-    if count > record.metered_tokens:
-        record.metered_tokens = count
-        record.metered_ns.append(now)
-        record.metered_counts.append(count)
-
-
-def _not_an_answer(record: RequestRecord, payload: bytes) -> bool:
-    """An event that is not a JSON object, or an error: True when the key scan skips it
-    ([DONE], not JSON, an error); another JSON array goes on to the scan."""
-    if payload[:1] == b"[":
-        return payload.startswith(b"[DONE]")
-    if payload[:1] != b"{":  # not a JSON object: not an answer
-        record.fail("bad_response", f"an event that is not JSON: {payload[:60]!r}")
-        return True
-    record.error_raw = payload
-    return True
 
 
 async def open_connection(
