@@ -16,12 +16,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fixtures.orchcli import orch
+from fixtures.tmpfs import small_tmpfs
 
 from orchestrator.errors import RunFolderError
 from orchestrator.matrix import record as records
@@ -37,16 +37,8 @@ HOST = "localhost"
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(disk: Path) -> None:
