@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
+import secrets
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -90,3 +92,15 @@ def quote_env_value(value: str) -> str:
     (the service's environment file, a command's environment on stdin)."""
     escaped = re.sub(r'([\\"$`])', r"\\\1", value)
     return f'"{escaped}"'
+
+
+def atomic_write_command(path: str, mode: int) -> Command:
+    """The one-round-trip atomic write used by `put` (stdin carries the data)."""
+    directory = posixpath.dirname(path) or "."
+    temp = f"{path}.orch-{secrets.token_hex(4)}.tmp"
+    # mv -T: a directory at `path` is an error, not a place to drop the file into.
+    return Command(
+        Raw("mkdir -p"), directory, Raw("&& umask 077 && cat >"), temp,
+        Raw(f"&& chmod {mode:o}"), temp, Raw("&& mv -fT"), temp, path,
+        Raw("|| { status=$?; rm -f"), temp, Raw("; exit $status; }"),
+    )  # fmt: skip

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import posixpath
-import secrets
 import select
 import threading
 import time
@@ -39,7 +37,7 @@ from orchestrator import masking
 from orchestrator.errors import CommandFailed, ConnectError
 from orchestrator.inventory import SshSettings
 from orchestrator.transport.base import Held, Result, Transport, timed_out
-from orchestrator.transport.command import Command, Raw
+from orchestrator.transport.command import Command, atomic_write_command
 from orchestrator.transport.retry import (
     Backoff,
     PermanentConnectError,
@@ -299,18 +297,6 @@ class _SshHeld(Held):
             self.channel.shutdown_write()
             self.channel.status_event.wait(5)
         _close_channel(self.channel)
-
-
-def atomic_write_command(path: str, mode: int) -> Command:
-    """The one-round-trip atomic write used by `put` (stdin carries the data)."""
-    directory = posixpath.dirname(path) or "."
-    temp = f"{path}.orch-{secrets.token_hex(4)}.tmp"
-    # mv -T: a directory at `path` is an error, not a place to drop the file into.
-    return Command(
-        Raw("mkdir -p"), directory, Raw("&& umask 077 && cat >"), temp,
-        Raw(f"&& chmod {mode:o}"), temp, Raw("&& mv -fT"), temp, path,
-        Raw("|| { status=$?; rm -f"), temp, Raw("; exit $status; }"),
-    )  # fmt: skip
 
 
 def _close_channel(channel: paramiko.Channel) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 import time
 from dataclasses import dataclass
@@ -27,17 +26,15 @@ from typing import Any
 import fabric
 import paramiko
 
-from orchestrator import local_files
 from orchestrator.errors import AuthError, InventoryError
 from orchestrator.inventory import SshSettings
-from orchestrator.plan.source import MAX_FILE_BYTES
+from orchestrator.transport.ssh_config import known_hosts_path, named_config
 from orchestrator.transport.ssh_errors import Hop, UnknownHostKey, translate
 from orchestrator.transport.target import SshTarget
 
 log = logging.getLogger("orchestrator.transport")
 
 KEEPALIVE_SECONDS = 30  # notices a dead peer during long quiet waits (service start-up)
-_DEFAULT_SSH_CONFIG = SshSettings.model_fields["config"].default
 
 
 class RejectUnknownHostKeys(paramiko.MissingHostKeyPolicy):
@@ -60,14 +57,7 @@ def fabric_config(settings: SshSettings) -> fabric.Config:
     """A fabric config that honours the inventory's `ssh.config` setting."""
     if settings.config is False:
         return fabric.Config(overrides={"load_ssh_configs": False})
-    path = os.path.expanduser(settings.config)
-    if settings.config != _DEFAULT_SSH_CONFIG and not os.path.isfile(path):
-        raise InventoryError(
-            f"ssh.config names {settings.config!r}, which does not exist",
-            hint="fix the path, or set `ssh: {config: false}` to ignore ssh config files",
-        )
-    if settings.config != _DEFAULT_SSH_CONFIG:
-        _no_commands(path, settings.config)
+    path = named_config(settings) or os.path.expanduser(settings.config)
     try:
         # Like OpenSSH: the user's file, then /etc/ssh/ssh_config for what it leaves unset.
         return fabric.Config(user_ssh_path=path)
@@ -76,36 +66,6 @@ def fabric_config(settings: SshSettings) -> fabric.Config:
             f"cannot read the ssh config ({settings.config} or /etc/ssh/ssh_config): {error}",
             hint="fix the file, or set `ssh: {config: false}` to ignore ssh config files",
         ) from error
-
-
-# Options that make ssh run a command on the controller, or read another file that could.
-_RUNS_COMMANDS = re.compile(
-    r"\s*(proxycommand|localcommand|permitlocalcommand|knownhostscommand|include"
-    r"|match\b.*\bexec)\b", re.IGNORECASE)
-
-
-def _no_commands(path: str, named: str) -> None:
-    """A config file the inventory names is part of the repository, as
-    `ansible_ssh_common_args` are, and gets their rule: nothing in it may run a command on
-    the controller (the user's own ~/.ssh/config is theirs, honoured as ssh does)."""
-    try:
-        text = local_files.read_text(Path(path), max_bytes=MAX_FILE_BYTES, errors="replace")
-    except OSError as error:
-        raise InventoryError(f"cannot read ssh.config {named}: {error.strerror or error}") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        found = _RUNS_COMMANDS.match(line)
-        if found:
-            raise InventoryError(
-                f"{named}:{number}: {found.group(1)} in an ssh config named by the inventory "
-                "would run a command on this machine",
-                hint="use the inventory's `jump:` (ProxyJump, which orch opens itself), or put "
-                     "the option in your own ~/.ssh/config")
-
-
-def known_hosts_path(settings: SshSettings) -> str | None:
-    if settings.known_hosts is False:
-        return None
-    return os.path.expanduser(settings.known_hosts)
 
 
 class SshConnection:

@@ -98,10 +98,14 @@ def applied(workdir: tuple[Path, Path], wheels: Path) -> Applied:
     return state
 
 
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
 def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
-    workdir: tuple[Path, Path], sshd: SshServer, wheels: Path
+    workdir: tuple[Path, Path], sshd: SshServer, wheels: Path, client: str
 ) -> None:
     tmp, inventory = workdir
+    if client == "openssh":  # the ssh client; the second apply reuses the first's master
+        inventory = write_inventory(tmp / "inventory.yaml", sshd.inventory(
+            1, ssh=sshd.ssh_settings(transport="openssh", control_persist=10)))
     venv = tmp / "host" / "venv"
     plan = write_plan(tmp / "plan.yaml", venv, wheels)
 
@@ -119,6 +123,8 @@ def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     assert second.returncode == 0, second.stdout + second.stderr
     trips = sshd.round_trips(sshd.inventory(1), since=mark)
     assert 1 <= trips["h1"] <= 2, trips
+    connections = sshd.log_text(mark).count("Connection from")
+    assert connections == (0 if client == "openssh" else 1), connections
     run = last_run(tmp)
     steps = json.loads((run / "hosts" / "h1" / "steps.json").read_text())
     assert [(s["step"], s["status"]) for s in steps["steps"]] == [

@@ -14,7 +14,7 @@ import pytest
 from fixtures.netns import NetnsHosts
 from fixtures.sshd import SshServer, free_port
 
-from orchestrator.transport import Command, connect
+from orchestrator.transport import Command, Transport, connect
 from orchestrator.transport.ssh import SshTransport
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
@@ -41,6 +41,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.fixture(params=["ssh", "openssh"])
+def tunnelling(request: pytest.FixtureRequest) -> Transport:
+    """Each transport that forwards ports: paramiko's direct-tcpip, OpenSSH's `ssh -W`."""
+    made: Transport = request.getfixturevalue(request.param)
+    return made
+
+
 @pytest.fixture
 def http_port() -> Iterator[int]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -51,8 +58,8 @@ def http_port() -> Iterator[int]:
     server.server_close()
 
 
-def test_http_through_the_tunnel(ssh: SshTransport, http_port: int) -> None:
-    with ssh.forward(http_port) as port:
+def test_http_through_the_tunnel(tunnelling: Transport, http_port: int) -> None:
+    with tunnelling.forward(http_port) as port:
         assert port != http_port
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             assert client.get("/hello").text == "path=/hello"
@@ -60,8 +67,8 @@ def test_http_through_the_tunnel(ssh: SshTransport, http_port: int) -> None:
             assert client.post("/echo", content=BODY).content == BODY[::-1]
 
 
-def test_many_clients_at_once(ssh: SshTransport, http_port: int) -> None:
-    with ssh.forward(http_port) as port:
+def test_many_clients_at_once(tunnelling: Transport, http_port: int) -> None:
+    with tunnelling.forward(http_port) as port:
 
         def fetch(index: int) -> str:
             with httpx.Client(timeout=10) as client:
@@ -72,17 +79,17 @@ def test_many_clients_at_once(ssh: SshTransport, http_port: int) -> None:
 
 
 def test_closed_remote_port_closes_the_client_and_the_tunnel_lives_on(
-    ssh: SshTransport, http_port: int
+    tunnelling: Transport, http_port: int
 ) -> None:
     dead = free_port()
-    with ssh.forward(dead) as port, socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+    with tunnelling.forward(dead) as port, socket.create_connection(("127.0.0.1", port), timeout=5) as client:
         assert client.recv(1) == b""  # closed at once, as a refused port would be
-    with ssh.forward(http_port) as port:
+    with tunnelling.forward(http_port) as port:
         assert httpx.get(f"http://127.0.0.1:{port}/again", timeout=10).text == "path=/again"
 
 
-def test_leaving_the_context_closes_the_port_and_open_tunnels(ssh: SshTransport, http_port: int) -> None:
-    with ssh.forward(http_port) as port:
+def test_leaving_the_context_closes_the_port_and_open_tunnels(tunnelling: Transport, http_port: int) -> None:
+    with tunnelling.forward(http_port) as port:
         held = socket.create_connection(("127.0.0.1", port), timeout=5)
         held.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
         assert b"200 OK" in held.recv(4096)
