@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import tenacity
-
 from orchestrator.errors import ConnectError
 
 log = logging.getLogger("orchestrator.transport")
@@ -59,6 +57,18 @@ def call_with_retries(
     `attempt` must raise only orch errors. After the last try the final `ConnectError` is
     raised with the number of attempts added to its message.
     """
+    try:
+        return attempt()  # the usual case: tenacity is imported only once a try failed
+    except ConnectError as error:
+        if retries == 0 or not is_transient(error):
+            raise
+        replay: list[ConnectError] = [error]
+    import tenacity
+
+    def again() -> T:  # the failure above is tenacity's first attempt: same waits and numbers
+        if replay:
+            raise replay.pop()
+        return attempt()
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
@@ -84,7 +94,7 @@ def call_with_retries(
         reraise=True,
     )
     try:
-        return retrying(attempt)
+        return retrying(again)
     except ConnectError as error:
         if retries == 0 or not is_transient(error):
             raise
