@@ -25,8 +25,8 @@ def run_bounded(items: Sequence[T], work: Callable[[T], R], *, forks: int | None
                 label: Callable[[T], str] = lambda item: "item") -> list[R]:
     """`work(item)` for every item, at most `forks` at once (None: all at once); the results
     in the items' order. An item whose `work` raises gets `on_error(item, error)` and frees
-    its slot like any other; `label(item)` names its thread. A single item runs in the calling thread (so a benchmark can
-    take Ctrl-C gracefully).
+    its slot like any other; `label(item)` names its thread. A single item runs in the
+    calling thread (so a benchmark can take Ctrl-C gracefully).
 
     The main thread only waits, with a timeout, so Ctrl-C reaches it at once; the workers are
     daemon threads, so an interrupted run does not wait for the items still working."""
