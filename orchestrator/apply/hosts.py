@@ -1,13 +1,14 @@
-"""Every host of a run in parallel, each in its own thread: connect, converge, the stages
-after it; every host ends with an outcome, whatever happens to the others."""
+"""The hosts of a run in parallel, each in its own thread (at most `--forks` at once:
+apply/forks.py): connect, converge, the stages after it; every host ends with an outcome,
+whatever happens to the others."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 from orchestrator.apply.converge import HostJob, converge_host
+from orchestrator.apply.forks import DEFAULT_FORKS, run_bounded
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, HostEnd, HostStart, Retry
@@ -21,34 +22,20 @@ def run_hosts(
     *,
     check: bool,
     emit: Emit,
+    forks: int | None = DEFAULT_FORKS,
     connect: Callable[..., Transport] | None = None,
 ) -> list[HostOutcome]:
-    """Converge every host in parallel; every host ends with an outcome."""
+    """Converge every host, at most `forks` at once (None: all at once, as the nodes of a
+    multi-node server must) in the jobs' order; every host ends with an outcome."""
     if connect is None:
         from orchestrator.transport.connect import connect as default_connect
 
         connect = default_connect
-    run = _HostRun(inventory, check, emit, connect)
-    if len(jobs) == 1:  # in the main thread, so a benchmark can take Ctrl-C gracefully
-        return [run(jobs[0])]
-    # Daemon threads joined with a timeout: Ctrl-C reaches the main thread at once, and an
-    # interrupted run does not wait for hosts still working before it can exit.
-    results: dict[int, HostOutcome] = {}
-
-    def work(index: int, job: HostJob) -> None:
-        try:
-            results[index] = run(job)
-        except BaseException as error:  # a bug, not a host failure: keep the host's outcome
-            results[index] = HostOutcome(host=job.host, error=f"internal error: {error!r}")
-
-    threads = [threading.Thread(target=work, args=(i, job), daemon=True, name=f"host-{job.host}")
-               for i, job in enumerate(jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(timeout=0.2)
-    return [results[i] for i in range(len(jobs))]
+    return run_bounded(
+        jobs, _HostRun(inventory, check, emit, connect), forks=forks,
+        # a bug, not a host failure: the host keeps an outcome, the others go on
+        on_error=lambda job, error: HostOutcome(host=job.host, error=f"internal error: {error!r}"),
+        label=lambda job: f"host-{job.host}")
 
 
 class _HostRun:

@@ -13,6 +13,7 @@ from rich.console import Console
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
+from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.lock import Holder, lock_paths
 from orchestrator.apply.locked import Locked, check_plan, load_locked, locked_hosts, resumable
@@ -53,6 +54,13 @@ class ApplyOptions:
     break_lock: bool = False  # take over whatever holds the lock
     resume: str | None = None  # a run folder to continue, or "latest" (unfinished) of the plan
     on_folder: Callable[[Path], None] | None = None  # told the run folder once it exists (matrix)
+    forks: int = DEFAULT_FORKS  # at most this many hosts at once (a multi-node server: all)
+
+    def __post_init__(self) -> None:
+        if self.forks < 1:
+            raise UsageError(f"--forks must be at least 1, got {self.forks}",
+                             hint=f"--forks N works on at most N hosts at once (default "
+                                  f"{DEFAULT_FORKS})")
 
 
 def execute(options: ApplyOptions) -> int:
@@ -185,8 +193,13 @@ def _run(
             console.print("no benchmark: bench is null")  # a server alone is a choice; say it
         if folder:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
+    # The nodes of a multi-node server vote and wait for each other: all of them at once.
+    forks = None if compiled.gate is not None else options.forks
+    if forks is None and len(jobs) > options.forks and not options.json_lines:
+        console.print(f"the {len(jobs)} nodes of the server run at once (--forks "
+                      f"{options.forks} does not bound a multi-node server's nodes)")
     with reporter.live():
-        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit)
+        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
     if folder:
         _write_host_artifacts(folder, outcomes)
     if options.check and not options.json_lines:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orchestrator.commands.plan_options import add_plan_options, limit_hosts
+from orchestrator.commands.plan_options import add_forks_option, add_plan_options, limit_hosts
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit-variants", metavar="SPEC", default=None,
                         help="a plan with a matrix: only these variants, by number as orch "
                              "plan lists them (1,3 or 2-4) or by value (max-num-seqs=64)")
+    add_forks_option(parser)
     parser.set_defaults(check=check, parser=parser)
 
 
@@ -85,6 +86,7 @@ def _converge(args: argparse.Namespace) -> int:
         wait=getattr(args, "wait", False),
         break_lock=getattr(args, "break_lock", False),
         resume=getattr(args, "resume", None),
+        forks=args.forks,
     )
     if (options.plan is None) == (options.locked is None):
         args.parser.error("give a PLAN, or --locked RUN_FOLDER (which holds its plan)")

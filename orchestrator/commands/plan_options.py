@@ -1,10 +1,13 @@
 """The options every command that loads a plan takes (plan, inventory, hosts, overlays,
---set): one definition, so `orch apply` and `orch status` cannot drift apart."""
+--set): one definition, so `orch apply` and `orch status` cannot drift apart; --forks for
+the commands that run hosts (apply, plan, restart)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from orchestrator.apply.forks import DEFAULT_FORKS
 
 
 def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = False) -> None:
@@ -23,6 +26,12 @@ def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = F
                         metavar="FILE", help="overlay merged over the plan (repeatable)")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE",
                         help="set one value, e.g. --set service.port=8001 (repeatable)")
+
+
+def add_forks_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--forks", type=int, default=DEFAULT_FORKS, metavar="N",
+                        help=f"work on at most N hosts at once (default {DEFAULT_FORKS}); the "
+                             "nodes of a multi-node server always run all at once")
 
 
 def limit_hosts(args: argparse.Namespace) -> list[str]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.commands.plan_options import add_plan_options, limit_hosts
+from orchestrator.commands.plan_options import add_forks_option, add_plan_options, limit_hosts
 
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
     from rich.console import Console
@@ -42,6 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     if command == "restart":
         parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
                             help="where the restart's run folder goes (default ./runs)")
+        add_forks_option(parser)
     parser.set_defaults(service_command=command)
 
 
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return execute(ApplyOptions(
             plan=args.plan, inventory=args.inventory, overlays=list(args.overlay),
             sets=list(args.sets), limit=limit, skip={"smoke", "bench"}, restart=True,
-            runs_dir=args.runs_dir,
+            runs_dir=args.runs_dir, forks=args.forks,
         ))
     from orchestrator.console import make_console
     from orchestrator.errors import OrchError, PlanError
