@@ -11,8 +11,11 @@ from orchestrator.transport.command import Command
 
 # Runs the host's python3 (or python) on the program given on stdin. `-S`: the program is
 # stdlib only, and a host's site-packages (conda's .pth files, say) can cost more than it.
+# Read whole, not as `python3 -`: that reads its script one byte per read(2), 50,000 system
+# calls for the probe (~40 ms of a host's CPU per probe, 16 hosts on one box: 0.6 s).
 HOST_PYTHON = Command.script(
-    'exec "$(command -v python3 || command -v python || echo python3)" -S -'
+    'exec "$(command -v python3 || command -v python || echo python3)" -S -c '
+    '"import sys; exec(compile(sys.stdin.buffer.read(), \'<orch>\', \'exec\'))"'
 )
 
 

@@ -14,6 +14,7 @@ import ast
 import importlib
 import json
 import pkgutil
+import re
 from functools import cache
 from importlib import resources
 from types import ModuleType
@@ -82,6 +83,14 @@ def host_side(name: str) -> tuple[dict[str, set[str]], str] | None:
     return _shipped_imports(ast.parse(source[:start])), host
 
 
+def _uses(host: str, imported: str) -> bool:
+    """Whether a host side uses an imported name (`os.path` binds `os`, `x as y` binds y):
+    the controller side's imports stay on the controller, and the host's python starts
+    faster without them (ast, dataclasses: ~10 ms)."""
+    bound = imported.split(" as ")[-1].split(".")[0]
+    return re.search(rf"(?<![\w.]){re.escape(bound)}\b", host) is not None
+
+
 def _import_lines(imports: dict[str, set[str]]) -> list[str]:
     return [f"import {', '.join(sorted(names))}" if not module else
             f"from {module} import {', '.join(sorted(names))}"
@@ -113,8 +122,9 @@ def program_source() -> str:
     parts: list[str] = []
     for name, shipped, host in _host_sides():
         for module_name, names in shipped.items():
-            imports.setdefault(module_name, set()).update(names)
+            imports.setdefault(module_name, set()).update(n for n in names if _uses(host, n))
         parts.append(f"# -- facts/{name}.py\n\n{host}\n")
+    imports = {module: names for module, names in imports.items() if names}
     gather = ", ".join(fact.gather for fact in discovered())
     return "\n".join([
         '"""orch\'s fact program, assembled from orchestrator/facts/ (program.py)."""',
