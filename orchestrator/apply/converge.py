@@ -1,8 +1,9 @@
-"""Converge one host: probe (one round trip), plan every step (pure), and unless checking
-take the apply lock, apply, re-probe and require an empty plan; then the stages after
+"""Converge one host: probe (one round trip: unless checking, the program that takes the
+apply locks runs the probe once it holds them), plan every step (pure), and unless checking
+apply, re-probe and require an empty plan; then the stages after
 converge (service readiness, smoke, bench, collect: lifecycle.py).
 
-    connect -> probe -> plan every step -> [lock -> apply -> re-probe -> verify] -> stages
+    connect -> [lock +] probe -> plan every step -> [apply -> re-probe -> verify] -> stages
 
 An error ends the host's run but keeps what its steps did.
 """
@@ -18,6 +19,8 @@ from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.errors import LockBusy, OrchError, StepDidNotConverge
 from orchestrator.events import Emit, Probed, StageEvent, StepStart
 from orchestrator.facts import Facts, ProbeRequest, probe
+from orchestrator.facts.answer import parse_answer
+from orchestrator.facts.probe import PROBE_TIMEOUT_S, build_stdin
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 
@@ -83,10 +86,12 @@ def converge_host(
             def took_over(said: str) -> None:  # a dead apply's lock, or --break-lock
                 emit(StageEvent(job.host, phase="lock", status="warning", message=said))
 
-            # Started now, its answer read after the probe: the two overlap.
+            # One remote program takes the locks, then runs the fact program: the facts
+            # are read under the locks, in one round trip.
             lock = HostLock(transport, request.paths, request.holder, wait=request.wait,
                             break_lock=request.break_lock, on_wait=waiting,
-                            on_takeover=took_over)
+                            on_takeover=took_over,
+                            probe=build_stdin(merged_request(job.steps)))
         _converge(transport, job, outcome, check=check, emit=emit, lock=lock)
     except OrchError as error:
         outcome.error = str(error)
@@ -102,11 +107,13 @@ def _converge(
     lock: HostLock | None = None,
 ) -> None:
     request = merged_request(job.steps)
-    facts = probe(transport, request)
-    outcome.facts = facts
-    emit(Probed(job.host, seconds=facts.probe_seconds))
     if lock is not None:
         lock.acquire()
+        facts = parse_answer(lock.probed(timeout=PROBE_TIMEOUT_S))
+    else:
+        facts = probe(transport, request)
+    outcome.facts = facts
+    emit(Probed(job.host, seconds=facts.probe_seconds))
     applied_any = False
     for step in job.steps:
         _still_ours(lock, job.host, f"before the {step.name} step")

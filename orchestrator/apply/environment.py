@@ -10,7 +10,7 @@
 A re-apply that changed nothing on the host (no step changed; the same packages, kernel, OS,
 GPUs and driver as the plan's last run that captured them, its `key`) keeps that capture:
 its files are copied into the new run folder on the controller, no command is run on the
-host (a no-op re-apply stays at its two round trips and does not wait for collect-env).
+host (a no-op re-apply stays at its one round trip and does not wait for collect-env).
 
 Otherwise, two phases of an apply, around the others: `start` launches collect-env in the background
 on the host (it imports torch: seconds, on a busy CPU host half a minute) when the server is

@@ -22,6 +22,10 @@ The files are orch's own: opened with O_NOFOLLOW, refused when not a regular fil
 and the `.orch` folders on their path must be real folders; what cannot be used is an
 `error` answer naming the path (LockError), never a holder's JSON written through a link.
 
+An apply gives the program the fact program too (on its input, after the locks' request):
+once it holds the locks it runs it and answers with the facts, so the facts are read under
+the locks and the whole start of a host's converge is one round trip.
+
 The probe reads the service's file (`service_facts`): `orch status` shows an apply of the
 service in progress, from whichever venv.
 """
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.errors import LockBusy, LockError, OrchError
+from orchestrator.errors import LockBusy, LockError, OrchError, ProbeError
 from orchestrator.runs.layout import safe_name
 from orchestrator.transport.base import Held, Transport
 from orchestrator.transport.command import Command
@@ -45,7 +49,7 @@ from orchestrator.transport.command import Command
 LOCK_TIMEOUT_S = 60.0  # to start the lock program and hear from it (not the waiting itself)
 _PROGRAM = r"""
 import errno, fcntl, json, os, signal, stat, sys, time
-paths, holder, wait, evict = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", json.loads(sys.argv[4])
+paths, holder, wait, evict, probe = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", json.loads(sys.argv[4]), int(sys.argv[5])
 def say(word, *data):
     print(word + " " + json.dumps(list(data)), flush=True)
 def current(fd):
@@ -144,7 +148,18 @@ def broken(*_):
     os._exit(0)
 signal.signal(signal.SIGTERM, broken)
 print("locked", flush=True)
-sys.stdin.read()
+if probe:
+    import io
+    program, shown, sys.stdout = sys.stdin.buffer.read(probe), sys.stdout, io.StringIO()
+    try:
+        exec(compile(program, "<orch>", "exec"), {"__name__": "__main__"})
+        word, said = "probe", sys.stdout.getvalue()
+    except BaseException:
+        import traceback
+        word, said = "probe-error", traceback.format_exc()
+    sys.stdout = shown
+    say(word, said)
+sys.stdin.buffer.read()
 for _, fd in fds:
     os.ftruncate(fd, 0)
 """
@@ -234,10 +249,10 @@ def lock_paths(venv: str | None, plan_name: str, service: str | None,
 
 
 def _command(paths: tuple[str, ...], holder: Holder, *, wait: bool,
-             evict: tuple[str, str] | None) -> Command:
+             evict: tuple[str, str] | None, probe: int) -> Command:
     return Command("python3", "-S", "-c", _PROGRAM, json.dumps(list(paths)),
                    json.dumps(asdict(holder)), "wait" if wait else "once",
-                   json.dumps(list(evict) if evict else None), "orch-apply-lock")
+                   json.dumps(list(evict) if evict else None), str(probe), "orch-apply-lock")
 
 
 def _fields(answer: str) -> list[Any]:
@@ -274,22 +289,41 @@ class Busy:
 
 
 class HostLock:
-    """Locks being taken: started at once, the answer read when it is needed (so taking them
-    costs no round trip of its own: it overlaps the probe)."""
+    """Locks being taken: started at once, the answer read when it is needed; with `probe`,
+    the same program then runs the fact program (taking them costs no round trip of its own)."""
 
     def __init__(self, transport: Transport, paths: tuple[str, ...], holder: Holder, *,
                  wait: bool, break_lock: bool, on_wait: Callable[[str], None],
-                 on_takeover: Callable[[str], None] = lambda said: None) -> None:
+                 on_takeover: Callable[[str], None] = lambda said: None,
+                 probe: bytes = b"") -> None:
         self.transport = transport
+        self.probe = probe  # the fact program, run once the locks are held: one round trip
         self.paths = paths
         self.holder = holder
         self.wait = wait
         self.break_lock = break_lock
         self.on_wait = on_wait
         self.on_takeover = on_takeover
-        self.held: Held | None = transport.hold(_command(paths, holder, wait=wait, evict=None))
+        self.held: Held | None = self._hold(evict=None)
         self.taken = False
         self.took_over: Busy | None = None  # the holder whose lock this one took over
+
+    def _hold(self, evict: tuple[str, str] | None) -> Held:
+        command = _command(self.paths, self.holder, wait=self.wait, evict=evict,
+                           probe=len(self.probe))
+        return self.transport.hold(command, stdin=self.probe or None)
+
+    def probed(self, timeout: float) -> str:
+        """The fact program's output, once the locks are held (ProbeError when it failed)."""
+        answer = self.held.line(timeout=timeout) if self.held is not None else None
+        fields = _fields(answer or "")
+        word = (answer or "").split(" ", 1)[0]
+        if word == "probe" and len(fields) == 1:
+            return str(fields[0])
+        said = str(fields[0]).strip()[-500:] if fields else repr((answer or "nothing")[:200])
+        raise ProbeError(f"{self.transport.host}: the fact program failed: {said}",
+                         hint="the host needs python3 (3.8 or newer) on the PATH of a "
+                              "non-interactive shell")
 
     def acquire(self) -> None:
         """Block until the locks are ours; LockBusy names the holder, LockError the file
@@ -320,8 +354,7 @@ class HostLock:
             self.held = None
             if busy is not None and take:  # also with --wait: a gone holder is not waited for
                 self.took_over = busy
-                self.held = self.transport.hold(_command(
-                    self.paths, self.holder, wait=self.wait, evict=(busy.path, busy.text)))
+                self.held = self._hold(evict=(busy.path, busy.text))
                 continue
             raise self._busy(busy) if busy is not None else self._failed(word, fields, answer)
 

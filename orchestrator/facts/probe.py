@@ -23,7 +23,11 @@ def build_stdin(request: ProbeRequest) -> bytes:
     return call_stdin("main", request.to_json())
 
 
-def probe(transport: Transport, request: ProbeRequest, *, timeout: float = 120.0) -> Facts:
+PROBE_TIMEOUT_S = 120.0
+
+
+def probe(transport: Transport, request: ProbeRequest, *,
+          timeout: float = PROBE_TIMEOUT_S) -> Facts:
     """Run the fact program on the host: one round trip."""
     result = transport.run(HOST_PYTHON, stdin=build_stdin(request), timeout=timeout, check=False)
     if result.returncode != 0:

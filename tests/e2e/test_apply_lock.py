@@ -19,6 +19,7 @@ from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
 
 from orchestrator.apply.lock import Holder, HostLock, lock_path, service_lock_path
+from orchestrator.errors import ProbeError
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.transport import connect
 
@@ -202,3 +203,24 @@ def test_break_lock_stops_the_live_apply_it_took_the_lock_from(
     assert first.returncode == 75, told
     assert "this apply's lock was taken over after converge" in told
     assert "`orch apply`, run folder runs/locked/" in told  # the apply that took it
+
+
+def test_the_lock_program_runs_the_probe_once_it_holds_the_locks(tmp_path: Path) -> None:
+    """One round trip: the facts come from the program that holds the locks, after it took
+    them (a probe that fails is a ProbeError with its traceback's end, the locks still held
+    until release)."""
+    transport = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
+    path = str(tmp_path / ".orch" / "apply-here.lock")
+    program = b"import os\nprint('held' if os.path.exists(%r) else 'no file')\n" % path
+    lock = HostLock(transport, (path,), other(), wait=False, break_lock=False,
+                    on_wait=lambda h: None, probe=program)
+    lock.acquire()
+    assert lock.probed(timeout=30) == "held\n"
+    assert json.loads(Path(path).read_text())["controller"] == "other-controller"
+    lock.release()
+    failing = HostLock(transport, (path,), other(), wait=False, break_lock=False,
+                       on_wait=lambda h: None, probe=b"raise RuntimeError('no facts here')\n")
+    failing.acquire()
+    with pytest.raises(ProbeError, match=r"(?s)the fact program failed: .*RuntimeError: no facts here"):
+        failing.probed(timeout=30)
+    failing.release()
