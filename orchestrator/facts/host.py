@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import platform
 import re
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -52,11 +51,13 @@ def host_facts() -> Dict[str, Any]:
     os_release = parse_os_release(read_text("/etc/os-release") or "")
     meminfo = parse_meminfo(read_text("/proc/meminfo") or "")
     return {
-        "hostname": socket.gethostname(),
+        # uname(2), as socket.gethostname() and platform.release() read it, without their
+        # imports (platform: only when os-release says nothing)
+        "hostname": os.uname().nodename,
         "os": os_release.get("PRETTY_NAME") or platform.platform(),
-        "kernel": platform.release(),
-        "arch": platform.machine(),
-        "python": platform.python_version(),
+        "kernel": os.uname().release,
+        "arch": os.uname().machine,
+        "python": ".".join(map(str, sys.version_info[:3])),
         "python_path": sys.executable,
         "cpu_count": os.cpu_count(),
         "cpu_model": parse_cpu_model(read_text("/proc/cpuinfo") or ""),

@@ -118,3 +118,19 @@ def test_the_program_runs_on_python_38(tmp_path: Path) -> None:
     facts = parse_answer(done.stdout.decode())
     assert facts.host.python.startswith("3.8.") and facts.guards["g"].met
     assert facts.venv is not None and facts.record["pytest"].missing == []
+
+
+def test_modules_only_some_facts_need_are_imported_on_first_use() -> None:
+    from orchestrator.facts.program import LAZY
+
+    check = (
+        "import sys\n"
+        f"print(sorted(m for m in {LAZY!r} if m in sys.modules))\n"
+        "print(subprocess.run(['true']).returncode, 'subprocess' in sys.modules)\n"
+        "print(type(ast.parse('x = 1')).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-S", "-c",
+                           "import sys; exec(compile(sys.stdin.buffer.read(), '<orch>', 'exec'))"],
+                          input=(program_source() + check).encode(), capture_output=True,
+                          timeout=60, check=True)
+    assert done.stdout.decode().splitlines() == ["[]", "0 True", "Module"]
