@@ -21,6 +21,7 @@ import os
 import re
 import select
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -87,16 +88,16 @@ class OpensshTransport(Transport):
                                host=host, hint="install openssh-client, or use transport: paramiko")
         folder = os.path.expanduser(CONTROL_FOLDER)
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        self.argv = client_argv(target, settings, folder)
+        self.argv, self.control_path = client_argv(target, settings, folder)
         self.retries = settings.connect_retries
         self.backoff = backoff or Backoff()
         self.on_retry = on_retry
 
     def open(self) -> None:
-        """Check the master connection (no round trip); start one when there is none."""
-        check = subprocess.run([*self.argv[:-2], "-O", "check", *self.argv[-2:]],
-                               stdin=subprocess.DEVNULL, capture_output=True, check=False)
-        if check.returncode != 0:
+        """Check the master connection (its socket answers: no process, no round trip);
+        start one when there is none, so connection failures are reported (and retried)
+        here, before any command."""
+        if self.control_path is None or not _listening(self.control_path):
             self.run(Command("true"))
             self.round_trips -= 1  # the connection, not a command of the run
 
@@ -180,6 +181,18 @@ class OpensshTransport(Transport):
 
         with local_forward(open_channel, (remote_host, remote_port), name=self.host) as port:
             yield port
+
+
+def _listening(path: str) -> bool:
+    """Whether a master connection listens on its control socket (a stale socket left by
+    a dead one refuses; ssh replaces it)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
 
 
 def _communicate(process: subprocess.Popen[bytes], data: bytes,

@@ -83,11 +83,13 @@ def control_path(options: list[str], folder: str) -> str | None:
     return path if len(path.encode()) <= _SOCKET_PATH_MAX else None
 
 
-def client_argv(target: SshTarget, settings: SshSettings, folder: str) -> list[str]:
-    """`ssh OPTIONS -- HOST`: append the remote command (or use with `-O`, `-W`)."""
+def client_argv(target: SshTarget, settings: SshSettings,
+                folder: str) -> tuple[list[str], str | None]:
+    """`ssh OPTIONS -- HOST` (append the remote command, or use with `-W`) and the master
+    connection's socket (None: no master, every command connects)."""
     options = hop_options(target, settings)
     path = control_path([*options, target.host], folder)
     if path is not None:
         options += ["-o", "ControlMaster=auto", "-o", f"ControlPath={config_value(path, 'ssh')}",
                     "-o", f"ControlPersist={math.ceil(settings.control_persist)}"]
-    return ["ssh", *options, "--", destination(target)]
+    return ["ssh", *options, "--", destination(target)], path
