@@ -11,6 +11,7 @@ Exit codes: `orchestrator/exit_codes.py` (the one table; `orch --help` prints it
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import io
 import os
@@ -261,5 +262,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.OK
 
 
+def entry() -> None:
+    """The `orch` command: `main()`, then an exit that skips the interpreter's teardown of
+    every loaded module (~50 ms of a no-op apply's 0.5 s). Only once nothing is left to
+    wait for: atexit handlers run and the output is flushed first, and while a thread that
+    is not a daemon still runs, the normal exit waits for it."""
+    code = main()
+    others = [t for t in threading.enumerate()
+              if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+    if others:
+        sys.exit(code)
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # a reader that went away: nothing more to say to it
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
