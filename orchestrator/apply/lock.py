@@ -41,7 +41,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.errors import LockBusy, LockError, OrchError, ProbeError
+from orchestrator.errors import LockBusy, LockError, OrchError
+from orchestrator.facts.probe import probe_failed
 from orchestrator.runs.layout import safe_name
 from orchestrator.transport.base import Held, Transport
 from orchestrator.transport.command import Command
@@ -320,10 +321,8 @@ class HostLock:
         word = (answer or "").split(" ", 1)[0]
         if word == "probe" and len(fields) == 1:
             return str(fields[0])
-        said = str(fields[0]).strip()[-500:] if fields else repr((answer or "nothing")[:200])
-        raise ProbeError(f"{self.transport.host}: the fact program failed: {said}",
-                         hint="the host needs python3 (3.8 or newer) on the PATH of a "
-                              "non-interactive shell")
+        said = str(fields[0]) if fields else f"(it said {(answer or 'nothing')[:200]!r})"
+        raise probe_failed(self.transport.host, said)
 
     def acquire(self) -> None:
         """Block until the locks are ours; LockBusy names the holder, LockError the file

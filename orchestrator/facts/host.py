@@ -50,13 +50,14 @@ def parse_cpu_model(text: str) -> str:
 def host_facts() -> Dict[str, Any]:
     os_release = parse_os_release(read_text("/etc/os-release") or "")
     meminfo = parse_meminfo(read_text("/proc/meminfo") or "")
+    uname = os.uname()
     return {
         # uname(2), as socket.gethostname() and platform.release() read it, without their
         # imports (platform: only when os-release says nothing)
-        "hostname": os.uname().nodename,
+        "hostname": uname.nodename,
         "os": os_release.get("PRETTY_NAME") or platform.platform(),
-        "kernel": os.uname().release,
-        "arch": os.uname().machine,
+        "kernel": uname.release,
+        "arch": uname.machine,
         "python": ".".join(map(str, sys.version_info[:3])),
         "python_path": sys.executable,
         "cpu_count": os.cpu_count(),

@@ -31,9 +31,14 @@ def probe(transport: Transport, request: ProbeRequest, *,
     """Run the fact program on the host: one round trip."""
     result = transport.run(HOST_PYTHON, stdin=build_stdin(request), timeout=timeout, check=False)
     if result.returncode != 0:
-        raise ProbeError(
-            f"{transport.host}: the fact program failed (exit {result.returncode}): "
-            f"{result.stderr.strip()[-500:]}",
-            hint="the host needs python3 (3.8 or newer) on the PATH of a non-interactive shell",
-        )
+        raise probe_failed(transport.host, result.stderr, exit_code=result.returncode)
     return parse_answer(result.stdout)
+
+
+def probe_failed(host: str, said: str, *, exit_code: int | None = None) -> ProbeError:
+    """The error of a fact program that failed (run alone, or by the lock program)."""
+    code = "" if exit_code is None else f" (exit {exit_code})"
+    return ProbeError(
+        f"{host}: the fact program failed{code}: {said.strip()[-500:]}",
+        hint="the host needs python3 (3.8 or newer) on the PATH of a non-interactive shell",
+    )

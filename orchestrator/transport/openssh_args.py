@@ -1,7 +1,8 @@
 """The `ssh` command line of the OpenSSH transport, built from an inventory host (pure).
 
-Every inventory value goes into its own argv element (`-p`, `-l`, `-i`, the destination
-after `--`), never through a shell; the few that ssh parses as config text (`-o KEY=VALUE`)
+Every inventory value goes into its own argv element (`-p`, `-l`, the destination after
+`--`), never through a shell; the few that ssh parses as config text (`-o KEY=VALUE`:
+IdentityFile, UserKnownHostsFile)
 are double-quoted with `%` doubled, so a path with spaces, quotes or `%` stays one path and
 no ssh token expands in it. A jump becomes a ProxyCommand that runs this same builder's
 `ssh -W` for the jump host (its own port, user, key, known_hosts), each word quoted with
@@ -17,10 +18,9 @@ import shlex
 
 from orchestrator.errors import InventoryError
 from orchestrator.inventory import SshSettings
-from orchestrator.transport.ssh_config import known_hosts_path, named_config
+from orchestrator.transport.ssh_config import KEEPALIVE_SECONDS, known_hosts_path, named_config
 from orchestrator.transport.target import SshTarget
 
-KEEPALIVE_SECONDS = 30  # as the paramiko transport: notices a dead peer during long waits
 _SOCKET_PATH_MAX = 90  # sun_path is 108 bytes; ssh appends ".XXXXXXXXXXXXXXXX" while binding
 
 

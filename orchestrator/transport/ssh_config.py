@@ -13,6 +13,7 @@ from orchestrator.inventory import SshSettings
 from orchestrator.plan.source import MAX_FILE_BYTES
 
 DEFAULT_SSH_CONFIG = SshSettings.model_fields["config"].default
+KEEPALIVE_SECONDS = 30  # notices a dead peer during long quiet waits (service start-up)
 
 # Options that make ssh run a command on the controller, or read another file that could.
 _RUNS_COMMANDS = re.compile(

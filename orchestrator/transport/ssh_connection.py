@@ -28,13 +28,12 @@ import paramiko
 
 from orchestrator.errors import AuthError, InventoryError
 from orchestrator.inventory import SshSettings
-from orchestrator.transport.ssh_config import known_hosts_path, named_config
+from orchestrator.transport.ssh_config import KEEPALIVE_SECONDS, known_hosts_path, named_config
 from orchestrator.transport.ssh_errors import Hop, UnknownHostKey, translate
 from orchestrator.transport.target import SshTarget
 
 log = logging.getLogger("orchestrator.transport")
 
-KEEPALIVE_SECONDS = 30  # notices a dead peer during long quiet waits (service start-up)
 
 
 class RejectUnknownHostKeys(paramiko.MissingHostKeyPolicy):
