@@ -317,6 +317,9 @@ class HostLock:
     def probed(self, timeout: float) -> str:
         """The fact program's output, once the locks are held (ProbeError when it failed)."""
         answer = self.held.line(timeout=timeout) if self.held is not None else None
+        failure = self.held.failure() if self.held is not None and answer is None else None
+        if failure is not None:
+            raise failure
         fields = _fields(answer or "")
         word = (answer or "").split(" ", 1)[0]
         if word == "probe" and len(fields) == 1:
@@ -349,8 +352,11 @@ class HostLock:
             if busy is not None and word == "waiting" and not take:
                 self.on_wait(busy.describe())
                 continue
+            failure = self.held.failure() if answer is None else None
             self.held.release()
             self.held = None
+            if failure is not None:  # the connection ended it, not the lock program
+                raise failure
             if busy is not None and take:  # also with --wait: a gone holder is not waited for
                 self.took_over = busy
                 self.held = self._hold(evict=(busy.path, busy.text))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from orchestrator import masking
-from orchestrator.errors import CommandFailed
+from orchestrator.errors import CommandFailed, TransportError
 from orchestrator.transport.command import Command
 
 TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
@@ -56,6 +56,11 @@ class Held(abc.ABC):
     @abc.abstractmethod
     def release(self) -> None:
         """Close its input, so it ends; never raises."""
+
+    def failure(self) -> TransportError | None:
+        """Once `line` said it ended: the connection's failure that ended it, or None when
+        the command itself ended (or the transport cannot tell)."""
+        return None
 
 
 class Transport(abc.ABC):

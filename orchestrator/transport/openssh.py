@@ -44,6 +44,8 @@ from orchestrator.transport.tunnel import Channel, local_forward
 SSH_FAILED = 255  # ssh's own exit code for a connection or authentication failure
 CONTROL_FOLDER = "~/.orch/ssh"
 _CHUNK = 64 * 1024
+_ERR_KEPT = 8 * 1024  # of a held command's stderr: ssh's message is its last lines
+_ENDING_S = 2.0  # for a held ssh whose output ended to exit
 _NOT_RUN = re.compile(  # failures before the remote command could start: safe to repeat
     r"connection refused|connection timed out|timed out during banner|no route to host|"
     r"network is unreachable|kex_exchange_identification|could not resolve|"
@@ -161,12 +163,12 @@ class OpensshTransport(Transport):
         # Its input is a pipe only this process writes: when orch ends, however it ends, the
         # pipe closes, ssh sends end-of-file, and the held command ends on the host.
         process = subprocess.Popen([*self.argv, command.raw()], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         self.round_trips += 1
         if stdin and process.stdin is not None:
             with contextlib.suppress(OSError):  # it ended already: its output says why
                 process.stdin.write(stdin)
-        return _ProcessHeld(process)
+        return _ProcessHeld(process, self.host, self.control_path)
 
     # -- port forwarding --------------------------------------------------------------
 
@@ -239,25 +241,68 @@ def _communicate(process: subprocess.Popen[bytes], data: bytes,
 
 
 class _ProcessHeld(Held):
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        self.process = process
+    """A held `ssh`: its stdout read line by line, its stderr kept (the last few KB, read as
+    it comes so it never fills) for `failure`."""
+
+    def __init__(self, process: subprocess.Popen[bytes], host: str,
+                 control_path: str | None) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        self.process, self.host, self.control_path = process, host, control_path
         self.buffer = b""
+        self.err = b""
+        self.err_open = True
 
     def line(self, timeout: float | None = None) -> str | None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
+        assert self.process.stdout is not None and self.process.stderr is not None
+        out_fd, err_fd = self.process.stdout.fileno(), self.process.stderr.fileno()
         while b"\n" not in self.buffer:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([fd], [], [], wait)
+            ready, _, _ = select.select([out_fd, err_fd] if self.err_open else [out_fd], [], [],
+                                        wait)
             if not ready:
                 return None
-            chunk = os.read(fd, _CHUNK)
-            if not chunk:
-                return None
-            self.buffer += chunk
+            if err_fd in ready:
+                self._read_err(err_fd)
+            if out_fd in ready:
+                chunk = os.read(out_fd, _CHUNK)
+                if not chunk:
+                    return None
+                self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode(errors="replace")
+
+    def _read_err(self, fd: int) -> None:
+        chunk = os.read(fd, _CHUNK)
+        self.err_open = bool(chunk)
+        self.err = (self.err + chunk)[-_ERR_KEPT:]
+
+    def failure(self) -> TransportError | None:
+        """ssh's own failure (exit code 255 and its message), once the command has ended."""
+        try:
+            returncode = self.process.wait(_ENDING_S)
+        except subprocess.TimeoutExpired:
+            return None
+        assert self.process.stderr is not None
+        while self.err_open:  # ssh has exited: what is left of its stderr is there to read
+            self._read_err(self.process.stderr.fileno())
+        if returncode != SSH_FAILED:
+            return None
+        said = classify(self.err.decode(errors="replace"), self.host)
+        if said is None and self.control_path is not None and not self._master_alive():
+            # a command over a master that died exits 255 and says nothing
+            return ConnectError("the connection was lost while a command was held on the host "
+                                "(ssh's master connection ended)", host=self.host)
+        return said
+
+    def _master_alive(self) -> bool:
+        """Whether the master still answers (it closes its clients' sessions, then exits)."""
+        deadline = time.monotonic() + _ENDING_S
+        while self.control_path is not None and _listening(self.control_path):
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(0.02)
+        return False
 
     def release(self) -> None:
         with contextlib.suppress(OSError):
@@ -268,8 +313,9 @@ class _ProcessHeld(Held):
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
 
 
 class _ProcessChannel:

@@ -34,7 +34,7 @@ from typing import TypeVar
 import paramiko
 
 from orchestrator import masking
-from orchestrator.errors import CommandFailed, ConnectError
+from orchestrator.errors import CommandFailed, ConnectError, TransportError
 from orchestrator.inventory import SshSettings
 from orchestrator.transport.base import Held, Result, Transport, timed_out
 from orchestrator.transport.command import Command, atomic_write_command
@@ -56,6 +56,7 @@ SIGNALLED_EXIT_CODE = -1  # the command was killed by a signal (paramiko does no
 _CHUNK = 64 * 1024
 _WINDOW_WAIT = 0.005  # poll interval while stdin waits for the SSH window to open
 _WAKEUP_POLL = 0.05
+_LOSS_SEEN_S = 1.0  # for a dead connection to show as one, once its channel closed
 
 
 class _TimedOut(Exception):
@@ -248,7 +249,7 @@ class SshTransport(Transport):
         if stdin:
             with contextlib.suppress(Exception):  # it ended already: its output says why
                 channel.sendall(stdin)
-        return _SshHeld(channel)
+        return _SshHeld(channel, self.host)
 
     # -- port forwarding --------------------------------------------------------------
 
@@ -267,8 +268,8 @@ class SshTransport(Transport):
 
 
 class _SshHeld(Held):
-    def __init__(self, channel: paramiko.Channel) -> None:
-        self.channel = channel
+    def __init__(self, channel: paramiko.Channel, host: str) -> None:
+        self.channel, self.host = channel, host
         self.buffer = b""
 
     def line(self, timeout: float | None = None) -> str | None:
@@ -291,6 +292,18 @@ class _SshHeld(Held):
             select.select([self.channel.fileno()], [], [], _WAKEUP_POLL if wait is None else min(wait, _WAKEUP_POLL))
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode(errors="replace")
+
+    def failure(self) -> TransportError | None:
+        """A channel that ended with no exit status on a dead connection: the connection's."""
+        transport = self.channel.get_transport()
+        deadline = time.monotonic() + _LOSS_SEEN_S  # paramiko closes channels, then the transport
+        while self.channel.exit_status == -1 and transport is not None and transport.is_active() \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self.channel.exit_status != -1 or (transport is not None and transport.is_active()):
+            return None
+        return ConnectError("the connection was lost while a command was held on the host",
+                            host=self.host)
 
     def release(self) -> None:
         with contextlib.suppress(Exception):

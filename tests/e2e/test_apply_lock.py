@@ -17,9 +17,10 @@ import pytest
 import yaml
 from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
+from fixtures.transports import openssh_inventory
 
 from orchestrator.apply.lock import Holder, HostLock, lock_path, service_lock_path
-from orchestrator.errors import ProbeError
+from orchestrator.errors import ConnectError, ProbeError
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.transport import connect
 
@@ -224,3 +225,33 @@ def test_the_lock_program_runs_the_probe_once_it_holds_the_locks(tmp_path: Path)
     with pytest.raises(ProbeError, match=r"(?s)the fact program failed: .*RuntimeError: no facts here"):
         failing.probed(timeout=30)
     failing.release()
+
+
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_a_host_lost_while_its_lock_program_waits_is_a_connection_error(
+        client: str, tmp_path: Path) -> None:
+    """The connection, not the lock program, ended the wait: the apply says so (not "the host
+    needs python3"), on both SSH clients."""
+    path = str(tmp_path / ".orch" / "apply-h1.lock")
+    first = hold(path, other())
+    sshd = SshServer(tmp_path / "sshd").start()  # its own: this one goes away
+    inventory = openssh_inventory(sshd) if client == "openssh" else sshd.inventory(1)
+    transport = connect("h1", inventory)
+    waits: list[str] = []
+
+    def host_goes_away(holder: str) -> None:
+        waits.append(holder)
+        sshd.go_away()
+
+    lock = HostLock(transport, (path,), Holder.me("runs/x", "apply"), wait=True,
+                    break_lock=False, on_wait=host_goes_away)
+    try:
+        with pytest.raises(ConnectError, match=r"connection|Connection") as caught:
+            lock.acquire()
+    finally:
+        lock.release()
+        transport.close()
+        first.release()
+        sshd.stop()
+    assert waits and "alice" in waits[0]
+    assert "python3" not in str(caught.value)
