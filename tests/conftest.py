@@ -3,6 +3,11 @@ tests/fixtures/, one module per concept, and are registered here."""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["fixtures.sshd", "fixtures.netns", "fixtures.transports"]
@@ -22,6 +27,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # a slow module says so itself: `pytestmark = pytest.mark.slow`
         if "real_heavy" in item.keywords and not heavy:
             item.add_marker(skip)
-    # The real vLLM module is the longest file (one server, several start-ups): first, so one
-    # worker runs it while the other works through the rest.
-    items.sort(key=lambda item: "real_vllm" not in item.keywords)
+    # Longest file first (scripts/test runs whole files on workers, in this order: with
+    # --no-loadscope-reorder), so no worker is left alone with a long file at the end.
+    seconds = _durations()
+    per_file: dict[str, float] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        per_file[path] = per_file.get(path, 0.0) + _UNKNOWN_TEST_S
+    cost = {path: seconds.get(path, guess) for path, guess in per_file.items()}
+    items.sort(key=lambda item: (-cost[item.nodeid.split("::", 1)[0]],
+                                 item.nodeid.split("::", 1)[0]))
+
+
+_UNKNOWN_TEST_S = 0.1  # a file the durations table does not know: this much a test
+
+
+def _durations() -> dict[str, float]:
+    """tests/durations.tsv: seconds per test file in a whole run."""
+    table = Path(__file__).with_name("durations.tsv")
+    found: dict[str, float] = {}
+    for line in table.read_text().splitlines() if table.exists() else []:
+        if line and not line.startswith("#"):
+            path, seconds = line.split("\t")
+            found[path] = float(seconds)
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """ORCH_TEST_TIMELINE=FILE: each test's worker, start and end (seconds since the epoch)
+    appended to FILE, to see where a run's workers sat idle (scripts/test_timeline.py)."""
+    timeline = os.environ.get("ORCH_TEST_TIMELINE")
+    started = time.time()
+    try:
+        return (yield)
+    finally:
+        if timeline:
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            with open(timeline, "a") as out:
+                out.write(f"{worker}\t{started:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
