@@ -60,7 +60,8 @@ def test_tokens_usage_and_the_reasoning_split(tmp_path: Path, version: str) -> N
         assert row["output_tokens"] - row["counted_chunks"] in (0, 1)
         assert row["reasoning_tokens"] > 0 and row["content_tokens"] > 0
         assert row["reasoning_tokens"] + row["content_tokens"] == row["output_tokens"]
-        assert row["ttft_content_ms"] > row["ttft_ms"]  # reasoning comes first
+        # reasoning comes first (in the same read under load: the same clock reading)
+        assert row["ttft_content_ms"] >= row["ttft_ms"]
     assert c2["total_reasoning_tokens"] + c2["total_content_tokens"] == c2["total_output_tokens"]
 
 
