@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,6 +114,7 @@ def by_scan(events: list[bytes], keep_text: bool) -> dict[str, object]:
     cuts=st.lists(st.integers(0, 1 << 20), max_size=6),
     keep_text=st.booleans(),
 )
+@pytest.mark.slow
 def test_fast_paths_agree_with_the_key_scan(
     events: list[bytes], sizes: list[int], one_per_chunk: bool, cuts: list[int], keep_text: bool
 ) -> None:

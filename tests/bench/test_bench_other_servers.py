@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 
@@ -17,6 +18,8 @@ from orchestrator.bench.level import LevelRun, LevelSpec
 from orchestrator.bench.sweep import SweepResult
 from orchestrator.bench.target import ServerInfo
 from orchestrator.runs.records import LevelResult
+
+pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 

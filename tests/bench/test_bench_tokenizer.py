@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -40,6 +41,7 @@ def run(tmp_path: Path, *extra: str) -> tuple[int, str, list[dict], dict]:
     return result.returncode, said, rows, json.loads((out / "level-c2.json").read_text())
 
 
+@pytest.mark.slow
 def test_tokens_are_counted_by_the_given_tokenizer_when_the_server_sends_no_usage(
     tmp_path: Path,
 ) -> None:
@@ -58,6 +60,7 @@ def test_tokens_are_counted_by_the_given_tokenizer_when_the_server_sends_no_usag
     assert "tokens by the tokenizer" in said
 
 
+@pytest.mark.slow
 def test_without_a_tokenizer_the_chunks_are_counted_and_said_so(tmp_path: Path) -> None:
     code, said, rows, level = run(tmp_path)
     assert code == 0, said
@@ -65,6 +68,7 @@ def test_without_a_tokenizer_the_chunks_are_counted_and_said_so(tmp_path: Path) 
     assert level["token_source"] == "counted" and "tokens counted from chunks" in said
 
 
+@pytest.mark.slow
 def test_a_tokenizer_path_that_holds_none_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     code, said, _, _ = run(tmp_path, "--tokenizer", str(tmp_path / "empty"))

@@ -100,6 +100,7 @@ def exporter() -> Iterator[str]:
             process.terminate()
 
 
+@pytest.mark.slow
 def test_the_sampler_fills_the_gpu_telemetry_block(exporter: str) -> None:
     assert answers(exporter) and not answers(exporter.replace("/metrics", "/nothing"))
     sampler = DcgmSampler(exporter, 0.1)

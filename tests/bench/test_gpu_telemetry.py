@@ -314,6 +314,7 @@ def bin_dir(tmp_path: Path) -> Path:
     return install(tmp_path / "bin")
 
 
+@pytest.mark.slow
 def test_the_sampler_over_the_local_transport(bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NVIDIA_SMI_RAMP_S", "0.3")
@@ -331,6 +332,7 @@ def gpu_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuSshServer]
         yield server
 
 
+@pytest.mark.slow
 def test_the_sampler_over_ssh_with_the_stand_in_on_the_host_path(gpu_sshd: GpuSshServer) -> None:
     inventory = gpu_sshd.inventory(1)
     mark = gpu_sshd.log_mark()

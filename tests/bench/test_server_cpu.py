@@ -207,6 +207,7 @@ def _repeat(sampler: ServerCpuSampler, seconds: float) -> list[Snapshot]:
     return sampler.snapshots()
 
 
+@pytest.mark.slow
 def test_the_busy_child_reads_one_core_and_the_idle_one_none(transport: Transport, tree: ServicePaths) -> None:
     sampler = ServerCpuSampler(transport, main_pid("process", tree), interval=0.5)
     snaps = _repeat(sampler, 2.0)
@@ -227,6 +228,7 @@ def test_the_busy_child_reads_one_core_and_the_idle_one_none(transport: Transpor
     assert transport.round_trips == 1  # one held command per repeat, whatever the readings
 
 
+@pytest.mark.slow
 def test_a_server_that_is_gone_or_a_host_without_python_says_why(
         tree: ServicePaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     never = ServicePaths.for_venv(str(tmp_path / "other"), "never-started")
@@ -287,6 +289,7 @@ def own_session_simulator(tmp_path: Path) -> Iterator[SimulatorProcess]:
         sim.stop()
 
 
+@pytest.mark.slow
 def test_a_sweep_s_level_file_has_the_server_s_cpu(tmp_path: Path, own_session_simulator: SimulatorProcess) -> None:
     config = Bench.model_validate({"concurrency": [4], "duration": "2s", "repeats": 2, "warmup": 0,
                                    "max_tokens": 64, "gpu_telemetry": None})
@@ -316,6 +319,7 @@ def _stage(tmp_path: Path, engine: str) -> BenchStage:
     return BenchStage(plan, step, None, Console(), None)
 
 
+@pytest.mark.slow
 def test_apply_samples_a_real_server_through_its_pidfile_and_never_the_simulator(
         tmp_path: Path, tree: ServicePaths) -> None:
     stage = _stage(tmp_path, "vllm")

@@ -67,6 +67,7 @@ def test_usage_errors_exit_64_with_the_commands_own_usage(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_plan_is_0_when_it_succeeds_and_detailed_exitcode_says_pending(tmp_path: Path) -> None:
     """Terraform's convention: `set -e` scripts go on after a plan with changes pending;
     --detailed-exitcode (as `orch diff --exit-code`) makes pending changes exit 2."""
@@ -86,6 +87,7 @@ def test_plan_is_0_when_it_succeeds_and_detailed_exitcode_says_pending(tmp_path:
     assert orch("plan", broken, "--detailed-exitcode", cwd=tmp_path).returncode == ExitCode.ERROR
 
 
+@pytest.mark.slow
 def test_diff_exit_code_says_whether_the_plans_differ(tmp_path: Path) -> None:
     other = ROOT / "plans" / "sim" / "minimax-m2.5.yaml"
     assert orch("diff", SIM_PLAN, SIM_PLAN, "--exit-code", cwd=tmp_path).returncode == ExitCode.OK
@@ -95,6 +97,7 @@ def test_diff_exit_code_says_whether_the_plans_differ(tmp_path: Path) -> None:
     assert missing.returncode == ExitCode.ERROR  # an error is never mistaken for "differ"
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     # Enough output that the reader is gone before orch is done writing.
     plan = tmp_path / "files.yaml"
@@ -108,6 +111,7 @@ def test_a_closed_pipe_is_not_an_error(tmp_path: Path) -> None:
     assert listing.returncode == 0 and listing.stderr == ""
 
 
+@pytest.mark.slow
 def test_apply_goes_on_when_its_reader_leaves(tmp_path: Path) -> None:
     plan = tmp_path / "files.yaml"
     files = [{"path": str(tmp_path / f"f{i}.conf"), "content": f"{i}\n"} for i in range(200)]
@@ -174,6 +178,7 @@ def test_completion_scripts_know_every_command_and_load_in_their_shell(
         assert "apply" in probe.stdout.split()
 
 
+@pytest.mark.slow
 def test_a_retried_connection_is_reported_once_per_retry(tmp_path: Path) -> None:
     with socket.socket() as closed:  # a port nobody listens on: refused, transient, retried
         closed.bind(("127.0.0.1", 0))

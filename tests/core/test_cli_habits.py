@@ -60,6 +60,7 @@ def test_sim_serve_keeps_vllms_own_flags(tmp_path: Path) -> None:
     assert "is not an orch option" not in result.stderr
 
 
+@pytest.mark.slow
 def test_debug_after_the_command_as_before_it(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nhosts: localhost\nfiles: [{path: relative, content: x}]\n")
@@ -71,6 +72,7 @@ def test_debug_after_the_command_as_before_it(tmp_path: Path) -> None:
     assert orch("validate", SIM_PLAN, "--debug", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.slow
 def test_logs_f_is_an_overlay_and_says_follow_is_follow(tmp_path: Path) -> None:
     for extra in (["-f"], ["-f", "--lines", "5"]):
         result = orch("logs", SIM_PLAN, *extra, cwd=tmp_path)
@@ -100,6 +102,7 @@ INVENTORY = {"hosts": {name: {"connection": "local"} for name in ("gpu1", "gpu2"
     ("cpu1,gpu2", "gpu2, cpu1"),
     ("g*:!gpu1", "gpu2, gpu3"),  # a pattern matches group names too
 ])
+@pytest.mark.slow
 def test_limit_takes_groups_and_patterns(tmp_path: Path, limit: str, hosts: str) -> None:
     plan, inventory = _limited(tmp_path)
     result = orch("plan", plan, "-i", inventory, "--limit", limit, cwd=tmp_path)
@@ -107,6 +110,7 @@ def test_limit_takes_groups_and_patterns(tmp_path: Path, limit: str, hosts: str)
     assert result.stdout.startswith(f"plan (check mode) limited on {hosts}\n"), result.stdout
 
 
+@pytest.mark.slow
 def test_a_limit_that_matches_nothing_names_the_hosts_and_groups(tmp_path: Path) -> None:
     plan, inventory = _limited(tmp_path)
     result = orch("plan", plan, "-i", inventory, "--limit", "tpu*", cwd=tmp_path)
@@ -137,6 +141,7 @@ MATRIX_BASE = {
 }
 
 
+@pytest.mark.slow
 def test_validate_checks_the_matrix_as_plan_does(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump({**MATRIX_BASE, "matrix": {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from fixtures.orchcli import last_run, orch
 
@@ -27,6 +28,7 @@ def test_files_of_any_name_and_content_come_back_in_one_command(tmp_path: Path) 
     assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
 
 
+@pytest.mark.slow
 def test_apply_collects_what_the_plan_names_and_fails_on_a_missing_required_file(tmp_path: Path) -> None:
     kept = tmp_path / "nvidia-smi.txt"
     kept.write_text("GPU 0: RTX PRO 6000\n")

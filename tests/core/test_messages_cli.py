@@ -48,6 +48,7 @@ def _piped(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
                           env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_logs_of_a_service_that_never_ran_says_so_and_fails(tmp_path: Path) -> None:
     plan = _sim_plan(tmp_path)
     name = f"msg-{tmp_path.name[-10:]}"
@@ -104,6 +105,7 @@ def _silent_port() -> Iterator[int]:
         yield port
 
 
+@pytest.mark.slow
 def test_a_host_that_never_speaks_ssh_fails_once_within_its_connect_timeout(
         tmp_path: Path, silent_port: int) -> None:
     inventory = tmp_path / "inventory.yaml"
@@ -124,6 +126,7 @@ def test_a_host_that_never_speaks_ssh_fails_once_within_its_connect_timeout(
     assert elapsed < 2 + 6  # one connect_timeout, plus orch's start-up on a busy machine
 
 
+@pytest.mark.slow
 def test_a_host_missing_from_the_built_in_inventory_hints_at_dash_i(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({"name": "gpu", "hosts": "gpu1", "commands": [
@@ -147,6 +150,7 @@ def test_a_host_missing_from_the_built_in_inventory_hints_at_dash_i(tmp_path: Pa
     assert "hint: known: " in given.stderr and "pass the inventory" not in given.stderr
 
 
+@pytest.mark.slow
 def test_bench_null_is_said_once_by_orch_plan(tmp_path: Path) -> None:
     dropped = orch("plan", SIM_PLAN, "--set", "bench=null", "--set",
                    f"python.venv={tmp_path / 'venv'}", cwd=tmp_path)
@@ -185,6 +189,7 @@ def test_piped_orch_diagnose_is_as_wide_as_its_text(tmp_path: Path) -> None:
     assert max(len(line) for line in _piped("diagnose", short, cwd=tmp_path).stdout.splitlines()) < 120
 
 
+@pytest.mark.slow
 def test_the_inventory_orch_init_writes_names_host_variables_as_a_plan_reads_them(
         tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on: connecting fails fast

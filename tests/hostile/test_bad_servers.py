@@ -44,6 +44,7 @@ def _level(out: Path) -> dict[str, object]:
      "usage.completion_tokens is '12': not a token count"),
 ], ids=["content-length-abc", "content-length-negative", "data-not-json", "data-broken-json",
         "stream-as-html", "negative-usage", "usage-as-text"])
+@pytest.mark.slow
 def test_an_answer_that_is_not_an_answer_is_a_failed_request(tmp_path: Path, how: Misbehaviour,
                                                               reason: str) -> None:
     out = tmp_path / "out"
@@ -56,6 +57,7 @@ def test_an_answer_that_is_not_an_answer_is_a_failed_request(tmp_path: Path, how
 
 
 @pytest.mark.parametrize("scale", ["nan", "-1", "0", "inf", "abc"])
+@pytest.mark.slow
 def test_a_time_scale_that_is_not_one_is_ignored(tmp_path: Path, scale: str) -> None:
     out = tmp_path / "out"
     with hostile_server(Misbehaviour(simulator=f"profile=x; time-scale={scale}")) as url:

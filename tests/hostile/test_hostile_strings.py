@@ -108,6 +108,7 @@ def test_package_index_urls_arrive_unchanged(transport: Transport, value: str) -
 
 @SETTINGS
 @given(value=HOSTILE)
+@pytest.mark.slow
 def test_environment_values_arrive_unchanged(transport: Transport, value: str) -> None:
     plan = _load({"name": "p", "python": {"venv": str(WORK / "venv")}, "env": {"HOSTILE": value},
                   "service": {"model": "m"}})

@@ -21,6 +21,8 @@ from fixtures.sshd import free_port
 from orchestrator.bench.dcgm import DcgmSampler, answers, parse_dcgm
 from orchestrator.bench.server_metrics import parse_checked
 
+pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
+
 VLLM = ('# HELP vllm:num_requests_running Number of requests running.\n'
         '# TYPE vllm:num_requests_running gauge\n'
         'vllm:num_requests_running{model_name="m"} 1\n'

@@ -91,6 +91,7 @@ def test_a_hand_edited_meta_naming_a_host_outside_is_an_error_not_a_read(tmp_pat
     assert "cannot name a folder" in output
 
 
+@pytest.mark.slow
 def test_collected_paths_keep_one_file_each(tmp_path: Path) -> None:
     """`/x/a/b` and `/x/a_b` once mapped to one file name: apply said 2 files and kept one."""
     (tmp_path / "a").mkdir()

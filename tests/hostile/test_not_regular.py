@@ -62,6 +62,7 @@ def test_a_folder_where_a_file_goes_is_refused(tmp_path: Path) -> None:
     assert list((tmp_path / "conf.d").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_collect_skips_fifos_and_devices_with_a_word_and_keeps_the_rest(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.log"
     os.mkfifo(fifo)

@@ -21,6 +21,7 @@ import yaml
 from fixtures.orchcli import orch
 
 
+@pytest.mark.slow
 def test_sighup_ends_an_apply_as_an_interrupt(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({"name": "hup", "hosts": "localhost", "commands": [
@@ -91,6 +92,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129),
                                               (signal.SIGINT, 0)],
                          ids=["SIGTERM", "SIGHUP", "SIGINT"])
+@pytest.mark.slow
 def test_a_signal_ends_logs_follow_with_its_code(served: tuple[Path, Path], signum: int,
                                                  code: int) -> None:
     """`orch logs --follow` on a running service: SIGTERM and SIGHUP end it with 143 and 129

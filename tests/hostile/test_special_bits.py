@@ -8,6 +8,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
 from fixtures.orchcli import orch
 
 
@@ -32,6 +33,7 @@ def test_a_setuid_mode_is_refused_at_its_line_and_nothing_is_written(tmp_path: P
     assert not (tmp_path / "runs").exists()  # refused before a run folder exists
 
 
+@pytest.mark.slow
 def test_a_setuid_mode_the_plan_asks_for_is_written_and_converges(tmp_path: Path) -> None:
     plan = _plan(tmp_path, special_bits=True)
     applied = orch("apply", plan, cwd=tmp_path, timeout=120)

@@ -514,6 +514,7 @@ def test_unreadable_ini_files_are_refused_like_yaml_ones(tmp_path: Path) -> None
 # -- end to end ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_orch_plan_with_an_ansible_inventory(tmp_path: Path) -> None:
     (tmp_path / "hosts.ini").write_text("[sim]\nlocalhost ansible_connection=local\n")
     result = orch("plan", ROOT / "plans" / "sim" / "kimi-nvfp4.yaml", "-i", tmp_path / "hosts.ini",

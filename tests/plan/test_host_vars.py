@@ -115,6 +115,7 @@ def test_group_vars_must_name_a_group(tmp_path: Path) -> None:
         load_inventory(bad)
 
 
+@pytest.mark.slow
 def test_apply_writes_each_hosts_values_and_show_origin_names_their_entries(tmp_path: Path) -> None:
     out = tmp_path / "out"
     path, _ = _files(tmp_path, {"files": [{"path": f"{out}/${{host.name}}.conf",

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "plan" / "bad"
 
@@ -42,6 +44,7 @@ def test_validate_reports_each_plan_and_fails_on_a_bad_one() -> None:
     assert result.stderr.count("FAIL ") == 2
 
 
+@pytest.mark.slow
 def test_validate_applies_overlays_and_sets() -> None:
     result = orch("validate", "plans/kimi-nvfp4.yaml", "--set", "service.port=http")
     assert result.returncode == 1

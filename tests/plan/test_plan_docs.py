@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 import yaml
 
 from orchestrator.plan.docs import REGENERATE, json_schema, render_reference, sections
@@ -82,6 +83,7 @@ def test_the_schema_still_catches_unknown_keys_and_wrong_types() -> None:
     assert _errors({"bench": {"concurrency": [1, 2], "mode": "sideways"}}) == ["bench.mode"]
 
 
+@pytest.mark.slow
 def test_the_show_origin_example_in_the_docs_is_what_orch_prints() -> None:
     doc = (ROOT / "docs" / "plans.md").read_text()
     marker = "<!-- real output of: orch plan plans/sim/kimi-nvfp4.yaml --show-origin --set service.port=8001 -->"

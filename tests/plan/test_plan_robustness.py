@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -75,6 +76,7 @@ def test_any_text_loads_or_fails_with_a_plan_error(text: str) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.sampled_from(_KEYS), _data, max_size=5))
+@pytest.mark.slow
 def test_any_structure_loads_or_fails_with_a_plan_error(data: dict[str, Any]) -> None:
     _load(yaml.safe_dump({"name": "p", **data}))
 

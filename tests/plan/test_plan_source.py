@@ -66,6 +66,7 @@ def test_parse_errors(text: str, fragment: str, line: int | None) -> None:
     assert raised.value.line == line
 
 
+@pytest.mark.slow
 def test_alias_bombs_are_bounded() -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 7)]

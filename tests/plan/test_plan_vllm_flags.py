@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from fixtures.orchcli import orch
 
@@ -72,6 +73,7 @@ def test_orch_plan_refuses_it_before_asking_any_host(tmp_path: Path) -> None:
     assert not (tmp_path / "venv").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_the_flags_of_the_pinned_release_any_build(tmp_path: Path) -> None:
     # --swap-space is 0.17.1's, gone by 0.32.0; --numa-bind is new in 0.32.0.
     old = _plan(tmp_path, {"args": {"swap-space": 4, "no-enable-prefix-caching": True,
@@ -87,6 +89,7 @@ def test_the_flags_of_the_pinned_release_any_build(tmp_path: Path) -> None:
     assert "numa-bind" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_release_without_a_table_is_left_to_the_host_and_debug_says_so(tmp_path: Path) -> None:
     plan = _plan(tmp_path, {"args": {"tensor-paralel-size": 8}}, packages=("vllm==0.18.0",))
     result = orch("--debug", "validate", plan, cwd=tmp_path)
@@ -111,6 +114,7 @@ def test_a_flag_with_its_own_field_still_names_that_field(tmp_path: Path) -> Non
     assert "has no flag" not in result.stderr
 
 
+@pytest.mark.slow
 def test_simulated_plans_are_checked_against_the_vllm_they_emulate(tmp_path: Path) -> None:
     sim = ROOT / "plans" / "sim" / "kimi-nvfp4.yaml"  # emulates vLLM 0.17.1 (vars.vllm_version)
     typo = ["--set", "service.args.tensor-paralel-size=8"]

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.service.backends import ServicePaths, stop_command, watch_command
 from orchestrator.service.readiness import parse_watch
 from orchestrator.transport.local import LocalTransport
@@ -49,6 +51,7 @@ def test_a_reused_pid_is_neither_alive_nor_signalled(tmp_path: Path) -> None:
         stranger.wait()
 
 
+@pytest.mark.slow
 def test_stop_kills_the_group_it_started_even_when_the_leader_is_gone(tmp_path: Path) -> None:
     paths = ServicePaths.for_venv(str(tmp_path), "svc")
     Path(paths.state_dir).mkdir(parents=True)
@@ -68,6 +71,7 @@ def test_stop_kills_the_group_it_started_even_when_the_leader_is_gone(tmp_path: 
     assert status in ("gone", "Z")
 
 
+@pytest.mark.slow
 def test_what_a_dead_leader_left_of_its_group_is_seen_then_stopped(tmp_path: Path) -> None:
     """vLLM's API server SIGKILLed leaves its EngineCore and workers alive in its process
     group (reparented to init): the probe names them, status says so, stop ends them."""
@@ -102,6 +106,7 @@ def test_what_a_dead_leader_left_of_its_group_is_seen_then_stopped(tmp_path: Pat
         subprocess.run(["kill", "-9", str(worker)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_stop_ends_the_whole_session_even_what_left_its_group(tmp_path: Path) -> None:
     """A Ray node's `ray::IDLE` worker makes a process group of its own: the group kill misses
     it, the session does not (the service was started with setsid)."""

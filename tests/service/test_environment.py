@@ -92,6 +92,7 @@ def test_nvidia_smi_and_collect_env_are_kept(tmp_path: Path, venv: Path,
                                     "vllm collect-env kept (")
 
 
+@pytest.mark.slow
 def test_without_nvidia_smi_or_in_time_nothing_fails_and_the_folder_says_why(
         tmp_path: Path, venv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no nvidia-smi on this machine's PATH
@@ -106,6 +107,7 @@ def test_without_nvidia_smi_or_in_time_nothing_fails_and_the_folder_says_why(
     assert isinstance(said[0], StageEvent) and said[0].status == "ok"
 
 
+@pytest.mark.slow
 def test_a_failing_collect_env_and_a_venv_without_vllm(tmp_path: Path, venv: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLLECT_ENV_EXIT", "3")

@@ -14,6 +14,8 @@ from orchestrator.service.backends import BASE_ENV, ServicePaths, start_command,
 from orchestrator.service.launch import LaunchSpec, render_env_file
 from orchestrator.transport.base import Transport
 
+pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
+
 
 @pytest.fixture(autouse=True)
 def _controller_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -110,6 +110,7 @@ def test_its_crash_signatures_name_the_cause_and_the_fix(line: str, key: str) ->
     assert found[0].fix and found[0].evidence_line.endswith(line[-20:])
 
 
+@pytest.mark.slow
 def test_orch_bench_reads_sglangs_metric_names(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with running_simulator(profile="instant") as sim, renaming_proxy(sim.base_url, TO_SGLANG) as url:

@@ -21,6 +21,8 @@ from orchestrator.server_client import ServerClient
 from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.launch import render_env_file, render_launch
 
+pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
+
 testing = pytest.importorskip("orchestrator.sim.testing", reason="the simulator has not landed")
 
 ISSUE_SMOKE = [

@@ -147,6 +147,7 @@ def test_a_republished_branch_moves_and_the_old_commit_stays(hub: StandInHub, tm
     assert got_old.name == old and got_new.name == new
 
 
+@pytest.mark.slow
 def test_a_cut_download_is_resumed_with_a_range(hub: StandInHub, tmp_path: Path) -> None:
     """huggingface_hub writes what it read in whole DOWNLOAD_CHUNK_SIZE (10 MiB) pieces, so it
     resumes a cut download from the last whole piece (and restarts one cut within the first,
@@ -165,6 +166,7 @@ def test_a_cut_download_is_resumed_with_a_range(hub: StandInHub, tmp_path: Path)
         (None, 200, cut), (f"bytes={chunk}-", 206, None)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_download_cut_within_its_first_chunk_restarts(hub: StandInHub, tmp_path: Path) -> None:
     folder = _small_model(tmp_path / "model")
     hub.store.publish(REPO, folder)

@@ -70,6 +70,7 @@ def _samples(page: str, name: str) -> list[float]:
 
 @pytest.mark.parametrize(("dtype", "tokens", "blocks", "most_running"),
                          [("auto", 224_768, 14_048, 28), (None, 449_536, 28_096, 30)])
+@pytest.mark.slow
 def test_a_real_server_runs_what_its_cache_holds_and_queues_the_rest(
         dtype: str | None, tokens: int, blocks: int, most_running: int) -> None:
     with running_simulator(time_scale=0.03, startup_time_scale=0.0005, kv_cache_dtype=dtype,

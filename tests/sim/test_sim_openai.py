@@ -40,6 +40,7 @@ def ask(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
 
+@pytest.mark.slow
 def test_streaming_with_reasoning_and_usage(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
         model="kimi-k2.5", messages=ask("Why is the sky blue?"), stream=True,

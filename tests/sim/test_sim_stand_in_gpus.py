@@ -80,6 +80,7 @@ def test_profiles_without_gpus_have_no_stand_in() -> None:
     assert PROFILES["kimi-k2.5-nvfp4-marlin-fallback"].gpu == KIMI_NVFP4.gpu
 
 
+@pytest.mark.slow
 def test_a_served_stand_in_follows_the_engine() -> None:
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 48, "ignore_eos": True}
     with running_simulator(profile=MINIMAX_EP.name, time_scale=0.1, startup_time_scale=0.0005,

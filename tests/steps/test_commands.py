@@ -67,6 +67,7 @@ def test_two_commands_with_one_name_are_refused(tmp_path: Path) -> None:
         load_plan(_plan(tmp_path, [{"name": "x", "run": ["a"]}, {"name": "x", "run": ["b"]}]))
 
 
+@pytest.mark.slow
 def test_plan_shows_what_would_run_and_apply_runs_it_once(tmp_path: Path) -> None:
     marker = tmp_path / "made"
     hostile = "a'b; touch /tmp/orch-pwned $(id) `id` \\n"
@@ -103,6 +104,7 @@ def test_plan_shows_what_would_run_and_apply_runs_it_once(tmp_path: Path) -> Non
     assert lines == ["               - run early: true (no guard: runs on every apply)"]
 
 
+@pytest.mark.slow
 def test_a_failing_or_hanging_command_fails_the_apply_and_keeps_its_output(tmp_path: Path) -> None:
     plan = _plan(tmp_path, [{"name": "fails", "shell": "echo partial; echo broken >&2; exit 3"}])
     failed = orch("apply", plan, cwd=tmp_path)

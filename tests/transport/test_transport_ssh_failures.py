@@ -177,6 +177,7 @@ def test_a_peer_that_closes_at_once_is_still_retried(sshd: SshServer) -> None:
         listener.close()
 
 
+@pytest.mark.slow
 def test_connection_dropped_mid_command_is_recovered(sshd: SshServer) -> None:
     retries = Retries()
     inventory = sshd.inventory(1)
