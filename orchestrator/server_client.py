@@ -15,12 +15,13 @@ import json
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ServerUnreachable
 from orchestrator.masking import mask
+
+if TYPE_CHECKING:  # imported by the first client: ~0.1 s that `orch plan` and the like never need
+    import httpx
 
 SIMULATOR_HEADER = "x-orch-simulator"
 # /health, /v1/models, /version and a one-token chat answer in a few KB: a larger answer, or
@@ -88,6 +89,8 @@ def error_message(text: str) -> str:
 class ServerClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
+        import httpx
+
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout)
         self._timeout = timeout
@@ -105,6 +108,8 @@ class ServerClient:
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One whole answer, read within the timeout and MAX_ANSWER bytes (a trickle or a
         body without end is cut there and said, never waited on)."""
+        import httpx
+
         url = f"{self.base_url}{path}"
         deadline = time.monotonic() + self._timeout
         try:
@@ -193,6 +198,8 @@ class ServerClient:
         """POST a streamed chat completion and read it all: content and reasoning (from
         `delta.reasoning`, or the older `delta.reasoning_content`), usage, finish reason.
         Never raises: a failure is the answer's `error`."""
+        import httpx
+
         out = ChatAnswer()
         content: list[str] = []
         reasoning: list[str] = []

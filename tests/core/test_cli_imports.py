@@ -1,0 +1,25 @@
+"""What an `orch` process imports decides what it costs to start (hundreds of them run in a
+test suite, one per command an SRE types): the libraries a command does not use stay out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("httpx", "paramiko", "tenacity")  # ~0.1 s, ~0.2 s and 10 ms of start-up
+
+
+def _imported(*args: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "orchestrator.cli", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+def test_plan_on_this_machine_imports_no_http_or_ssh_client() -> None:
+    imported = _imported("plan", "plans/sim/kimi-nvfp4.yaml")
+    assert "orchestrator.apply.run" in imported  # the measurement sees orch's own imports
+    assert [name for name in HEAVY if name in imported] == []
