@@ -172,10 +172,13 @@ def _no_banner(hop: Hop, waited: float) -> PermanentConnectError:
 
 
 def _not_ssh(hop: Hop, timeout: float = 2.0) -> str | None:
-    """What the port says first, when that is not an SSH banner (None: SSH, or silence)."""
+    """What the port answers a client's banner, when that is not an SSH banner (None: SSH,
+    or silence). The banner is sent first: a server that waits for its client to speak (HTTP)
+    answers it at once, where it would say nothing to a client that only listens."""
     try:
         with socket.create_connection((hop.host, hop.port), timeout=timeout) as sock:
             sock.settimeout(timeout)
+            sock.sendall(b"SSH-2.0-orch_probe\r\n")
             first = sock.recv(200)
     except OSError:
         return None

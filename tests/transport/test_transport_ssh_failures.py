@@ -177,6 +177,45 @@ def test_a_peer_that_closes_at_once_is_still_retried(sshd: SshServer) -> None:
         listener.close()
 
 
+def test_an_http_server_on_the_port_is_named_however_long_it_waits_for_a_request(
+        sshd: SshServer) -> None:
+    """An HTTP server speaks only once spoken to (and waits long for it): orch's look at what
+    the port is sends a client banner, so the answer comes at once and is quoted."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def answer_requests() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn = listener.accept()[0]
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(30)  # as nginx does: a minute for the request's first line
+                try:
+                    if conn.recv(4096):
+                        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    continue
+
+    thread = threading.Thread(target=answer_requests, daemon=True)
+    thread.start()
+    try:
+        inventory = sshd.inventory(1, address="127.0.0.1", port=listener.getsockname()[1],
+                                   ssh=sshd.ssh_settings(connect_retries=2))
+        retries = Retries()
+        started = time.monotonic()
+        with pytest.raises(PermanentConnectError, match=r"is not an SSH server \(it said "
+                           r"'HTTP/1.1 400 Bad Request'\)"):
+            _connect(inventory, retries)
+        assert retries.calls == [] and time.monotonic() - started < 10
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
 @pytest.mark.slow
 def test_connection_dropped_mid_command_is_recovered(sshd: SshServer) -> None:
     retries = Retries()
