@@ -10,6 +10,7 @@ each worker's busy and idle time and when it finished, and the files that took l
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections import defaultdict
 
@@ -49,6 +50,7 @@ def main(path: str, write: str | None = None, top: int = 15) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     arguments = sys.argv[1:]
     if len(arguments) not in (1, 3) or (len(arguments) == 3 and arguments[1] != "--write"):
         sys.exit(__doc__)
