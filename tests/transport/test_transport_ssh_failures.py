@@ -3,6 +3,7 @@ socket that misbehaves), and every error an orch error that says what to fix."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import threading
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from fixtures.silent_server import silent_port
+from fixtures.silent_server import serving, silent_port
 from fixtures.sshd import SshServer, free_port, make_keys
 
 from orchestrator.errors import AuthError, ConnectError, HostKeyError
@@ -150,59 +151,30 @@ def test_no_ssh_banner_fails_once_within_the_connect_timeout(sshd: SshServer,
 
 def test_a_peer_that_closes_at_once_is_still_retried(sshd: SshServer) -> None:
     """sshd's MaxStartups drops a connection before its banner: that is transient."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def refuse_politely() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                listener.accept()[0].close()
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=refuse_politely, daemon=True)
-    thread.start()
-    try:
-        inventory = sshd.inventory(1, address="127.0.0.1", port=listener.getsockname()[1],
+    with serving(lambda conn: conn.close()) as port:
+        inventory = sshd.inventory(1, address="127.0.0.1", port=port,
                                    ssh=sshd.ssh_settings(connect_retries=1))
         retries = Retries()
         with pytest.raises(ConnectError, match="gave up after 2 attempts") as caught:
             _connect(inventory, retries)
         assert not isinstance(caught.value, PermanentConnectError)
         assert len(retries.calls) == 1
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
+
+
+def _answer_as_http(conn: socket.socket) -> None:
+    """Only once spoken to, and waiting long for it (nginx gives a request a minute)."""
+    with conn, contextlib.suppress(OSError):
+        conn.settimeout(30)
+        if conn.recv(4096):
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
 
 
 def test_an_http_server_on_the_port_is_named_however_long_it_waits_for_a_request(
         sshd: SshServer) -> None:
-    """An HTTP server speaks only once spoken to (and waits long for it): orch's look at what
-    the port is sends a client banner, so the answer comes at once and is quoted."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def answer_requests() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn = listener.accept()[0]
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(30)  # as nginx does: a minute for the request's first line
-                try:
-                    if conn.recv(4096):
-                        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-                except OSError:
-                    continue
-
-    thread = threading.Thread(target=answer_requests, daemon=True)
-    thread.start()
-    try:
-        inventory = sshd.inventory(1, address="127.0.0.1", port=listener.getsockname()[1],
+    """orch's look at what the port is sends a client banner: an HTTP server answers it at
+    once, and orch quotes the answer."""
+    with serving(_answer_as_http) as port:
+        inventory = sshd.inventory(1, address="127.0.0.1", port=port,
                                    ssh=sshd.ssh_settings(connect_retries=2))
         retries = Retries()
         started = time.monotonic()
@@ -210,10 +182,6 @@ def test_an_http_server_on_the_port_is_named_however_long_it_waits_for_a_request
                            r"'HTTP/1.1 400 Bad Request'\)"):
             _connect(inventory, retries)
         assert retries.calls == [] and time.monotonic() - started < 10
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
 
 
 @pytest.mark.slow
