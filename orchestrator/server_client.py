@@ -88,9 +88,9 @@ def error_message(text: str) -> str:
 
 class ServerClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
-        self.base_url = base_url.rstrip("/")
         import httpx
 
+        self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout)
         self._timeout = timeout

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from orchestrator import masking
-from orchestrator.errors import CommandFailed, TransportError
+from orchestrator.errors import CommandFailed, ConnectError, TransportError
 from orchestrator.transport.command import Command
 
 TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
@@ -59,8 +59,14 @@ class Held(abc.ABC):
 
     def failure(self) -> TransportError | None:
         """Once `line` said it ended: the connection's failure that ended it, or None when
-        the command itself ended (or the transport cannot tell)."""
+        the command itself ended, still runs (`line` timed out), or the transport cannot tell."""
         return None
+
+
+def connection_lost(host: str, detail: str = "") -> ConnectError:
+    """A held command's connection died under it (`Held.failure`)."""
+    return ConnectError(f"the connection was lost while a command was held on the host{detail}",
+                        host=host)
 
 
 class Transport(abc.ABC):

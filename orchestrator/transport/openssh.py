@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from orchestrator import masking
 from orchestrator.errors import AuthError, CommandFailed, ConnectError, HostKeyError, TransportError
 from orchestrator.inventory import SshSettings
-from orchestrator.transport.base import Held, Result, Transport, timed_out
+from orchestrator.transport.base import Held, Result, Transport, connection_lost, timed_out
 from orchestrator.transport.command import Command, atomic_write_command
 from orchestrator.transport.openssh_args import client_argv
 from orchestrator.transport.retry import (
@@ -46,6 +46,7 @@ CONTROL_FOLDER = "~/.orch/ssh"
 _CHUNK = 64 * 1024
 _ERR_KEPT = 8 * 1024  # of a held command's stderr: ssh's message is its last lines
 _ENDING_S = 2.0  # for a held ssh whose output ended to exit
+_MASTER_GONE_S = 0.5  # for a master whose connection died to remove its socket (milliseconds)
 _NOT_RUN = re.compile(  # failures before the remote command could start: safe to repeat
     r"connection refused|connection timed out|timed out during banner|no route to host|"
     r"network is unreachable|kex_exchange_identification|could not resolve|"
@@ -251,6 +252,7 @@ class _ProcessHeld(Held):
         self.buffer = b""
         self.err = b""
         self.err_open = True
+        self.ended = False  # its output ended: the command, or ssh, is done
 
     def line(self, timeout: float | None = None) -> str | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -267,6 +269,7 @@ class _ProcessHeld(Held):
             if out_fd in ready:
                 chunk = os.read(out_fd, _CHUNK)
                 if not chunk:
+                    self.ended = True
                     return None
                 self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
@@ -279,6 +282,8 @@ class _ProcessHeld(Held):
 
     def failure(self) -> TransportError | None:
         """ssh's own failure (exit code 255 and its message), once the command has ended."""
+        if not self.ended:
+            return None  # it still runs
         try:
             returncode = self.process.wait(_ENDING_S)
         except subprocess.TimeoutExpired:
@@ -291,13 +296,12 @@ class _ProcessHeld(Held):
         said = classify(self.err.decode(errors="replace"), self.host)
         if said is None and self.control_path is not None and not self._master_alive():
             # a command over a master that died exits 255 and says nothing
-            return ConnectError("the connection was lost while a command was held on the host "
-                                "(ssh's master connection ended)", host=self.host)
+            return connection_lost(self.host, " (ssh's master connection ended)")
         return said
 
     def _master_alive(self) -> bool:
         """Whether the master still answers (it closes its clients' sessions, then exits)."""
-        deadline = time.monotonic() + _ENDING_S
+        deadline = time.monotonic() + _MASTER_GONE_S
         while self.control_path is not None and _listening(self.control_path):
             if time.monotonic() > deadline:
                 return True

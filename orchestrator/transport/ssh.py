@@ -36,7 +36,7 @@ import paramiko
 from orchestrator import masking
 from orchestrator.errors import CommandFailed, ConnectError, TransportError
 from orchestrator.inventory import SshSettings
-from orchestrator.transport.base import Held, Result, Transport, timed_out
+from orchestrator.transport.base import Held, Result, Transport, connection_lost, timed_out
 from orchestrator.transport.command import Command, atomic_write_command
 from orchestrator.transport.retry import (
     Backoff,
@@ -295,6 +295,8 @@ class _SshHeld(Held):
 
     def failure(self) -> TransportError | None:
         """A channel that ended with no exit status on a dead connection: the connection's."""
+        if not (self.channel.closed or self.channel.eof_received):
+            return None  # it still runs
         transport = self.channel.get_transport()
         deadline = time.monotonic() + _LOSS_SEEN_S  # paramiko closes channels, then the transport
         while self.channel.exit_status == -1 and transport is not None and transport.is_active() \
@@ -302,8 +304,7 @@ class _SshHeld(Held):
             time.sleep(0.02)
         if self.channel.exit_status != -1 or (transport is not None and transport.is_active()):
             return None
-        return ConnectError("the connection was lost while a command was held on the host",
-                            host=self.host)
+        return connection_lost(self.host)
 
     def release(self) -> None:
         with contextlib.suppress(Exception):

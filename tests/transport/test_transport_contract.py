@@ -89,3 +89,25 @@ def test_put_and_get_failures_are_command_failed(transport: Transport, tmp_path:
         transport.put(b"x", str(tmp_path / "file" / "conf"))
     with pytest.raises(CommandFailed, match="No such file or directory"):
         transport.get(str(tmp_path / "missing"))
+
+
+def test_a_held_command_that_runs_or_ended_itself_is_no_connection_failure(
+        transport: Transport) -> None:
+    """`Held.failure` names only a lost connection: not a command still running (its `line`
+    timed out), said at once, and not one that ended by itself, even with exit code 255."""
+    running = transport.hold(Command.script("echo up; cat"))
+    try:
+        assert running.line(timeout=30) == "up"
+        assert running.line(timeout=0.1) is None  # it waits on its input
+        started = time.monotonic()
+        assert running.failure() is None
+        assert time.monotonic() - started < 0.5
+    finally:
+        running.release()
+    ended = transport.hold(Command.script("echo up; echo bye >&2; exit 255"))
+    try:
+        assert ended.line(timeout=30) == "up"
+        assert ended.line(timeout=30) is None
+        assert ended.failure() is None
+    finally:
+        ended.release()
