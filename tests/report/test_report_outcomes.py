@@ -4,6 +4,8 @@ under a TTFT objective, and an engine that crashed mid-sweep)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from inmemory import level, run
 from runmaker import VARIED_MAX_TOKENS, Runs
@@ -49,8 +51,9 @@ def test_real_runs_say_how_their_requests_ended(runs: Runs) -> None:
     table = outcome_table(compare_runs([runs.sim["minimax-m2.5"], runs.varied, runs.crashed]))
     rows = {row[0]: row[1:] for row in table.rows}
     failed, reasons, goodput = rows["4"][:3], rows["4"][3:6], rows["4"][6:]
-    # the crashed engine: two of C=4's requests got its error event
-    assert failed[:2] == ["0", "0"] and failed[2].startswith("2 (stream_error:")
+    # the crashed engine: C=4's requests still in flight got its error event (two, or one
+    # when a loaded machine let a third finish before the crash)
+    assert failed[:2] == ["0", "0"] and re.match(r"[12] \(stream_error:", failed[2]), failed
     assert reasons[0].startswith("stop")  # the pivot answers in full
     assert reasons[1] == "length 4"  # every answer is longer than the varied run's 64 tokens
     assert VARIED_MAX_TOKENS == 64
