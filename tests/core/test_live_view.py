@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from rich.console import Console
 
 from orchestrator.events import HostEnd, HostStart, Probed, Retry, StageEvent, StepEnd, StepStart
@@ -61,7 +62,7 @@ def _sim_plan(tmp_path: Path) -> Path:
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "live", "hosts": "localhost",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "host": "127.0.0.1",
                     "port": free_port(), "backend": "process", "name": f"live-{tmp_path.name[-10:]}",
                     "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.01,

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.silent_server import silent_port
 
 from orchestrator.runs.writer import RunFolder
@@ -31,7 +32,7 @@ def _sim_plan(tmp_path: Path, **service: Any) -> Path:
     created by the commands of these tests)."""
     plan = {
         "name": "msg", "hosts": "localhost",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "backend": "process",
                     "name": f"msg-{tmp_path.name[-10:]}", "sim": {"profile": "instant"},
                     **service},

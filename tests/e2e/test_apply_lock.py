@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
 from fixtures.transports import openssh_inventory
@@ -33,7 +34,7 @@ def setup(tmp_path: Path, sshd: SshServer) -> tuple[Path, Path, Path]:
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "locked", "hosts": "all",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter()},
         "files": [{"path": str(tmp_path / "etc" / "a.conf"), "content": "a\n"}],
     }))
     return tmp_path, inventory, plan
@@ -180,7 +181,7 @@ def test_break_lock_stops_the_live_apply_it_took_the_lock_from(
     sleeper = tmp / "sleeper.yaml"
     sleeper.write_text(yaml.safe_dump({
         "name": "sleeper", "hosts": "all",
-        "python": {"venv": str(tmp / "venv"), "interpreter": "python3"},
+        "python": {"venv": str(tmp / "venv"), "interpreter": quick_venv.interpreter()},
         "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; sleep 20"],
                       "when": "before_launch"}]}))
     first = subprocess.Popen(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.sshd import SshServer
 
@@ -68,7 +69,7 @@ def test_the_nodes_of_a_multi_node_server_run_all_at_once_whatever_the_bound(
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "forks-gate", "hosts": "all",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter()},
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "backend": "process",
                     "args": {"tensor-parallel-size": 8, "pipeline-parallel-size": 2},
                     "nodes": {"backend": "mp", "gpus": 8}},

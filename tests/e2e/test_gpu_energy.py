@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.gpu import GpuSshServer, install
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
@@ -31,7 +32,7 @@ def _plan(tmp_path: Path, name: str, telemetry: str | None, profile: str = "kimi
     plan = tmp_path / f"{name}.yaml"
     plan.write_text(yaml.safe_dump({
         "name": name, "hosts": "all",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": free_port(),
                     "backend": "process", "name": f"energy-{tmp_path.name[-8:]}",
                     "sim": {"profile": profile, "time_scale": 0.1,

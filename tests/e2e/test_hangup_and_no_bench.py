@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch
 from fixtures.served import generated_tokens
 from fixtures.sshd import free_port
@@ -37,7 +38,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 def _plan(state: dict[str, Any], *, bench: bool) -> Path:
     plan: dict[str, Any] = {
         "name": "hangup", "hosts": "localhost",
-        "python": {"venv": str(state["dir"] / "venv"), "interpreter": "python3",
+        "python": {"venv": str(state["dir"] / "venv"), "interpreter": quick_venv.interpreter(),
                    "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": state["port"],
                     "backend": "process", "name": state["name"],

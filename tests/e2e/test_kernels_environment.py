@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch
 from fixtures.sshd import free_port
 
@@ -42,7 +43,7 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
 def write(state: dict[str, Any], profile: str) -> Path:
     plan = {
         "name": profile.split("-8x")[0], "hosts": "localhost",
-        "python": {"venv": str(state["tmp"] / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(state["tmp"] / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "nvidia/Kimi-K2.5-NVFP4", "host": "127.0.0.1",
                     "port": state["port"], "backend": "process", "name": state["name"],
                     "sim": {"profile": profile, "time_scale": 0.001, "startup_time_scale": 0.0005}},

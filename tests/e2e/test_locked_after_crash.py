@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import alive, last_run, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
 from fixtures.wheels import make_wheel
@@ -41,7 +42,7 @@ def test_a_locked_redeploy_after_a_host_crash_restores_packages_files_and_server
     name, port = f"crash-{tmp_path.name[-8:]}", free_port()
     plan: dict[str, Any] = {
         "name": "crash", "hosts": "all",
-        "python": {"venv": str(venv), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(venv), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "install": {"packages": ["orchtest-alpha==2.0.0", "orchtest-beta==1.0.0"],
                     "find_links": [str(wheels)], "no_index": True},
         "files": [{"path": str(conf), "content": "max_batch=${vars.batch}\n", "mode": "0640"}],

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import orch
 from fixtures.sshd import free_port
 
@@ -31,7 +32,7 @@ def write_plan(tmp_path: Path, matrix: dict[str, Any], *, sim: dict[str, Any],
     port = free_port()
     plan = {
         "name": "mx", "hosts": "localhost",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": port,
                     "backend": "process", "name": f"mx-{tmp_path.name[-10:]}", "sim": sim},
         "health": {"startup_timeout": "60s", "poll_interval": "0.2s"},

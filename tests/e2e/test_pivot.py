@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import alive, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
 
@@ -31,7 +32,7 @@ def env(tmp_path: Path, sshd: SshServer) -> Iterator[dict[str, Any]]:
 def write(state: dict[str, Any], venv: str) -> Path:
     plan = {
         "name": "pivot", "hosts": "all",
-        "python": {"venv": str(state["tmp"] / f"venv-{venv}"), "interpreter": "python3",
+        "python": {"venv": str(state["tmp"] / f"venv-{venv}"), "interpreter": quick_venv.interpreter(),
                    "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": state["port"],
                     "backend": "process", "name": state["name"],

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
@@ -31,7 +32,7 @@ def test_an_interrupted_run_is_finished_in_place(tmp_path: Path, sshd: SshServer
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "resume", "hosts": "all",
-        "python": {"venv": str(tmp_path / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": port,
                     "backend": "process", "name": name,
                     "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.05,

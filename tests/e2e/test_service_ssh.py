@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.sshd import SshServer, free_port
 
@@ -53,7 +54,7 @@ def write(state: dict[str, Any], *, sim: dict[str, Any] | None = None, service: 
     plan = {
         "name": "svc",
         "hosts": "all",
-        "python": {"venv": str(state["venv"]), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(state["venv"]), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {
             "engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi-k2.5",
             "host": "127.0.0.1", "port": state["port"], "backend": "process", "name": state["name"],

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch
 from fixtures.sshd import free_port
 
@@ -30,7 +31,8 @@ def _sets(tmp_path: Path, port: int, max_tokens: int = 96) -> list[str]:
     sets = ["bench.concurrency=[1,64]", "bench.requests_per_level=1x", f"bench.max_tokens={max_tokens}",
             "bench.ignore_eos=true", "bench.warmup=0", "bench.gpu_telemetry=0.05s",
             "service.sim.time_scale=1.0", "service.sim.startup_time_scale=0.001",
-            f"python.venv={tmp_path}/venv", f"service.port={port}",
+            f"python.venv={tmp_path}/venv", f"python.interpreter={quick_venv.interpreter()}",
+            f"service.port={port}",
             f"service.name=limiters-{tmp_path.name[-8:]}"]
     return [arg for value in sets for arg in ("--set", value)]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import alive, orch
 from fixtures.sshd import free_port
 
@@ -65,6 +66,7 @@ class Host:
         assert venv.startswith(SHIPPED_VENVS + "/"), venv  # the shipped plans share these
         port = self.ports.setdefault(resolved.service.port, free_port())
         sets = [*SHORT, f"python.venv={self.tmp}{venv.removeprefix(SHIPPED_VENVS)}",
+                f"python.interpreter={quick_venv.interpreter()}",
                 f"service.port={port}", f"service.name={self.name}"]
         if resolved.service.nodes is not None:
             from fixtures.realpkgs import ray_wheelhouse

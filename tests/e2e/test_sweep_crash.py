@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
@@ -30,7 +31,7 @@ def test_an_unexplained_death_mid_level_is_relaunched_and_the_sweep_finishes(
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "crash", "hosts": "all",
-        "python": {"venv": str(venv), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(venv), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": port,
                     "backend": "process", "name": name, "restart": {"max_restarts": 1},
                     "sim": {"profile": "kimi-k2.5-nvfp4-8x-rtx-pro-6000", "time_scale": 0.05,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import orch
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,7 @@ def service_plan(tmp: Path, *, slow_start: float = 0.0) -> tuple[Path, str]:
     plan = tmp / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "races", "hosts": "localhost",
-        "python": {"venv": str(tmp / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(tmp / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi",
                     "host": "127.0.0.1", "port": free_port(), "backend": "process", "name": name,
                     "sim": {"time_scale": 0.003, "slow_start": slow_start}},
@@ -152,7 +153,7 @@ def _sleeping_plan(tmp: Path, seconds: int) -> Path:
     plan = tmp / "sleep.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "sleeper", "hosts": "localhost",
-        "python": {"venv": str(tmp / "v"), "interpreter": "python3"},
+        "python": {"venv": str(tmp / "v"), "interpreter": quick_venv.interpreter()},
         "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; sleep {seconds}"],
                       "when": "before_launch"}]}))
     return plan
@@ -162,7 +163,7 @@ def _files_plan(tmp: Path) -> Path:
     plan = tmp / "files.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "files", "hosts": "localhost",
-        "python": {"venv": str(tmp / "v"), "interpreter": "python3"},
+        "python": {"venv": str(tmp / "v"), "interpreter": quick_venv.interpreter()},
         "files": [{"path": str(tmp / "out.conf"), "content": "a\n"}]}))
     return plan
 

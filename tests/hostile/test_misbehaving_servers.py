@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.hostile_server import Misbehaviour, hostile_server
 from fixtures.orchcli import last_run, orch
 from fixtures.sshd import free_port
@@ -163,7 +164,7 @@ def _apply(tmp_path: Path, venv: Path, dcgm_port: int) -> tuple[dict[str, Any], 
     plan = tmp_path / "p.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "dcgm", "hosts": "a",
-        "python": {"venv": str(venv), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(venv), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": free_port(),
                     "backend": "process", "name": f"dcgm-{tmp_path.name[-12:]}",
                     "sim": {"profile": "tiny-qwen2-vllm-cpu-2-cores", "time_scale": 0.1,

@@ -18,6 +18,7 @@ from typing import IO
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import orch
 
 
@@ -76,7 +77,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
     plan = folder / "plan.yaml"
     plan.write_text(yaml.safe_dump({
         "name": "follow", "hosts": "localhost",
-        "python": {"venv": str(folder / "venv"), "interpreter": "python3", "installer": "pip"},
+        "python": {"venv": str(folder / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi",
                     "host": "127.0.0.1", "port": port, "backend": "process", "name": name,
                     "sim": {"time_scale": 0.003}},

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import quick_venv
 from fixtures.orchcli import SECRET, last_run, orch
 from fixtures.sshd import free_port
 from fixtures.tmpfs import small_tmpfs
@@ -48,7 +49,8 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def write_plan(tmp_path: Path, venv: Path, model: dict[str, object]) -> Path:
-    plan = {"name": "weights", "python": {"venv": str(venv), "installer": "pip"},
+    plan = {"name": "weights", "python": {"venv": str(venv), "installer": "pip",
+                                          "interpreter": quick_venv.interpreter()},
             "install": {"packages": ["huggingface_hub==2.4.0"]}, "model": model}
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from fixtures import quick_venv
 from hostile.corpus import Case, section
 
 from orchestrator.apply.lock import Holder, HostLock, service_lock_path
@@ -50,7 +51,7 @@ def registry_entry(tmp: Path) -> Path:
 
 def _write_plan(tmp: Path, *, service: bool) -> None:
     lines = ["name: locks", "hosts: localhost",
-             f"python: {{venv: {tmp}/v, interpreter: python3, installer: pip}}",
+             f"python: {{venv: {tmp}/v, interpreter: {quick_venv.interpreter()}, installer: pip}}",
              f"files: [{{path: {tmp}/out.conf, content: a}}]"]
     if service:
         lines += [f"service: {{engine: sim, model: m, name: {service_name(tmp)}, port: 1, "

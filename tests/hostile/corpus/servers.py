@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fixtures import quick_venv
 from hostile.corpus import Case, section
 
 TWO = "hosts:\n  a: {connection: local}\n  b: {connection: local}\ngroups: {g: [a, b]}\n"
@@ -32,7 +33,7 @@ def _served(name: str, *, slow_start: bool = False, smoke: str = "",
             bench: str = "bench: null\n") -> str:
     """A plan of one simulated server on host a (its own name and port: cases run at once)."""
     return (f"name: {name}-{os.getpid()}\nhosts: a\n"
-            "python: {venv: '{tmp}/venv', interpreter: python3, installer: pip}\n"
+            "python: {venv: '{tmp}/venv', interpreter: " + quick_venv.interpreter() + ", installer: pip}\n"
             f"service:\n  engine: sim\n  model: m\n  host: 127.0.0.1\n  port: {_free_port()}\n"
             f"  backend: process\n  name: corpus-{name}-{os.getpid()}\n"
             "  sim: {profile: tiny-qwen2-vllm-cpu-2-cores, time_scale: 0.1, "
