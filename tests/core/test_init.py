@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from fixtures import zygote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,11 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def init(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`orch init` with stdin not a terminal: it must never ask."""
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "init", *map(str, args)],
-        cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "COLUMNS": "120"},
-    )
+    return zygote.run(["init", *map(str, args)], cwd=cwd, stdin=subprocess.DEVNULL, timeout=60,
+                      env={**os.environ, "COLUMNS": "120"})
 
 
 def _left_behind(folder: Path) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fixtures import quick_venv
+from fixtures import quick_venv, zygote
 from fixtures.silent_server import silent_port
 
 from orchestrator.runs.writer import RunFolder
@@ -45,8 +45,7 @@ def _sim_plan(tmp_path: Path, **service: Any) -> Path:
 def _piped(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """orch with stdout a pipe and no COLUMNS: what `orch ... | grep` reads."""
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *map(str, args)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=120)
+    return zygote.run([*map(str, args)], cwd=cwd, env=env, timeout=120)
 
 
 @pytest.mark.slow
@@ -196,10 +195,9 @@ def test_the_inventory_orch_init_writes_names_host_variables_as_a_plan_reads_the
     with socket.socket() as probe:  # a port nothing listens on: connecting fails fast
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    made = subprocess.run([sys.executable, "-m", "orchestrator.cli", "init", "q", "--host",
-                           f"ubuntu@127.0.0.1:{port}", "--model", "Qwen/Qwen3-8B", "--tp", "2"],
-                          cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=60)
+    made = zygote.run(["init", "q", "--host", f"ubuntu@127.0.0.1:{port}", "--model",
+                       "Qwen/Qwen3-8B", "--tp", "2"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                      timeout=60)
     assert made.returncode == 0, made.stderr
     text = (tmp_path / "inventory" / "q.yaml").read_text()
     assert "vars:  # host variables: a plan reads them as ${host.gpus}" in text

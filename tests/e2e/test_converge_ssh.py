@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fixtures import zygote
 from fixtures.orchcli import SECRET, last_run, orch, write_inventory
 from fixtures.sshd import SshServer
 from fixtures.wheels import make_wheel
@@ -276,8 +277,7 @@ def test_missing_secret_fails_before_connecting(workdir: tuple[Path, Path], whee
     tmp, inventory = workdir
     plan = write_plan(tmp / "plan.yaml", tmp / "host" / "venv", wheels)
     env = {k: v for k, v in os.environ.items() if k != "ORCH_E2E_SECRET"}
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "apply", str(plan), "-i", str(inventory)],
-                            cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+    result = zygote.run(["apply", str(plan), "-i", str(inventory)], cwd=tmp, env=env, timeout=60)
     assert result.returncode == 1
     assert "ORCH_E2E_SECRET" in result.stderr
     assert "Traceback" not in result.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fixtures import quick_venv
+from fixtures import quick_venv, zygote
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
@@ -53,8 +53,7 @@ def test_an_unexplained_death_mid_level_is_relaunched_and_the_sweep_finishes(
             os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
             output, _ = apply.communicate(timeout=180)
         finally:
-            subprocess.run([sys.executable, "-m", "orchestrator.cli", "stop", str(plan), "-i",
-                            str(inventory)], cwd=tmp_path, capture_output=True, timeout=120)
+            zygote.run(["stop", str(plan), "-i", str(inventory)], cwd=tmp_path, timeout=120)
     assert apply.returncode == 0, output
     said = " ".join(output.split())
     assert "the server died during c1 with no known cause; relaunch 1/1, then c1 again from " \

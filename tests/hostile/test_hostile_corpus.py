@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fixtures import zygote
 from fixtures.orchcli import orch
 from hostile.corpus import GOOD, Case, Verdict, judge
 from hostile.corpus.all import CASES
@@ -145,8 +146,7 @@ def test_the_judge_puts_each_outcome_in_its_class() -> None:
 
 def test_every_bad_plan_fails_clearly_through_the_cli(tmp_path: Path) -> None:
     plans = sorted(p for p in BAD_PLANS.glob("*.yaml") if not _needs_layers(p))
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "validate", *map(str, plans)],
-                            cwd=BAD_PLANS, capture_output=True, text=True, timeout=120)
+    result = zygote.run(["validate", *map(str, plans)], cwd=BAD_PLANS, timeout=120)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stderr.count("FAIL ") == len(plans)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fixtures import zygote
 
 from orchestrator.errors import PlanError, UsageError
 from orchestrator.matrix.expand import load_matrix, run_order, transition
@@ -162,10 +161,8 @@ def test_limit_variants_by_number_and_by_value(tmp_path: Path) -> None:
 def test_orch_plan_lists_only_the_variants_limit_keeps(tmp_path: Path) -> None:
     path = write(tmp_path, {"service.args.max-num-seqs": [64, 128],
                             "service.args.kv-cache-dtype": ["fp8", "auto"]})
-    said = subprocess.run([sys.executable, "-m", "orchestrator.cli", "plan", str(path),
-                           "--limit-variants", "kv-cache-dtype=auto"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "200"})
+    said = zygote.run(["plan", str(path), "--limit-variants", "kv-cache-dtype=auto"],
+                      cwd=tmp_path, timeout=120, env={**os.environ, "COLUMNS": "200"})
     text = said.stdout + said.stderr
     assert "2 variants" in text, text
     rows = [line.split("│")[1].strip() for line in text.splitlines() if "max-num-seqs=" in line

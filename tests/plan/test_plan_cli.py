@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fixtures import zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "plan" / "bad"
 
 
 def orch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    return zygote.run([*args], cwd=ROOT, timeout=60)
 
 
 def test_validate_reports_each_plan_and_fails_on_a_bad_one() -> None:

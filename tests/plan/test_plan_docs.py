@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from fixtures import zygote
 
 from orchestrator.plan.docs import REGENERATE, json_schema, render_reference, sections
 from orchestrator.plan.models import Plan
@@ -90,9 +91,7 @@ def test_the_show_origin_example_in_the_docs_is_what_orch_prints() -> None:
     block = doc.split(marker, 1)[1].split("```")[1]
     # its rows, line numbers included (tests/core/test_docs_excerpts.py masks figures)
     shown = [line.split() for line in block.splitlines() if line.startswith("  ") and "field" not in line]
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "plan", "plans/sim/kimi-nvfp4.yaml",
-         "--show-origin", "--set", "service.port=8001"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = zygote.run(["plan", "plans/sim/kimi-nvfp4.yaml", "--show-origin", "--set",
+                         "service.port=8001"], cwd=ROOT, timeout=120)
     printed = [line.split() for line in result.stdout.splitlines()]
     assert shown and all(row in printed for row in shown), result.stdout

@@ -7,12 +7,11 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures import zygote
 from PIL import Image
 from rich.console import Console
 from runmaker import Runs
@@ -191,10 +190,7 @@ KNOWN = "hint: give a run folder path or one of the plans with runs: kimi-nvfp4,
     ],
 )
 def test_bad_references_are_one_clear_error(runs: Runs, argv: list[str], message: str, hint: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *argv, "--runs-dir", str(runs.root)],
-        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
-    )  # fmt: skip
+    done = zygote.run([*argv, "--runs-dir", str(runs.root)], timeout=60, cwd=REPO)
     assert done.returncode == 1
     assert done.stderr.startswith(message), done.stderr
     assert "Traceback" not in done.stderr

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures import zygote
 from fixtures.health import wait_healthy
 
 from orchestrator.sim.testing import free_port, running_simulator
@@ -15,8 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def orch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True,
-                          text=True, timeout=30, cwd=ROOT)  # fmt: skip
+    return zygote.run([*args], timeout=30, cwd=ROOT)
 
 
 def test_help_and_bad_input() -> None:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from fixtures import zygote
 from hostile.corpus import RUN, Case, locked_run, section
 
 MATRIX = "{tmp}/runs/mq/matrix-1"  # where `_matrix_run` puts the matrix run
@@ -43,8 +42,7 @@ def _matrix_run(edit: Callable[[Path], object] | None = None, *, cut: bool = Tru
     def prepare(tmp: Path) -> None:
         _plan(tmp)
         # --wait: the cases run four at a time, and an apply holds the plan's lock on the host
-        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "apply", "p.yaml", "--wait"],
-                              cwd=tmp, capture_output=True, text=True, timeout=120)
+        done = zygote.run(["apply", "p.yaml", "--wait"], cwd=tmp, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         found = next((tmp / "runs" / "mq").glob("matrix-*"))
         folder = found.rename(tmp / "runs" / "mq" / "matrix-1")

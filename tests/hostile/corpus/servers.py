@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fixtures import quick_venv
+from fixtures import quick_venv, zygote
 from hostile.corpus import Case, section
 
 TWO = "hosts:\n  a: {connection: local}\n  b: {connection: local}\ngroups: {g: [a, b]}\n"
@@ -48,8 +46,7 @@ def _stopped(tmp: Path) -> Callable[[], None]:
     plan.write_text(plan.read_text().replace("{tmp}", str(tmp)))
 
     def stop() -> None:
-        subprocess.run([sys.executable, "-m", "orchestrator.cli", "stop", str(plan), "-i",
-                        str(tmp / "i.yaml")], cwd=tmp, capture_output=True, timeout=60, check=False)
+        zygote.run(["stop", str(plan), "-i", str(tmp / "i.yaml")], cwd=tmp, timeout=60)
     return stop
 
 
