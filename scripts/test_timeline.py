@@ -52,6 +52,9 @@ def main(path: str, write: str | None = None, top: int = 15) -> None:
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     arguments = sys.argv[1:]
+    if arguments[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        sys.exit(0)
     if len(arguments) not in (1, 3) or (len(arguments) == 3 and arguments[1] != "--write"):
         sys.exit(__doc__)
     main(arguments[0], arguments[2] if len(arguments) == 3 else None)
