@@ -46,7 +46,7 @@ CONTROL_FOLDER = "~/.orch/ssh"
 _CHUNK = 64 * 1024
 _ERR_KEPT = 8 * 1024  # of a held command's stderr: ssh's message is its last lines
 _ENDING_S = 2.0  # for a held ssh whose output ended to exit
-_MASTER_GONE_S = 0.5  # for a master whose connection died to remove its socket (milliseconds)
+_MASTER_GONE_S = 0.5  # for a master whose connection died to remove its socket (it takes ms)
 _NOT_RUN = re.compile(  # failures before the remote command could start: safe to repeat
     r"connection refused|connection timed out|timed out during banner|no route to host|"
     r"network is unreachable|kex_exchange_identification|could not resolve|"
