@@ -65,11 +65,20 @@ def canvas(panels: int = 1, *, wide: bool = False, sharey: bool = False) -> tupl
     return figure, list(axes)
 
 
+def plain(text: str) -> str:
+    """Text for a plot, masked and shown as written: matplotlib reads a pair of `$` as
+    mathtext (`$\\frac{a}{b}$` typeset, an unbalanced `$x` a parse error at draw time), and
+    labels come from plan names, matrix values and run names. `\\$` is a literal `$` to
+    matplotlib, and `\\` before anything else stays as it is, so escaping each `$` keeps
+    every character."""
+    return mask(text).replace("$", r"\$")
+
+
 def style(axes: Any, title: str, xlabel: str, ylabel: str = "") -> None:
-    axes.set_title(mask(title), fontsize=10.5)
-    axes.set_xlabel(xlabel)
+    axes.set_title(plain(title), fontsize=10.5)
+    axes.set_xlabel(plain(xlabel))
     if ylabel:
-        axes.set_ylabel(ylabel)
+        axes.set_ylabel(plain(ylabel))
     axes.grid(True, alpha=0.3)
 
 
@@ -100,7 +109,7 @@ def legend(figure: Any, entries: Sequence[tuple[str, LineStyle, str]]) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colour_, linestyle=line, linewidth=2) for colour_, line, _ in entries]
-    labels = [mask(label) for _, _, label in entries]
+    labels = [plain(label) for _, _, label in entries]
     room = int(figure.get_figwidth() * 14)  # characters across at font size 9, with handles
     widest = max((len(label) for label in labels), default=1) + 6
     columns = max(1, min(len(labels), room // widest))
