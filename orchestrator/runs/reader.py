@@ -11,7 +11,6 @@ was expected.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from orchestrator import local_files
 from orchestrator.engines import known
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
+from orchestrator.runs.json_reader import REPAIR as _REPAIR
+from orchestrator.runs.json_reader import not_a_figure, parse_json
 from orchestrator.runs.layout import BenchLayout, RunLayout
 from orchestrator.runs.records import (
     HostFactsRecord,
@@ -113,35 +114,16 @@ class RunData:
         return [h for h in self.hosts if h.bench is not None and h.bench.levels]
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, *, figures: bool = False) -> Any:
     try:
         text = local_files.read_text(path, errors="replace")
     except OSError as error:
         raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
-    return parse_json(path, text)
+    return parse_json(path, text, figures=figures)
 
 
-def parse_json(path: Path, text: str) -> Any:
-    """A record's JSON; a RunFolderError at `path:line:column` otherwise. An empty or cut
-    file says so: a write that never finished (a crash before the rename, an older orch)."""
-    if not text.strip():
-        raise RunFolderError(f"{path}: the file is empty (a write that never finished?)",
-                             hint=_REPAIR)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        cut = error.pos >= len(text.rstrip())  # it ends where the JSON should go on
-        raise RunFolderError(
-            f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}"
-            + (" (the file ends there: cut short?)" if cut else ""), hint=_REPAIR) from None
-
-
-_REPAIR = "orch writes its records whole; this one was edited or cut: restore it, or move the " \
-          "folder away"
-
-
-def _read_object(path: Path) -> dict[str, Any]:
-    value = _read_json(path)
+def _read_object(path: Path, *, figures: bool = False) -> dict[str, Any]:
+    value = _read_json(path, figures=figures)
     if not isinstance(value, dict):
         raise RunFolderError(f"{path}: expected a JSON object, found {_json_kind(value)}")
     return value
@@ -153,10 +135,11 @@ def _json_kind(value: Any) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def read_record(path: Path, kind: type[R]) -> R:
-    """A record file as its type; a RunFolderError naming the file and the field otherwise."""
+def read_record(path: Path, kind: type[R], *, figures: bool = False) -> R:
+    """A record file as its type; a RunFolderError naming the file and the field otherwise.
+    `figures`: a result file, whose numbers must be measurements (json_reader.py)."""
     try:
-        return kind.model_validate(_read_object(path))
+        return kind.model_validate(_read_object(path, figures=figures))
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "<record>"
@@ -175,8 +158,8 @@ def load_bench(directory: Path) -> BenchData | None:
     if not directory.is_dir():
         return None
     layout = BenchLayout(directory)
-    summary = read_record(layout.summary, SweepSummary) if layout.summary.exists() else None
-    levels = [read_record(path, LevelResult) for path in layout.levels()]
+    summary = read_record(layout.summary, SweepSummary, figures=True) if layout.summary.exists() else None
+    levels = [read_record(path, LevelResult, figures=True) for path in layout.levels()]
     if not levels and summary is None:
         return None
     return BenchData(directory, sorted(levels, key=_level_order), summary)
@@ -197,11 +180,15 @@ def read_requests(directory: Path, label: str) -> list[RequestRow]:
         if not line.strip():
             continue
         try:
-            rows.append(RequestRow.model_validate_json(line))
+            row = RequestRow.model_validate_json(line)
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "<line>"
             raise RunFolderError(f"{path}: line {number}: {where}: {first['msg']}") from None
+        for name in ("ttft_ms", "e2el_ms", "output_tokens"):  # what the distributions plot
+            if (problem := not_a_figure(getattr(row, name))) is not None:
+                raise RunFolderError(f"{path}: line {number}: {name}: {problem}", hint=_REPAIR)
+        rows.append(row)
     return rows
 
 

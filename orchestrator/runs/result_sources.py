@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from orchestrator import local_files
 from orchestrator.errors import RunFolderError
+from orchestrator.runs.json_reader import Refused, loads, position
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.reader import BenchData, HostData, RunData, load_bench
 from orchestrator.runs.records import LevelResult, Meta, SweepSummary
@@ -138,10 +139,11 @@ def _objects(file: Path) -> list[dict[str, Any]]:
     except OSError as error:
         raise RunFolderError(f"cannot read {file}: {error.strerror or error}") from None
     try:
-        values: list[Any] = [json.loads(text)]
+        values: list[Any] = [_loads(file, text, 0)]
     except json.JSONDecodeError as error:
         try:
-            values = [json.loads(line) for line in text.splitlines() if line.strip()]
+            values = [_loads(file, line, number - 1) for number, line in enumerate(text.splitlines(), 1)
+                      if line.strip()]
         except json.JSONDecodeError:
             raise RunFolderError(
                 f"{file}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})",
@@ -149,6 +151,16 @@ def _objects(file: Path) -> list[dict[str, Any]]:
     for value in values:
         _check(value, file)
     return values
+
+
+def _loads(file: Path, text: str, lines_before: int) -> Any:
+    """One JSON value of a result file (json_reader.py's bounds on depth and figures)."""
+    try:
+        return loads(text, figures=True)
+    except Refused as refused:
+        line, column = position(text, refused.pos)
+        raise RunFolderError(f"{file}:{line + lines_before}:{column}: {refused.what}",
+                             hint=f"give {ACCEPTED}") from None
 
 
 def _check(value: Any, file: Path) -> None:
