@@ -47,6 +47,13 @@ from orchestrator.bench.gpu_figures import (
     merge_summaries,
     summarize_samples,
 )
+from orchestrator.bench.gpu_ranges import (
+    MAX_GPU_INDEX,
+    MAX_LABEL,
+    gpu_index,
+    impossible_problem,
+    out_of_range,
+)
 from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.bench.scrape import fetch
 from orchestrator.bench.server_metrics import Scraper, rejected_problem
@@ -80,11 +87,13 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def parse_dcgm(lines: Sequence[str], rejected: list[str] | None = None,
+               impossible: list[str] | None = None,
                ) -> tuple[dict[str, float], dict[int, tuple[str, str]]]:
     """One scrape's lines -> values keyed `gpu<index>.<figure>`, and each GPU's (UUID,
     model name). Lines without a `gpu` label and unknown fields are skipped; garbage and
-    values that are not readings (NaN, Inf, negative) go to `rejected`; the memory total is
-    used + free."""
+    values that are not readings (NaN, Inf, negative) go to `rejected`, finite ones out of
+    their figure's range (gpu_ranges.py) and a `gpu` label that is not a small index to
+    `impossible`; the memory total is used + free."""
     values: dict[str, float] = {}
     gpus: dict[int, tuple[str, str]] = {}
     for line in lines:
@@ -94,22 +103,42 @@ def parse_dcgm(lines: Sequence[str], rejected: list[str] | None = None,
                 rejected.append(line.strip())
             continue
         labels = dict(_LABEL.findall(match.group(2)))
-        if not labels.get("gpu", "").isdigit():
-            continue  # not one GPU's line
-        try:
-            value = float(match.group(3))
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or value < 0:
-            if rejected is not None:
+        reading = _reading(match.group(1), labels, match.group(3))
+        if isinstance(reading, str):
+            if reading == _NOT_A_READING and rejected is not None:
                 rejected.append(line.strip())
+            elif reading and reading != _NOT_A_READING and impossible is not None:
+                impossible.append(reading)
             continue
-        index = int(labels["gpu"])
-        values[f"gpu{index}.{FIELDS[match.group(1)]}"] = value * SCALES.get(match.group(1), 1.0)
-        gpus.setdefault(index, (labels.get("UUID", ""), labels.get("modelName", "")))
+        index, value = reading
+        values[f"gpu{index}.{FIELDS[match.group(1)]}"] = value
+        gpus.setdefault(index, (labels.get("UUID", "")[:MAX_LABEL], labels.get("modelName", "")[:MAX_LABEL]))
     for index in gpus:
         _derived(values, f"gpu{index}.")
     return values, gpus
+
+
+_NOT_A_READING = "not a reading"
+
+
+def _reading(name: str, labels: Mapping[str, str], text: str) -> tuple[int, float] | str:
+    """(GPU index, value in the figure's unit) of one line, or why not: "" for a line of no
+    one GPU (skipped), `_NOT_A_READING` for NaN, Inf or a negative, else what is out of range."""
+    gpu = labels.get("gpu", "")
+    if not gpu.isdigit():
+        return ""  # not one GPU's line
+    index = gpu_index(gpu)
+    if index is None:
+        return f"{name} of GPU label {gpu[:24]!r}: not a GPU index (0 to {MAX_GPU_INDEX})"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        return _NOT_A_READING
+    value *= SCALES.get(name, 1.0)
+    why = out_of_range(FIELDS[name], value)
+    return f"{name} of GPU {index}: {why}" if why else (index, value)
 
 
 def _derived(values: dict[str, float], gpu: str) -> None:
@@ -162,12 +191,14 @@ class DcgmSampler(Scraper):
     def snapshots(self) -> list[Snapshot]:
         out: list[Snapshot] = []
         rejected: list[str] = []
+        impossible: list[str] = []
         for t, lines in self._raw:
-            values, gpus = parse_dcgm(lines, rejected)
+            values, gpus = parse_dcgm(lines, rejected, impossible)
             self.gpus.update(gpus)
             if values:
                 out.append(Snapshot(t, values))
-        problem = self.problem or (rejected_problem(rejected) if rejected else "")
+        problem = self.problem or (rejected_problem(rejected) if rejected else "") or (
+            impossible_problem(impossible) if impossible else "")
         if self.failures and self.problem:
             problem = f"{problem} ({self.failures} scrape(s) failed)"
         elif not out:

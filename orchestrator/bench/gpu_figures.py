@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from orchestrator.bench.gpu_ranges import MAX_LABEL, gpu_index, out_of_range
 from orchestrator.bench.samplers import Snapshot
 
 QUERY = ("index", "uuid", "name", "power.draw", "power.limit", "utilization.gpu",
@@ -72,6 +73,7 @@ class Reading:
     uuid: str
     name: str
     values: Mapping[str, float]
+    impossible: tuple[str, ...] = ()  # figures out of range (RANGES), left out of `values`
 
 
 @dataclass(frozen=True)
@@ -101,17 +103,17 @@ def parse_line(line: str) -> Reading | None:
     parts = [part.strip() for part in line.split(",")]
     if len(parts) < len(QUERY):
         return None
-    try:
-        index = int(parts[0])
-    except ValueError:
-        return None
-    if index < 0 or not parts[1]:
+    index = gpu_index(parts[0])
+    if index is None or not parts[1]:
         return None
     numeric = parts[-len(FIGURES):]
     name = ", ".join(parts[2:-len(FIGURES)])
-    values = {key: value for key, text in zip(FIGURES.values(), numeric, strict=True)
-              if (value := number(text)) is not None}
-    return Reading(index, parts[1], name, values)
+    read = {key: value for key, text in zip(FIGURES.values(), numeric, strict=True)
+            if (value := number(text)) is not None}
+    impossible = tuple(f"GPU {index} {why}" for key, value in read.items()
+                       if (why := out_of_range(key, value)) is not None)
+    values = {key: value for key, value in read.items() if out_of_range(key, value) is None}
+    return Reading(index, parts[1][:MAX_LABEL], name[:MAX_LABEL], values, impossible)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class Grouped:
     snapshots: list[Snapshot] = field(default_factory=list)
     gpus: dict[int, tuple[str, str]] = field(default_factory=dict)  # index -> (uuid, name)
     unparsed: list[str] = field(default_factory=list)
+    impossible: list[str] = field(default_factory=list)  # readings out of range, left out
     exit_code: int | None = None
 
 
@@ -163,6 +166,7 @@ def group_lines(lines: Iterable[tuple[float, str]]) -> Grouped:
         if not current:
             started = t_s
         seen.add(reading.index)
+        out.impossible += reading.impossible
         out.gpus[reading.index] = (reading.uuid, reading.name)
         for key, value in reading.values.items():
             current[f"gpu{reading.index}.{key}"] = value

@@ -39,6 +39,7 @@ from orchestrator.bench.gpu_figures import (
     summarize_samples,
     without_cut_round,
 )
+from orchestrator.bench.gpu_ranges import impossible_problem
 from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.errors import OrchError
 from orchestrator.transport import Command
@@ -178,7 +179,8 @@ class GpuSampler:
             self._raw[-1][0] if self._raw else 0.0)
         grouped = group_lines((t, line) for t, line in self._raw if t <= end)
         self.gpus.update(grouped.gpus)
-        problem = self._problem or (grouped.unparsed[-1] if grouped.unparsed else "")
+        problem = self._problem or (grouped.unparsed[-1] if grouped.unparsed else "") or (
+            impossible_problem(grouped.impossible) if grouped.impossible else "")
         values: dict[str, float] = {"unparsed": float(len(grouped.unparsed))}
         if grouped.exit_code is not None:  # read before the stop: it ended by itself
             values["exit_code"] = float(grouped.exit_code)

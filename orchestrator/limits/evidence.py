@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from orchestrator.bench.anomalies import capped, effective_concurrency
+from orchestrator.bench.gpu_ranges import out_of_range
 from orchestrator.limits.topology import LayoutLinks
 from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
 from orchestrator.runs.records import LevelResult
@@ -109,21 +110,34 @@ def _gpu_block(level: LevelResult) -> Mapping[str, Any]:
     return block if isinstance(block, Mapping) and block.get("samples") else {}
 
 
+def _reading(value: Any, key: str) -> float | None:
+    """A GPU figure of a level file, None when it is not one a GPU can read (gpu_ranges.py):
+    a level file edited by hand, or written before readings were range-checked."""
+    number = _number(value)
+    return number if number is not None and out_of_range(key, number) is None else None
+
+
 def _mean_over_gpus(gpus: Sequence[Mapping[str, Any]], part: str, whole: str) -> float | None:
-    ratios = [r for g in gpus if (r := _ratio(_number(g.get(part)), _number(g.get(whole)))) is not None]
+    ratios = [r for g in gpus
+              if (r := _ratio(_reading(g.get(part), _unit(part)), _reading(g.get(whole), _unit(whole)))) is not None]
     return round(sum(ratios) / len(ratios), 4) if ratios else None
 
 
+def _unit(key: str) -> str:
+    """A summary's key -> the reading it summarizes (`mean_power_w` -> `power_w`)."""
+    return key.removeprefix("mean_").removeprefix("max_").removeprefix("min_")
+
+
 def _host_key(block: Mapping[str, Any], key: str) -> float | None:
-    value = _number(block.get(f"mean_{key}"))
-    return value if value is not None else _number(block.get(key))
+    value = _reading(block.get(f"mean_{key}"), key)
+    return value if value is not None else _reading(block.get(key), key)
 
 
 def _gpu_figures(level: LevelResult) -> dict[str, Any]:
     block = _gpu_block(level)
     gpus = [g for g in block.get("gpus") or [] if isinstance(g, Mapping)]
-    util = _number(block.get("mean_util_pct"))
-    mems = [m for g in gpus if (m := _number(g.get("mean_mem_util_pct"))) is not None]
+    util = _reading(block.get("mean_util_pct"), "util_pct")
+    mems = [m for g in gpus if (m := _reading(g.get("mean_mem_util_pct"), "mem_util_pct")) is not None]
     mem = sum(mems) / len(mems) if mems else None
     rx, tx = _host_key(block, PCIE_RX), _host_key(block, PCIE_TX)
     return {

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__, local_files
 from orchestrator.errors import RunFolderError
-from orchestrator.runs.layout import MatrixLayout, run_folder_name
 from orchestrator.runs.json_reader import parse_json
+from orchestrator.runs.layout import MatrixLayout, run_folder_name
 from orchestrator.runs.writer import write_file
 
 FILE = MatrixLayout.FILE

@@ -89,6 +89,20 @@ def test_headers_and_garbage_are_not_readings(line: str) -> None:
     assert parse_line(line) is None
 
 
+def test_a_reading_out_of_range_is_left_out_and_kept_to_be_said() -> None:
+    """Finite but no GPU's: a 400-digit power (float() makes it inf), 250 % busy; an index of
+    23 digits is no GPU at all (issue 38, item 15)."""
+    reading = parse_line(f"0, {UUID}, {NAME}, {'9' * 400}, 600, 250, 4, 5, 6, 7, 8")
+    assert reading is not None
+    assert reading.values == {"power_limit_w": 600, "mem_util_pct": 4, "mem_used_mib": 5,
+                              "mem_total_mib": 6, "temp_c": 7, "sm_clock_mhz": 8}
+    assert [why.split(" is ")[0] for why in reading.impossible] == ["GPU 0 power_w inf", "GPU 0 util_pct 250"]
+    assert parse_line(f"12345678901234567890123, {UUID}, {NAME}, 1, 2, 3, 4, 5, 6, 7, 8") is None
+    grouped = group_lines([(0.0, f"0, {UUID}, {NAME}, 1e999, 600, 250, 4, 5, 6, 7, 8")])
+    assert len(grouped.impossible) == 1  # 1e999 is no number nvidia-smi writes: garbage
+    assert "power_w" not in grouped.snapshots[0].values
+
+
 def test_the_stand_in_prints_what_the_parser_reads_in_both_formats() -> None:
     query = "--query-gpu=" + ",".join(QUERY)
     for style in ("csv", "csv,noheader,nounits"):

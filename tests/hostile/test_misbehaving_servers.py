@@ -8,6 +8,8 @@ counted from garbage, no traceback."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ from fixtures.sshd import free_port
 
 from orchestrator.bench.dcgm import DcgmSampler, answers, parse_dcgm
 from orchestrator.bench.server_metrics import parse_checked
+from orchestrator.limits.evidence import gather
+from orchestrator.runs.records import LevelResult
 
 pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
 
@@ -206,3 +210,32 @@ def test_an_apply_leaves_out_what_is_not_a_reading(tmp_path: Path, venv: Path) -
     assert block["reason"].startswith(
         f"DCGM exporter at http://127.0.0.1:{port_of(root)}/metrics on a: "), block
     assert "line(s) not counted" in block["reason"], block
+
+
+# -- readings that are finite but no GPU's (issue 38, item 15) ------------------------------
+
+def test_impossible_readings_are_left_out_said_once_and_judge_nothing(tmp_path: Path, venv: Path) -> None:
+    """The stand-in exporter (tests/fixtures/fake_dcgm_exporter.py) serving 1e308 W, SMs
+    active 1e300, PCIe at 1e30 B/s and a GPU labelled by 23 digits, under orch apply."""
+    port = free_port()
+    exporter = Path(__file__).parents[1] / "fixtures" / "fake_dcgm_exporter.py"
+    with subprocess.Popen([sys.executable, str(exporter), str(port), "impossible"],
+                          stdout=subprocess.PIPE, text=True) as served:
+        assert served.stdout is not None and served.stdout.readline().strip() == "ready"
+        try:
+            block, said, _ = _apply(tmp_path, venv, port)
+        finally:
+            served.terminate()
+    assert block["source"] == "dcgm-exporter" and block["samples"] >= 1, block
+    assert [g["index"] for g in block["gpus"]] == [0, 1], block  # no GPU 12345678901234567890123
+    assert "mean_sm_active" not in block and "mean_pcie_rx_mb_s" not in block, block
+    assert block["max_power_w"] <= 5000 and block["energy_j"] is not None, block  # GPU 1's alone
+    problem = block["problem"]
+    assert problem.startswith(f"DCGM exporter at http://127.0.0.1:{port}/metrics on a: "), problem
+    assert "reading(s) out of range left out" in problem and problem.count("out of range") == 1
+    assert " inf " not in f" {said} " and "1e+308" not in said, said
+    level = LevelResult.model_validate_json((last_run(tmp_path) / "hosts/a/bench/level-c1.json").read_text())
+    assert level.limiter is not None and level.limiter["name"] != "compute-bound", level.limiter
+    # a level file edited to hold them is not judged by them either
+    edited = LevelResult.model_validate({**level.model_dump(), "gpu_telemetry": {**block, "mean_sm_active": 1e300}})
+    assert edited.extra("gpu_telemetry")["mean_sm_active"] == 1e300 and gather(edited).sm_active is None
