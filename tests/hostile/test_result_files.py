@@ -1,12 +1,17 @@
 """Result files and labels as hostile input (issue 38, items 14 and 16), through the real
 CLI: a matrix whose values are matplotlib mathtext (`$\\frac{a}{b}$`, `$x^$`) applied for
 real, then reported and plotted; `vllm bench serve` result files nested 50,000 deep or
-holding 1e308, Infinity and a 400-digit number, compared and reported."""
+holding 1e308, Infinity and a 5000-digit number, compared and reported; a model listing of
+more files than orch takes, from a hub of the test's own and from a record on the host."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -121,3 +126,69 @@ def test_a_plain_result_still_reads(tmp_path: Path) -> None:
     shutil.copy(VLLM_RESULT, tmp_path / "result.json")
     done = orch("compare", "result.json", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, _said(done)
+
+
+# -- a model listing of too many files --------------------------------------------------------
+
+COMMIT = "a" * 40
+MANY = 10_001  # over the cap (facts/model.py MAX_MODEL_FILES), as a 300,000-file listing is
+
+
+def _listing(count: int) -> bytes:
+    return json.dumps({"id": "orch/many", "modelId": "orch/many", "sha": COMMIT, "private": False,
+                       "siblings": [{"rfilename": f"f{i}.json", "size": 2, "blobId": "b" * 40}
+                                    for i in range(count)]}).encode()
+
+
+@pytest.fixture
+def many_files_hub() -> Iterator[str]:
+    """A hub of the test's own that lists MANY files for any model (huggingface_hub's
+    model_info reads it as it is)."""
+    body = _listing(MANY)
+
+    class Listing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Listing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+def _model_plan(tmp_path: Path, **model: str) -> Path:
+    # the test's own venv has the real huggingface_hub the host side runs
+    plan = {"name": "many", "python": {"venv": sys.prefix, "installer": "pip"},
+            "model": {"repo": "orch/many", "dir": str(tmp_path / "model"), **model}}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    return tmp_path / "plan.yaml"
+
+
+def test_a_hub_listing_too_many_files_is_refused_with_a_word(tmp_path: Path, many_files_hub: str) -> None:
+    done = orch("plan", _model_plan(tmp_path, endpoint=many_files_hub), cwd=tmp_path, timeout=120)
+    said = " ".join(_said(done).split())
+    assert done.returncode == 1 and "Traceback" not in said, said
+    assert f"the hub lists {MANY} files for this revision, more than orch takes from one model (10000)" in said
+
+
+def test_a_record_on_the_host_listing_too_many_files_is_refused_too(tmp_path: Path) -> None:
+    """The host's own record of a pinned commit (no hub asked): the controller's cap."""
+    record = tmp_path / "model" / ".cache" / "orch" / "model.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"commit": COMMIT, "files": [
+        {"path": f"f{i}.json", "size": 2, "blob": "b" * 40} for i in range(MANY)]}))
+    done = orch("plan", _model_plan(tmp_path, revision=COMMIT), cwd=tmp_path, timeout=120)
+    said = " ".join(_said(done).split())
+    assert done.returncode == 1 and "Traceback" not in said, said
+    assert f"the listing holds {MANY} files, more than orch takes from one model (10000)" in said
