@@ -192,3 +192,17 @@ def test_a_record_on_the_host_listing_too_many_files_is_refused_too(tmp_path: Pa
     said = " ".join(_said(done).split())
     assert done.returncode == 1 and "Traceback" not in said, said
     assert f"the listing holds {MANY} files, more than orch takes from one model (10000)" in said
+
+
+def test_a_per_request_line_with_an_infinite_ttft_is_left_out_and_said(tmp_path: Path) -> None:
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    shutil.copy(ORCH_LEVEL, folder / "level-c4.json")
+    good = {"level": "c4", "request_id": "r1", "ok": True, "ttft_ms": 12.5, "e2el_ms": 80.0,
+            "output_tokens": 16}
+    lines = [json.dumps(good), json.dumps({**good, "request_id": "r2"}).replace("12.5", "Infinity")]
+    (folder / "requests-c4.jsonl").write_text("\n".join(lines) + "\n")
+    done = orch("report", "bench", "-o", tmp_path / "r.html", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in _said(done), _said(done)
+    html = " ".join((tmp_path / "r.html").read_text().split())
+    assert "no per-request distribution: bench/requests-c4.jsonl: line 2: ttft_ms: inf is not a figure" in html
