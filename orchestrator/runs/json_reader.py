@@ -6,11 +6,13 @@ Such a file may have been edited by hand or made by anyone, so besides JSON's ow
 - nesting deeper than `MAX_DEPTH` (64) levels is refused at the line and column where it
   goes deeper (orch's records are a few levels deep; Python's parser would raise a
   RecursionError at about a thousand);
+- an integer of more than 20 digits is refused (Python's own parser raises a ValueError past
+  4,300);
 - in result files (`figures=True`), a number that is not a measurement is refused at its
   line and column: NaN and Infinity (which JSON does not have, and orch's writer never
-  writes: it writes null), a number that overflows to infinity (`1e999`), and one beyond
-  `MAX_FIGURE` (1e15: a petabyte, 31,000 years in ms), which would turn a plot's axis or a
-  sum into infinity.
+  writes: it writes null), a number that overflows to infinity (`1e999`), and a fraction
+  beyond `MAX_FIGURE` (1e15: a petabyte, 31,000 years in ms), which would turn a plot's axis
+  or a sum into infinity.
 
 Every refusal is a `RunFolderError` at `file:line:column` that says what was expected.
 """
@@ -44,8 +46,9 @@ def loads(text: str, *, figures: bool = False) -> Any:
     """`json.loads`, refusing deep nesting and (with `figures`) numbers that are not
     measurements: raises `json.JSONDecodeError` or `Refused`."""
     bad: list[str] = []
-    # an integer of thousands of digits is a ValueError of Python's own, not a JSON error
-    hooks: dict[str, Any] = {"parse_int": lambda s: _figure(s, int(s) if len(s) <= 20 else math.inf, bad)}
+    # An integer of thousands of digits is a ValueError of Python's own, not a JSON error: one
+    # of more than 20 digits is refused in any record (a plan's `seed` may be large).
+    hooks: dict[str, Any] = {"parse_int": lambda s: _figure(s, int(s) if len(s) <= 20 else math.inf, bad, math.inf)}
     if figures:
         hooks |= {"parse_float": lambda s: _figure(s, float(s), bad),
                   "parse_constant": lambda s: _figure(s, math.nan, bad)}
@@ -56,16 +59,20 @@ def loads(text: str, *, figures: bool = False) -> Any:
     if _depth(value) > MAX_DEPTH:
         raise Refused(_too_deep_at(text), _DEEP)
     if bad:
-        raise Refused(_where(text, bad[0]), f"{_shown(bad[0])} is not a figure orch can use: "
-                      f"expected a finite number within ±{MAX_FIGURE:g}")
+        expected = f"a finite number within ±{MAX_FIGURE:g}" if _is_float(bad[0]) else "an integer of at most 20 digits"
+        raise Refused(_where(text, bad[0]), f"{_shown(bad[0])} is not a figure orch can use: expected {expected}")
     return value
 
 
 _DEEP = f"nested deeper than {MAX_DEPTH} levels: expected a record of a few levels"
 
 
-def _figure(literal: str, value: float | int, bad: list[str]) -> float | int | None:
-    if (isinstance(value, float) and not math.isfinite(value)) or abs(value) > MAX_FIGURE:
+def _is_float(literal: str) -> bool:
+    return not literal.lstrip("-").isdigit()
+
+
+def _figure(literal: str, value: float | int, bad: list[str], limit: float = MAX_FIGURE) -> float | int | None:
+    if (isinstance(value, float) and not math.isfinite(value)) or abs(value) > limit:
         bad.append(literal)
         return None
     return value
