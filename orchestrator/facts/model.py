@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List
@@ -195,7 +196,8 @@ def _model_partial(folder: str) -> int:
         for name in names:
             if name.endswith(".incomplete"):
                 with contextlib.suppress(OSError):
-                    total += os.lstat(os.path.join(root, name)).st_size
+                    info = os.lstat(os.path.join(root, name))
+                    total += info.st_size if stat.S_ISREG(info.st_mode) else 0
     return total
 
 
