@@ -13,6 +13,11 @@ is hashed against the hub's sha256 (LFS) or git blob id, then moved into place: 
 or the cache's layout (`blobs/<etag>`, `snapshots/<commit>/<path>` linking to it, `refs/`).
 Files present but not yet verified by orch are hashed first, and wrong ones removed. The
 input closing (the apply ended or died) ends the program at once.
+
+Nothing the hub said is taken on the controller's word alone: the program carries the checks
+of facts/model_trust.py and runs them before any stat, removal or write (names, commit,
+sizes, the folders' owners and links); a download stops at its listed size and when the free
+space falls below the margin kept; an ETag that is not a hash is not a blob's name.
 """
 
 from orchestrator.facts.program import host_side
