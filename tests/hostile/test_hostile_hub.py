@@ -290,10 +290,11 @@ def test_the_fetch_program_checks_the_listing_again(venv: Path, tmp_path: Path,
     places = {"kind": "dir", "base": model, "meta": model + "/.cache/orch",
               "partial": model + "/.cache/orch/partial"}
     good = {"path": "config.json", "size": 2, "sha256": None, "blob": "b" * 40, "state": "size"}
-    for bad, words in [({"path": "../outside/victim.txt"}, "an empty, '.' or '..' segment"),
-                       ({"size": -1}, "not between 0 and 100 TB"),
-                       ({"blob": "../x"}, "is not 40 hex digits"),
-                       ({"commit": "../../x"}, "is not 40 lowercase hex digits")]:
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"path": "../outside/victim.txt"}, "an empty, '.' or '..' segment"),
+        ({"size": -1}, "not between 0 and 100 TB"), ({"blob": "../x"}, "is not 40 hex digits"),
+        ({"commit": "../../x"}, "is not 40 lowercase hex digits")]
+    for bad, words in cases:
         entry = {**good, **{k: v for k, v in bad.items() if k != "commit"}}
         request = {"repo": "o/r", "revision": "main", "commit": bad.get("commit", "a" * 40),
                    "places": places, "files_dir": model, "record": model + "/.cache/orch/m.json",
