@@ -67,7 +67,7 @@ def describe(spec: ModelSpec, facts: ModelFacts, wanted: Need) -> str:
     states = [f.state for f in wanted.fetch]
     parts = []
     for state, words in (("missing", "missing"), ("size", "of the wrong size"),
-                         ("link", "links out of the folder or not files: replaced"),
+                         ("link", "linked out of the folder or not a file: replaced"),
                          ("unverified", "changed or never verified: hashed first")):
         if states.count(state):
             parts.append(f"{states.count(state)} {words}")

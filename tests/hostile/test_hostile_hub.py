@@ -206,8 +206,12 @@ def test_a_link_out_of_the_folder_is_replaced_never_its_target_removed(
     lies = Lies([Served("config.json", b'{"model_type": "x"}')])
     with lying_hub(lies) as url:
         plan = write_plan(tmp_path, venv, {"repo": "o/r", "dir": str(model), "endpoint": url})
+        planned = orch("plan", plan, cwd=tmp_path, timeout=300)
+        assert "1 of 1 files (1 linked out of the folder or not a file: replaced)" in \
+            said(planned), said(planned)
         done = orch("apply", plan, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, said(done)
+    assert "config.json: a link out of the model's folder, or not a file: replaced" in said(done)
     assert tree(outside) == before
     assert not (model / "config.json").is_symlink()
     assert (model / "config.json").read_bytes() == b'{"model_type": "x"}'
