@@ -141,7 +141,7 @@ def download(entry):
         try:
             http_get(meta.location, capped, resume_size=handle.tell(), headers=headers,
                      expected_size=entry["size"])
-        except ValueError:
+        except Overrun:
             os.remove(part)  # what came past the listed size is not the file
             raise
     if not digest(part, entry):
@@ -150,6 +150,8 @@ def download(entry):
     etag = (meta.etag or "").strip('"')  # a path in the cache: a hash, or the listed one
     place(entry, part, etag if model_is_hex(etag, 40, 64) else entry.get("sha256") or entry["blob"])
     return True
+class Overrun(ValueError):
+    pass
 class Capped:
     # The file http_get writes to: never past the listed size (an endless body must not fill
     # the disk), and never below the free space kept (another writer may be filling it).
@@ -157,7 +159,7 @@ class Capped:
         self.handle, self.entry, self.part = handle, entry, part
     def write(self, chunk):
         if self.handle.tell() + len(chunk) > self.entry["size"]:
-            raise ValueError("%s: the hub sent more than its listed size of %d bytes: stopped" % (
+            raise Overrun("%s: the hub sent more than its listed size of %d bytes: stopped" % (
                 self.entry["path"], self.entry["size"]))
         space = os.fstatvfs(self.handle.fileno())
         free = space.f_bavail * space.f_frsize
@@ -239,5 +241,7 @@ say(event="done", done=on_disk() - start, total=total - start)
 """
 
 # The checks of facts/model_trust.py travel with the program (one home for them).
-PROGRAM = "from __future__ import annotations\nimport contextlib, hashlib, json, os, stat, sys, threading, time\n" + \
-    str((host_side("model_trust") or ({}, ""))[1]) + "\n" + _BODY
+PROGRAM = "\n".join([
+    "from __future__ import annotations",
+    "import contextlib, hashlib, json, os, stat, sys, threading, time",
+    (host_side("model_trust") or ({}, ""))[1], _BODY])
