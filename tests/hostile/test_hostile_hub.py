@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -308,3 +309,34 @@ def test_the_fetch_program_checks_the_listing_again(venv: Path, tmp_path: Path,
                   lambda event: None, timeout=60)
         assert "Refused: the hub's listing" in str(raised.value) and words in str(raised.value)
     assert tree(outside) == before and not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize(("lie", "words"), [
+    ({"commit": "../../../outside/by-commit"}, "the commit \"../../../outside/by-commit\" is not"),
+    ({"files": [{"path": "../outside/victim.txt", "size": 1}]},
+     "file \"../outside/victim.txt\": an empty, '.' or '..' segment in it"),
+    ({"files": [{"path": "a", "size": 10 * PB}, {"path": "b", "size": -10 * PB}]},
+     "file \"a\": its size 10000000000000000 bytes is not between 0 and 100 TB"),
+    ({"files": [{"path": "a", "size": 1, "sha256": "../../x"}]},
+     "its sha256 \"../../x\" is not 64 hex digits"),
+])
+def test_the_controller_checks_the_hosts_answer_again(lie: dict[str, object], words: str) -> None:
+    """A host that passed a lie on (an older fact program, a host that is itself hostile):
+    the controller refuses the listing whole, and the step plans nothing on it."""
+    from orchestrator.facts import Facts
+    from orchestrator.facts.model import model_places, parse
+    from orchestrator.plan.models import ModelSpec, PythonEnv
+    from orchestrator.steps.model import ModelStep
+
+    places = model_places({"dir": "/models/m", "repo": "o/r"})
+    entry: dict[str, Any] = {"places": places, "repo": "o/r", "revision": "main",
+                             "commit": "a" * 40, "files": [{"path": "config.json", "size": 2}],
+                             "space": ["/models", 10 ** 15], **lie}
+    entry["states"] = [[f.get("path"), f.get("size"), "missing"] for f in entry["files"]]
+    facts = Facts()
+    parse({"model": entry}, facts)
+    spec = ModelSpec(repo="o/r", revision="main", dir="/models/m")
+    plan = ModelStep(spec, PythonEnv(venv="/opt/v"), {}).plan(facts)
+    assert plan.blocked is not None and words in plan.blocked, plan.blocked
+    assert plan.blocked.startswith("model: o/r@main: the hub's listing: ")
+    assert not plan.changes
