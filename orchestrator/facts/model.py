@@ -14,11 +14,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from orchestrator.facts.fact import Fact, as_int, as_str
+from orchestrator.facts.model_trust import (
+    model_commit_problem,
+    model_files_problem,
+    model_folders_problem,
+    model_inside,
+    model_is_hex,
+)
 
 if TYPE_CHECKING:
     from orchestrator.facts.answer import Facts
@@ -118,15 +126,18 @@ def _model_ref(places: Dict[str, str], spec: Dict[str, Any]) -> str | None:
     if places["kind"] == "cache":
         try:
             with open(places["base"] + "/refs/" + spec["revision"]) as handle:
-                return handle.read().strip() or None
+                found = handle.read(100).strip()
         except OSError:
             return None
+        return found if model_is_hex(found, 40) else None
     try:
         with open(places["meta"] + "/model.json") as handle:
             record = json.load(handle)
     except (OSError, ValueError):
         return None
-    return record.get("commit") if record.get("revision") == spec["revision"] else None
+    commit = record.get("commit") if isinstance(record, dict) else None
+    ok = model_is_hex(commit, 40) and record.get("revision") == spec["revision"]
+    return str(commit) if ok else None
 
 
 def _model_resolve(spec: Dict[str, Any]) -> Dict[str, Any]:
@@ -150,20 +161,26 @@ def _model_resolve(spec: Dict[str, Any]) -> Dict[str, Any]:
         return {"error": f"the hub client failed: {str(error)[:300]}", "kind": "client"}
 
 
-def _model_states(files_dir: str, expected: List[Dict[str, Any]], record: Dict[str, Any] | None) -> List[List[Any]]:
-    """[path, size, state] per expected file: ok (as verified), unverified, size, missing. A
-    stamp counts for a file the record verified with the hash expected now."""
+def _model_states(places: Dict[str, str], files_dir: str, expected: List[Dict[str, Any]],
+                  record: Dict[str, Any] | None) -> List[List[Any]]:
+    """[path, size, state] per expected file: ok (as verified), unverified, size, missing, link
+    (a link out of the folder, or not a file: never followed). A stamp counts for a file the
+    record verified with the hash expected now."""
     stamps = (record or {}).get("stamps") or {}
     hashes = {f.get("path"): (f.get("sha256"), f.get("blob"))
               for f in (record or {}).get("files") or [] if isinstance(f, dict)}
     out = []
     for entry in expected:
+        path = files_dir + "/" + entry["path"]
         try:
-            info = os.stat(files_dir + "/" + entry["path"])
+            info = os.stat(path)
         except OSError:
-            out.append([entry["path"], entry["size"], "missing"])
+            state = "link" if os.path.islink(path) else "missing"
+            out.append([entry["path"], entry["size"], state])
             continue
-        if entry.get("size") is not None and info.st_size != entry["size"]:
+        if not model_inside(places["base"], path):
+            state = "link"
+        elif entry.get("size") is not None and info.st_size != entry["size"]:
             state = "size"
         elif stamps.get(entry["path"]) == [info.st_size, info.st_mtime_ns] and \
                 hashes.get(entry["path"]) == (entry.get("sha256"), entry.get("blob")):
@@ -190,51 +207,89 @@ def _model_partial(folder: str) -> int:
         for name in names:
             if name.endswith(".incomplete"):
                 with contextlib.suppress(OSError):
-                    total += os.stat(os.path.join(root, name)).st_size
+                    info = os.lstat(os.path.join(root, name))
+                    total += info.st_size if stat.S_ISREG(info.st_mode) else 0
     return total
+
+
+def _model_listing(spec: Dict[str, Any], out: Dict[str, Any]) -> Dict[str, Any] | None:
+    """The hub's commit and file list, checked (None: the hub failed, or lied: said in `out`)."""
+    listing = _model_resolve(spec)
+    if "error" in listing:
+        out["hub_error"], out["hub_error_kind"] = listing["error"], listing.get("kind")
+        out["hub"] = spec.get("endpoint") or os.environ.get("HF_ENDPOINT") or \
+            "https://huggingface.co"
+        out["attempts"] = listing.get("attempts")
+        return None
+    problem = model_commit_problem(listing.get("commit")) or \
+        model_files_problem(listing.get("files"))
+    if problem is not None:
+        out["refused"], out["refused_kind"] = "the hub's listing: " + problem, "listing"
+        return None
+    out["resolved"] = listing["commit"]
+    return listing
+
+
+def _model_folders(places: Dict[str, str], commit: str, files: List[Dict[str, Any]]) -> str | None:
+    """The first folder orch would read or write in that is not the user's own (or is a link)."""
+    base = places["base"]
+    inside = [places["partial"][len(base) + 1:]]
+    into = "" if places["kind"] == "dir" else "snapshots/" + commit + "/"
+    if places["kind"] == "cache":
+        inside += ["blobs", "refs"]
+    inside += [into + os.path.dirname(f["path"]) for f in files]
+    return model_folders_problem(base, inside)
+
+
+def _model_expected(places: Dict[str, str], commit: str, record: Dict[str, Any] | None,
+                    listing: Dict[str, Any] | None, out: Dict[str, Any]) -> List[Dict[str, Any]] | None:
+    """The files the commit has (orch's record, else the hub's listing), checked."""
+    if record is not None and record.get("files"):
+        problem = model_files_problem(record["files"])
+        if problem is not None:
+            out["refused"], out["refused_kind"] = f"{model_record_path(places, commit)}: {problem}", "record"
+            return None
+        return record["files"]  # type: ignore[no-any-return]
+    if listing is not None and "files" in listing and listing.get("commit") == commit:
+        return listing["files"]  # type: ignore[no-any-return]
+    return None
 
 
 def model_facts(spec: Dict[str, Any]) -> Dict[str, Any]:
     places = model_places(spec)
     revision = spec["revision"]
-    pinned = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
-    out: Dict[str, Any] = {"places": places, "revision": revision, "repo": spec["repo"]}
+    pinned = model_is_hex(revision, 40)
+    out: Dict[str, Any] = {"places": places, "revision": revision, "repo": spec["repo"],
+                           "space": _model_space(places["base"])}
     commit = revision if pinned else None
     record = _model_record(places, commit) if commit else None
     listing: Dict[str, Any] | None = None
     # HF_HUB_OFFLINE on the host: the hub is not asked; a branch names what was last fetched.
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     if record is None and not (offline and not pinned):
-        listing = _model_resolve(spec)
-        if "error" in listing:
-            out["hub_error"], out["hub_error_kind"] = listing["error"], listing.get("kind")
-            out["hub"] = spec.get("endpoint") or os.environ.get("HF_ENDPOINT") or \
-                "https://huggingface.co"
-            out["attempts"] = listing.get("attempts")
-        else:
-            commit = listing["commit"] if not pinned else commit
-            out["resolved"] = listing["commit"]
+        listing = _model_listing(spec, out)
+        if "refused" in out:
+            return out
+        if listing is not None and not pinned:
+            commit = listing["commit"]
     if commit is None:
         commit = _model_ref(places, spec)
         out["from_ref"] = commit is not None
     out["commit"] = commit
     if commit is None:
-        out["space"] = _model_space(places["base"])
         return out
     record = record or _model_record(places, commit)
-    if record is not None and record.get("files"):
-        expected = record["files"]
-    elif listing is not None and "files" in listing and listing.get("commit") == commit:
-        expected = listing["files"]
-    else:
-        expected = None
+    expected = _model_expected(places, commit, record, listing, out)
     out["recorded"] = record is not None
     if expected is not None:
         out["files"] = expected
+        problem = _model_folders(places, commit, expected)
+        if problem is not None:
+            out["refused"], out["refused_kind"] = problem, "folder"
+            return out
         verified = record or _model_record(places, commit, same_commit=False)
-        out["states"] = _model_states(model_files_dir(places, commit), expected, verified)
+        out["states"] = _model_states(places, model_files_dir(places, commit), expected, verified)
     out["partial_bytes"] = _model_partial(places["partial"])
-    out["space"] = _model_space(places["base"])
     return out
 
 
@@ -273,6 +328,8 @@ class ModelFacts:
     partial_bytes: int = 0
     space_path: str = ""
     free_bytes: int | None = None
+    refused: str | None = None  # what orch will not use: a lying listing, a foreign folder
+    refused_kind: str | None = None  # listing, record, folder
 
     def record(self) -> dict[str, Any] | None:
         """What the run folder keeps of the weights (model.json): None until every file is
@@ -297,6 +354,21 @@ def _files(entry: dict[str, Any]) -> list[ModelFile] | None:
     return found
 
 
+def _refused(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """What the host refused, or the controller does: the host's answer is checked again, so
+    a hub's lie reaches no step whichever side missed it."""
+    if isinstance(entry.get("refused"), str):
+        return entry["refused"], str(entry.get("refused_kind"))
+    for key in ("commit", "resolved"):
+        if entry.get(key) is not None and model_commit_problem(entry[key]) is not None:
+            return f"the hub's listing: {model_commit_problem(entry[key])}", "listing"
+    if entry.get("files") is not None:
+        problem = model_files_problem(entry["files"])
+        if problem is not None:
+            return f"the hub's listing: {problem}", "listing"
+    return None
+
+
 def parse(answer: dict[str, Any], facts: Facts) -> None:
     entry = answer.get("model")
     if not isinstance(entry, dict):
@@ -308,6 +380,9 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
                               f"one model ({MAX_MODEL_FILES})", "hub_error_kind": "listing"}
     places = entry.get("places") or {}
     space = entry.get("space") or [None, None]
+    refused = _refused(entry)
+    if refused is not None:
+        entry = {k: v for k, v in entry.items() if k not in ("commit", "resolved", "files")}
     facts.extra["model"] = ModelFacts(
         places={str(k): str(v) for k, v in places.items() if isinstance(v, str)},
         repo=str(entry.get("repo")), revision=str(entry.get("revision")),
@@ -317,6 +392,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         hub=as_str(entry.get("hub")), attempts=as_int(entry.get("attempts")),
         recorded=bool(entry.get("recorded")), partial_bytes=as_int(entry.get("partial_bytes")) or 0,
         space_path=str(space[0] or ""), free_bytes=as_int(space[1]),
+        refused=refused[0] if refused else None, refused_kind=refused[1] if refused else None,
     )
 
 

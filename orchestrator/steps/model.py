@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from orchestrator import masking
+from orchestrator import console, masking
 from orchestrator.errors import StepError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts, ProbeRequest
@@ -67,6 +67,7 @@ def describe(spec: ModelSpec, facts: ModelFacts, wanted: Need) -> str:
     states = [f.state for f in wanted.fetch]
     parts = []
     for state, words in (("missing", "missing"), ("size", "of the wrong size"),
+                         ("link", "linked out of the folder or not a file: replaced"),
                          ("unverified", "changed or never verified: hashed first")):
         if states.count(state):
             parts.append(f"{states.count(state)} {words}")
@@ -108,6 +109,8 @@ class ModelStep(Step):
         if not isinstance(found, ModelFacts):
             plan.blocked = "the host did not answer about the model's files"
             return plan
+        if found.refused is not None:
+            return _refused(self.spec, found, plan)
         plan.findings += _revision_findings(self.spec, found)
         if found.commit is None or found.files is None:
             return _unknown(self.spec, found, plan)
@@ -133,7 +136,7 @@ class ModelStep(Step):
             "allow": self.spec.allow, "ignore": self.spec.ignore, "endpoint": self.spec.endpoint,
             "token": self.token, "places": places,
             "files_dir": model_files_dir(places, found.commit),
-            "record": model_record_path(places, found.commit),
+            "record": model_record_path(places, found.commit), "margin": SPACE_MARGIN,
             "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "blob": f.blob,
                        "state": f.state} for f in found.files]}
         summary = describe(self.spec, found, wanted)
@@ -158,6 +161,19 @@ def _revision_findings(spec: ModelSpec, found: ModelFacts) -> list[Finding]:
         said.append(Finding("warning", f"model: the hub was not reached ({found.hub_error}); "
                                        f"using commit {found.commit[:12]}, the last fetched"))
     return said
+
+
+def _refused(spec: ModelSpec, found: ModelFacts, plan: StepPlan) -> StepPlan:
+    """A listing that lies, a record that was tampered with, a folder others may write in:
+    nothing is fetched, stat'ed or removed on its word."""
+    plan.blocked = f"model: {spec.repo}@{spec.revision}: {console.shown(found.refused or '')}"
+    hints = {"listing": "orch fetches nothing on such a listing: check model.endpoint (the hub, "
+                        "or whoever is on the path to a plain-http endpoint, sent it)",
+             "record": "remove orch's record there; the next apply hashes the files again",
+             "folder": "the folder and the folders below it must be this user's own and "
+                       "writable by nobody else"}
+    plan.findings.append(Finding("error", plan.blocked, hints.get(found.refused_kind or "", "")))
+    return plan
 
 
 def _unknown(spec: ModelSpec, found: ModelFacts, plan: StepPlan) -> StepPlan:
