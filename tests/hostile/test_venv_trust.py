@@ -123,3 +123,35 @@ def test_the_rule_on_the_host_side(tmp_path: Path) -> None:
     (mine / "bin").mkdir(parents=True)
     (mine / "bin").chmod(0o777)
     assert _problems(mine) == [(str(mine / "bin"), "writable by others")]
+
+
+def test_a_folder_another_user_makes_after_the_probe_is_refused_when_the_venv_is_made(
+        tmp_path: Path) -> None:
+    """The probe saw no folder (a race for /tmp/orch-sim): the creating command itself
+    checks that the venv's folder is the user's own before `python -m venv` runs in it."""
+    from orchestrator.errors import OrchError
+    from orchestrator.facts import Facts, probe
+    from orchestrator.plan.models import Install, PythonEnv
+    from orchestrator.steps.base import apply_changes
+    from orchestrator.steps.python_env import PythonEnvStep
+    from orchestrator.transport.local import LocalTransport
+
+    shared, marker = tmp_path / "orch-sim", tmp_path / "ran-as-root"
+    interpreter = tmp_path / "python3"  # what would make the venv: leaves the marker
+    interpreter.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    interpreter.chmod(0o755)
+    step = PythonEnvStep(PythonEnv(venv=str(shared / "venv"), interpreter=str(interpreter)),
+                         Install())
+    transport = LocalTransport("local")
+    facts: Facts = probe(transport, step.request())
+    plan = step.plan(facts)
+    assert plan.blocked is None and plan.changes[0].summary.startswith("create venv")
+    shared.mkdir()  # another user wins the race after the probe
+    shared.chmod(0o1777)
+    os.chown(shared, NOBODY, NOBODY)
+    with pytest.raises(OrchError, match=rf"refusing to create the venv: .*nobody .*{shared}"):
+        apply_changes(transport, plan.changes[:1])
+    assert not marker.exists() and not (shared / "venv").exists()
+    shared.rmdir()  # and with nobody in the way, the same change runs the interpreter
+    apply_changes(transport, plan.changes[:1])
+    assert marker.exists()
