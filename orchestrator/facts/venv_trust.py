@@ -156,4 +156,19 @@ def venv_trust(facts: Facts) -> VenvTrust | None:
     return found if isinstance(found, VenvTrust) else None
 
 
+def refusal(trust: VenvTrust | None, venv: str, doing: str) -> str | None:
+    """Why orch will not act in the venv (None: it may): the first problem, with the fix.
+    `doing`: what orch does there as the user ("runs")."""
+    if trust is None or not trust.problems:
+        return None
+    first, user = trust.problems[0], trust.user or "the login user"
+    more = f" (and {len(trust.problems) - 1} more)" if len(trust.problems) > 1 else ""
+    undo = (f"remove {first.path} (another user made it)" if first.why.startswith("owned") else
+            f"`chmod go-w {first.path}`" + ("" if first.owner == user else
+                                            f" and `chown {user} {first.path}`"))
+    return (f"refusing the venv {venv}: {first.describe()}{more}, so another user could "
+            f"change what orch {doing} there as {user}; give python.venv a folder of {user}'s own "
+            f"(e.g. under its home, ~/.cache/orch/...), or {undo}")
+
+
 FACT = Fact(gather="gather_venv_trust", parse=parse)

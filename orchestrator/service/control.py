@@ -17,8 +17,10 @@ from typing import Any
 from orchestrator.apply.lock import describe_text, service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
+from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts, ProbeRequest, Process, ServiceFacts, probe
+from orchestrator.facts.venv_trust import refusal, venv_trust
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
@@ -231,7 +233,12 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
 
 
 def stop(handle: ServiceHandle) -> bool:
-    """Stop the service; whether it was running."""
+    """Stop the service; whether it was running. Not in a venv another user could change:
+    the stop writes its marker there and signals the pid its pidfile names, as the user."""
+    assert handle.plan.python is not None
+    said = refusal(venv_trust(handle.facts), handle.plan.python.venv, "writes and signals")
+    if said is not None:
+        raise OrchError(f"{handle.transport.host}: {said}")
     found = handle.found
     was_running = handle.process is not None or handle.backend == "systemd" or bool(
         found is not None and found.survivors)

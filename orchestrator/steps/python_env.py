@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 
 from orchestrator.facts import Facts, ProbeRequest, VenvFacts
-from orchestrator.facts.venv_trust import venv_trust
+from orchestrator.facts.venv_trust import refusal, venv_trust
 from orchestrator.packages import Installer, family_mismatches, same_version
 from orchestrator.plan.models import Install, PythonEnv, canonical_name
 from orchestrator.steps.base import Change, Finding, Step, StepPlan
@@ -47,7 +47,7 @@ class PythonEnvStep(Step):
 
     def plan(self, facts: Facts) -> StepPlan:
         result = StepPlan(step=self.name)
-        untrusted = self._untrusted(facts)
+        untrusted = refusal(venv_trust(facts), self.python.venv, "runs")
         if untrusted is not None:  # before anything runs its python (pip, the service)
             result.blocked = untrusted
             return result
@@ -77,21 +77,6 @@ class PythonEnvStep(Step):
         if result.changes and not venv.writable:
             result.blocked = self._not_writable(venv, facts)
         return result
-
-    def _untrusted(self, facts: Facts) -> str | None:
-        """Why the venv is not the login user's own (facts/venv_trust.py), or None."""
-        trust = venv_trust(facts)
-        if trust is None or not trust.problems:
-            return None
-        first, user = trust.problems[0], trust.user or "the login user"
-        more = f" (and {len(trust.problems) - 1} more)" if len(trust.problems) > 1 else ""
-        undo = (f"remove {first.path} (another user made it) and apply again"
-                if first.why.startswith("owned") else
-                f"`chmod go-w {first.path}`" + ("" if first.owner == user else
-                                                 f" and `chown {user} {first.path}`"))
-        return (f"refusing the venv {self.python.venv}: {first.describe()}{more}, so another "
-                f"user could put code where orch runs python as {user}; give python.venv a "
-                f"folder of {user}'s own (e.g. under its home, ~/.cache/orch/...), or {undo}")
 
     def _not_writable(self, venv: VenvFacts, facts: Facts) -> str:
         """Said at plan time, before anything is installed: the apply would fail mid-install."""

@@ -70,7 +70,7 @@ def test_a_venv_in_a_world_writable_folder_of_another_user_is_refused(
     os.chown(shared, NOBODY, NOBODY)
     out = _refused(orch("apply", plan, cwd=tmp_path, timeout=120),
                    f"{shared} (owner nobody, mode {mode:04o}) is owned by another user")
-    assert "python as root" in out and "~/.cache/orch" in out
+    assert "could change what orch runs there as root" in out and "~/.cache/orch" in out
     assert not marker.exists()
 
 
@@ -155,3 +155,20 @@ def test_a_folder_another_user_makes_after_the_probe_is_refused_when_the_venv_is
     shared.rmdir()  # and with nobody in the way, the same change runs the interpreter
     apply_changes(transport, plan.changes[:1])
     assert marker.exists()
+
+
+@pytest.mark.slow
+def test_orch_stop_does_not_write_through_a_venv_another_user_owns(tmp_path: Path) -> None:
+    """`orch stop` touches a marker in the venv's state folder as root: in another user's
+    venv a link there would have root create the file it names."""
+    plan, _ = _planted(tmp_path, tmp_path / "shared")
+    plan.write_text(plan.read_text() + "service:\n  engine: sim\n  model: m\n"
+                    f"  name: trust-{tmp_path.name[-10:].strip('_')}\n  backend: process\n")
+    state = tmp_path / "shared" / "venv" / ".orch" / "service" / f"trust-{tmp_path.name[-10:].strip('_')}"
+    state.mkdir(parents=True)
+    victim = tmp_path / "nologin"  # as /etc/nologin would be: its mere existence matters
+    (state / "stopped").symlink_to(victim)
+    _chown(tmp_path / "shared" / "venv", NOBODY)
+    _refused(orch("stop", plan, cwd=tmp_path, timeout=120), "owner nobody",
+             "could change what orch writes and signals there as root")
+    assert not victim.exists()
