@@ -191,8 +191,8 @@ def plan_data(spec: InitSpec) -> dict[str, Any]:
     """The plan `orch init` writes, as data (`render_plan` adds the comments)."""
     version = "${vars.vllm_version}"
     if spec.sim:
-        python = {"venv": f"/tmp/orch-sim/venv-{version}", "interpreter": "python3",
-                  "installer": "pip"}
+        python = {"venv": f"${{controller.home}}/.cache/orch/sim/venv-{version}",
+                  "interpreter": "python3", "installer": "pip"}
         install: dict[str, Any] = {"packages": []}
         what = "the orch simulator"
     else:
@@ -295,7 +295,8 @@ def plan_notes(spec: InitSpec) -> Notes:
     notes.inline["smoke.1.max_tokens"] = "reasoning tokens count against the limit"
     notes.above["bench"] = ["", "The benchmark: C requests at once per level, to find where throughput stops growing."]
     if spec.sim:
-        notes.above["python"].append("Under /tmp: no root needed; shared by the simulator plans.")
+        notes.above["python"].append("Under your home: no root needed, and no other user's; "
+                                      "shared by the simulator plans.")
         notes.inline["install.packages"] = "none: orch installs itself here (for `orch sim serve`)"
         notes.inline["service.engine"] = "`orch sim serve` speaks vLLM's protocol; engine: vllm for the real one"
         notes.inline["service.backend"] = "a supervised process: no systemd unit, no root"

@@ -144,7 +144,11 @@ def _status_key(plan: Plan) -> tuple[str | None, str | None]:
 
 def _print_log(handle: ServiceHandle, args: argparse.Namespace, label: str) -> bool | None:
     """The log's tail, then (--follow) what it grows by; False when Ctrl-C ended --follow,
-    None when there is no log (nothing to follow either)."""
+    None when there is no log (nothing to follow either). The log is the server's text, not
+    orch's: its terminal controls are shown escaped (`shown`), on a terminal and in a pipe."""
+    import codecs
+
+    from orchestrator.console import shown
     from orchestrator.errors import Interrupted
     from orchestrator.service import control
 
@@ -152,11 +156,18 @@ def _print_log(handle: ServiceHandle, args: argparse.Namespace, label: str) -> b
         tail = control.log_tail(handle, args.lines)
         if tail is None:
             return None
-        for line in tail.splitlines():
-            sys.stdout.write(f"{label}{line}\n")
+        for line in tail.text.removesuffix("\n").split("\n") if tail.text else []:
+            sys.stdout.write(f"{label}{shown(line)}\n")
         sys.stdout.flush()
-        for chunk in control.follow_log(handle) if args.follow else ():
-            sys.stdout.buffer.write(chunk)
+        text = codecs.getincrementaldecoder("utf-8")("replace")  # a character cut by a poll
+        for chunk in control.follow_log(handle, tail) if args.follow else ():
+            if isinstance(chunk, control.LogReplaced):
+                sys.stderr.write(f"{label}orch: {chunk.log} was replaced or cut (a restart?): "
+                                 "following the new log from its start\n")
+                sys.stderr.flush()
+                text.reset()
+                continue
+            sys.stdout.write(shown(text.decode(chunk)))
             sys.stdout.flush()
     except KeyboardInterrupt as stopped:
         if isinstance(stopped, Interrupted) or not args.follow:  # SIGTERM, SIGHUP

@@ -16,6 +16,7 @@ from typing import Any, Dict, List
 
 from orchestrator.facts.common import read_text
 from orchestrator.facts.venv import site_packages
+from orchestrator.facts.venv_trust import venv_distrust
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -32,7 +33,9 @@ def start_collect_env(spec: Dict[str, Any]) -> None:
     python = os.path.join(spec["venv"], "bin", "python")
     has_vllm = any(os.path.isfile(os.path.join(site, "vllm", "collect_env.py"))
                    for site in site_packages(spec["venv"]))
-    if not os.path.exists(python) or not has_vllm:
+    if venv_distrust(spec["venv"]):
+        answer["collect_env"] = "not run: the venv is not the user's own (orch plan says why)"
+    elif not os.path.exists(python) or not has_vllm:
         answer["collect_env"] = "no vLLM in the venv"
     elif shutil.which("timeout") is None:
         answer["collect_env"] = "no `timeout` on the host to bound it"

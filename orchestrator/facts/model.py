@@ -27,6 +27,7 @@ from orchestrator.facts.model_trust import (
     model_inside,
     model_is_hex,
 )
+from orchestrator.facts.venv_trust import venv_distrust
 
 if TYPE_CHECKING:
     from orchestrator.facts.answer import Facts
@@ -144,6 +145,9 @@ def _model_resolve(spec: Dict[str, Any]) -> Dict[str, Any]:
     python = spec.get("python") or ""
     if not os.path.exists(python):
         return {"error": f"the venv has no python yet ({python})", "kind": "client"}
+    if venv_distrust(os.path.dirname(os.path.dirname(python))):
+        return {"error": f"{python} is in a venv another user could change: not run",
+                "kind": "client"}
     env = dict(os.environ)
     if spec.get("endpoint"):
         env["HF_ENDPOINT"] = spec["endpoint"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from orchestrator.facts.common import read_text
 from orchestrator.facts.fact import Fact
 from orchestrator.facts.venv import canonical_name, distributions
+from orchestrator.facts.venv_trust import venv_distrust
 
 if TYPE_CHECKING:
     from orchestrator.facts.answer import Facts
@@ -148,6 +149,8 @@ def record_facts(
     `verify_all` ignores the cache. Returns the findings and how many files were checked
     and hashed."""
     venv = os.path.expanduser(venv)
+    if venv_distrust(venv):  # its cache is another user's file: neither read nor written
+        return {}, {"files": 0, "hashed": 0}
     dists = distributions(venv)
     cache_path = os.path.join(venv, RECORD_CACHE)
     on_disk = _load_cache(cache_path)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from orchestrator.facts.common import read_text
 from orchestrator.facts.fact import Fact
+from orchestrator.facts.venv_trust import venv_distrust
 
 if TYPE_CHECKING:
     from orchestrator.facts.answer import Facts
@@ -32,9 +33,12 @@ DISTRIBUTIONS: Dict[str, Dict[str, Dict[str, str]]] = {}  # venv -> its distribu
 
 
 def distributions(venv: str) -> Dict[str, Dict[str, str]]:
-    """Canonical name -> {name, version, dist_info} of every distribution in the venv."""
+    """Canonical name -> {name, version, dist_info} of every distribution in the venv; none
+    read from a venv another user could change (venv_trust.py: never read, run or written)."""
     if venv in DISTRIBUTIONS:
         return DISTRIBUTIONS[venv]
+    if venv_distrust(venv):
+        return {}
     found: Dict[str, Dict[str, str]] = {}
     for site in site_packages(venv):
         for info in sorted(glob.glob(os.path.join(site, "*.dist-info"))):

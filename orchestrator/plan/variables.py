@@ -7,6 +7,8 @@
 - `${env:NAME}` (a secret) is left in place for `secrets.py`; other `${...}` text such as a
   shell's `${HOME}` is left alone. A misspelt reference (`${var.x}`, `${env.X}`, `${ENV:X}`)
   is an error rather than text that silently reaches a host.
+- `${controller.home}` is the home folder of the user running orch, on this machine: for a
+  plan whose host is this machine (`connection: local`), such as the simulated plans' venvs.
 - `$${` writes a literal `${`.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +29,7 @@ _VAR_NAME = r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*"
 _TOKEN = re.compile(r"\$\$\{|\$\{([^{}]*)(\}?)")
 _VAR_INNER = re.compile(rf"vars\.({_VAR_NAME})")
 _ENV_INNER = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*")
+_CONTROLLER = re.compile(r"\s*controller\s*[.:]\s*(.*)", re.IGNORECASE)
 _WHOLE = re.compile(rf"\$\{{vars\.({_VAR_NAME})\}}")
 _MAX_DEPTH = 32
 _MAX_CHAIN = 100  # variables naming variables: deeper is a mistake (or a hostile file)
@@ -135,6 +139,8 @@ class _Resolver:
                 parts.append(filled)
             elif _ENV_INNER.fullmatch(inner) and closed:
                 parts.append(token.group(0))
+            elif _CONTROLLER.fullmatch(inner):
+                parts.append(_controller(token.group(0), inner, bool(closed), path))
             else:
                 _check_not_misspelt(token.group(0), inner, bool(closed), path)
                 parts.append(token.group(0))
@@ -159,6 +165,21 @@ class _Resolver:
                 )
             value = value[part]
         return value
+
+
+def _controller(token: str, inner: str, closed: bool, path: FieldPath) -> str:
+    """`${controller.home}`: the home folder of the user running orch (HOME, else the
+    password database), a value only this machine knows."""
+    if closed and inner == "controller.home":
+        home = os.path.expanduser("~")
+        if home.startswith("/"):
+            return home.rstrip("/") or "/"
+        raise ReferenceProblem(f"{token}: the user running orch has no home folder "
+                               f"(HOME is {home!r})", path, hint="set HOME to an absolute path")
+    raise ReferenceProblem(
+        f"{'unterminated' if not closed else 'unknown'} reference {token!r}", path,
+        expected="${controller.home} (the home folder of the user running orch)",
+        hint="write $${ for a literal '${'")
 
 
 def _as_text(value: Any, name: str, path: FieldPath) -> str:

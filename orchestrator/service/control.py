@@ -17,8 +17,10 @@ from typing import Any
 from orchestrator.apply.lock import describe_text, service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
+from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts, ProbeRequest, Process, ServiceFacts, probe
+from orchestrator.facts.venv_trust import refusal, venv_trust
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
@@ -30,13 +32,12 @@ from orchestrator.service.backends import (
     describe_survivors,
     start_command,
     stop_command,
-    watch_command,
 )
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.record import last_kernels, other_port, record_of
 from orchestrator.service.step import ServiceStep, choose_backend, registry_note, service_request
 from orchestrator.transport.base import Transport
-from orchestrator.transport.command import Command, Raw, quoted
+from orchestrator.transport.command import Command, quoted
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -232,7 +233,12 @@ def status(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
 
 
 def stop(handle: ServiceHandle) -> bool:
-    """Stop the service; whether it was running."""
+    """Stop the service; whether it was running. Not in a venv another user could change:
+    the stop writes its marker there and signals the pid its pidfile names, as the user."""
+    assert handle.plan.python is not None
+    said = refusal(venv_trust(handle.facts), handle.plan.python.venv, "writes and signals")
+    if said is not None:
+        raise OrchError(f"{handle.transport.host}: {said}")
     found = handle.found
     was_running = handle.process is not None or handle.backend == "systemd" or bool(
         found is not None and found.survivors)
@@ -245,28 +251,69 @@ def stop(handle: ServiceHandle) -> bool:
 _NO_LOG = 66  # log_tail's exit code when there is no log file
 
 
-def log_tail(handle: ServiceHandle, lines: int) -> str | None:
+@dataclass(frozen=True)
+class LogTail:
+    """The log's last lines, and where they end (`follow_log` starts there: a line written
+    meanwhile is neither lost nor shown twice)."""
+
+    text: str
+    offset: int
+    inode: str
+
+
+def log_tail(handle: ServiceHandle, lines: int) -> LogTail | None:
     """The log's last `lines` lines; None when there is no log file at all (the service
     never ran on this host from the plan's venv), which an empty log is not."""
     log = quoted(handle.paths.log)
     result = handle.transport.run(Command.script(
-        f"test -e {log} || exit {_NO_LOG}; tail -n {int(lines)} {log} 2>/dev/null || true"),
+        f"test -e {log} || exit {_NO_LOG}; "
+        f'set -- $(stat -L -c "%s %i" {log} 2>/dev/null); echo "${{1:-0}} ${{2:--}}"; '
+        f'head -c "${{1:-0}}" {log} 2>/dev/null | tail -n {int(lines)} || true'),
         check=False)
-    return None if result.returncode == _NO_LOG else result.stdout
+    if result.returncode == _NO_LOG:
+        return None
+    state, _, text = result.stdout.partition("\n")
+    size, _, inode = state.partition(" ")
+    return LogTail(text, int(size) if size.isdigit() else 0, inode or "-")
 
 
-def follow_log(handle: ServiceHandle, every: float = 1.0) -> Iterator[bytes]:
-    """New log bytes as they come (until the caller stops iterating)."""
-    size = handle.transport.run(
-        Command("stat", "-c", "%s", handle.paths.log, Raw("2>/dev/null"), Raw("||"), "echo", "0"),
-        check=False,
-    ).stdout.strip()
-    offset = int(size) if size.isdigit() else 0
+@dataclass(frozen=True)
+class LogReplaced:
+    """Said by `follow_log` when the log it follows was replaced or cut (a restart moves the
+    last start's log to `service.log.1`): what follows is the new log from its start."""
+
+    log: str
+
+
+def _follow_command(log: str, offset: int, inode: str) -> Command:
+    """The log's state then its bytes from `offset`, in one round trip: `same INODE` (the file
+    followed, at least `offset` long), `new INODE` (another file, or a shorter one: from its
+    start) or `gone` (none at the moment: nothing changes), then base64 like watch_command's."""
+    q = quoted(log)
+    return Command.script(
+        f'set -- $(stat -L -c "%s %i" {q} 2>/dev/null); '
+        'if [ -z "$2" ]; then echo gone; exit 0; fi; '
+        f'if [ "$2" = {quoted(inode)} ] && [ "$1" -ge {int(offset)} ]; then from={int(offset)}; '
+        'echo "same $2"; else from=0; echo "new $2"; fi; '
+        f'tail -c +$((from + 1)) {q} 2>/dev/null | base64 -w0 || true')
+
+
+def follow_log(handle: ServiceHandle, start: LogTail,
+               every: float = 1.0) -> Iterator[bytes | LogReplaced]:
+    """New log bytes from the end of `start` as they come (until the caller stops
+    iterating); `LogReplaced` before the first bytes of a new log (its inode changed, or it
+    is shorter than what was read)."""
+    log, offset, inode = handle.paths.log, start.offset, start.inode
     while True:
         time.sleep(every)
-        _, chunk = parse_watch(handle.transport.run(
-            watch_command(handle.backend, handle.paths, offset), check=False).stdout)
-        offset += len(chunk)
+        state, chunk = parse_watch(handle.transport.run(
+            _follow_command(log, offset, inode), check=False).stdout)
+        kind, _, now = state.partition(" ")
+        if kind == "gone":
+            continue
+        if kind == "new" and inode not in ("-", ""):
+            yield LogReplaced(log)
+        offset = (0 if kind == "new" else offset) + len(chunk)
+        inode = now
         if chunk:
             yield chunk
-

@@ -8,11 +8,14 @@ pinned distributions match their RECORD (reinstalled when `install.clean`); with
 
 from __future__ import annotations
 
+import posixpath
+
 from orchestrator.facts import Facts, ProbeRequest, VenvFacts
+from orchestrator.facts.venv_trust import refusal, venv_trust
 from orchestrator.packages import Installer, family_mismatches, same_version
 from orchestrator.plan.models import Install, PythonEnv, canonical_name
 from orchestrator.steps.base import Change, Finding, Step, StepPlan
-from orchestrator.transport.command import Command
+from orchestrator.transport.command import Command, quoted
 
 # Never uninstalled by an exact (locked) converge: the venv's own tools, and orch itself
 # (installed from the controller's build by the orch step for `engine: sim`).
@@ -44,6 +47,10 @@ class PythonEnvStep(Step):
 
     def plan(self, facts: Facts) -> StepPlan:
         result = StepPlan(step=self.name)
+        untrusted = refusal(venv_trust(facts), self.python.venv, "runs")
+        if untrusted is not None:  # before anything runs its python (pip, the service)
+            result.blocked = untrusted
+            return result
         venv = facts.venv or VenvFacts(self.python.venv, False, None, {}, False)
         if not venv.exists and venv.interpreter_path is None and facts.venv is not None:
             result.blocked = (
@@ -86,13 +93,23 @@ class PythonEnvStep(Step):
             changes.append(
                 Change(
                     f"create venv {self.python.venv} with {self.python.interpreter}",
-                    [Command(self.python.interpreter, "-m", "venv", self.python.venv)],
+                    [self._own_parent() +
+                     Command(self.python.interpreter, "-m", "venv", self.python.venv)],
                 )
             )
         if self.python.installer == "uv" and not venv.has_uv:
             uv_spec = f"uv=={self.pins['uv']}" if "uv" in self.pins else "uv"
             changes.append(Change("install uv into the venv", [self.installer.install_uv(uv_spec)]))
         return changes
+
+    def _own_parent(self) -> Command:
+        """The venv's folder made, and still the user's own when the venv is made in it: one
+        that another user made since the probe (a race for a shared /tmp) is refused."""
+        parent = quoted(posixpath.dirname(self.python.venv.rstrip("/")) or "/")
+        return Command.script(
+            f"mkdir -p -- {parent} && {{ test -O {parent} || {{ printf '%s\\n' "
+            f"\"refusing to create the venv: $(ls -ld {parent}) is not $(id -un)'s own\" >&2; "
+            "exit 1; }; } &&")
 
     def _pin_specs(self, installed: dict[str, str]) -> tuple[dict[str, str], list[str]]:
         """(name -> `name==version` to install, what each changes) for the pins not met."""

@@ -57,7 +57,8 @@ def test_no_flags_and_no_terminal_make_a_simulator_plan_for_this_machine(tmp_pat
     assert plan.service is not None and plan.service.engine == "sim"
     assert plan.service.backend == "process" and plan.service.host == "127.0.0.1"
     assert plan.service.sim.time_scale == 0.1
-    assert plan.python is not None and plan.python.venv == "/tmp/orch-sim/venv-0.17.1"
+    assert plan.python is not None  # the user's own folder, not a shared /tmp one
+    assert plan.python.venv == f"{Path.home()}/.cache/orch/sim/venv-0.17.1"
     assert plan.install.packages == [] and "HF_TOKEN" not in plan.env
     assert [check.name for check in plan.smoke] == ["answer", "code"]
     inventory = load_inventory(inventory_file)

@@ -4,7 +4,7 @@ before left running on its port (the one-node Ray plan included, and back again)
 
 Only what keeps it short or keeps it to this test is overridden: a small sweep, fast
 simulated time, and the test's own venv folder, ports and Ray port (the shipped
-/tmp/orch-sim venvs and ports 8000 / 8010 may be in use by a demo); the Ray plan installs
+venvs under ~/.cache/orch/sim and ports 8000 / 8010 may be in use by a demo); the Ray plan installs
 `ray` from the local wheelhouse (tests/fixtures/realpkgs.py). The host is this machine,
 reached as the shipped plans reach it (`connection: local`).
 """
@@ -24,7 +24,7 @@ from orchestrator.plan.loader import load_plan
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_VENVS = "/tmp/orch-sim"
+SHIPPED_VENVS = f"{Path.home()}/.cache/orch/sim"  # ${controller.home}/.cache/orch/sim
 # The demo's order, then the Ray plan (the pivot the issue tried: after kimi-int4), the
 # vllm-cpu twin beside it (a port of its own, the Ray plan's server left running), back to a
 # one-node plan on the Ray plan's port (it replaces that server and its Ray node, although its

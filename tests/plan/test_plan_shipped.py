@@ -107,7 +107,8 @@ def test_sim_plans_swap_in_the_simulator(name: str) -> None:
     # 0.1 for most; MiniMax's 4,000 tok/s at 0.25 (at 0.1 this machine's client is the limit)
     assert 0 < sim.service.sim.time_scale <= 0.25
     assert sim.install.packages == []
-    assert sim.python is not None and sim.python.venv.startswith("/tmp/")
+    # the user's own cache, never a folder other users may write (/tmp/orch-sim: issue 38)
+    assert sim.python is not None and sim.python.venv.startswith(f"{Path.home()}/.cache/orch/sim/")
     assert "HF_TOKEN" not in sim.env and secret_names(sim) == []
     assert sim.bench is not None and sim.bench.requests_per_level == "1x"
     assert loaded.origins["service.model"].startswith(f"plans/sim/{name}.yaml:")

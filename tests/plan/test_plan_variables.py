@@ -93,3 +93,16 @@ def test_a_variable_cannot_refer_to_itself() -> None:
 def test_render_vars_always_gives_text() -> None:
     assert render_vars("${vars.tp}", VARS) == "8"
     assert render_vars("listen ${vars.tp}\n", VARS) == "listen 8\n"
+
+
+def test_controller_home_is_the_home_of_the_user_running_orch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the simulated plans keep their venvs under: the user's own folder (issue 38)."""
+    monkeypatch.setenv("HOME", "/home/alice/")
+    assert substitute_vars("${controller.home}/.cache/orch/sim", VARS) == "/home/alice/.cache/orch/sim"
+    assert substitute_vars("$${controller.home}", VARS) == "${controller.home}"
+    for wrong in ("${controller.hom}", "${Controller:home}", "${controller.home"):
+        with pytest.raises(ReferenceProblem, match=r"\$\{controller\.home\} \(the home folder"):
+            substitute_vars(wrong, VARS, ("python", "venv"))
+    monkeypatch.setenv("HOME", "relative")
+    with pytest.raises(ReferenceProblem, match="has no home folder"):
+        substitute_vars("${controller.home}/v", VARS)
