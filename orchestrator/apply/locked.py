@@ -3,21 +3,25 @@ package set) and `--resume RUN|latest` (the unfinished run folder to continue)."
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from orchestrator import local_files
 from orchestrator.errors import OrchError, RunFolderError, UsageError
+from orchestrator.holder import printable
 from orchestrator.inventory import Inventory
 from orchestrator.plan.loader import LoadedPlan
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.reader import frozen_set, list_runs, load_plan_yaml, model_record, read_meta
+from orchestrator.runs.reader import frozen_set, list_runs, model_record, read_meta
 from orchestrator.runs.records import Meta
+
+SHOWN = 5  # differences a refused --resume names before "and N more"
 
 
 @dataclass
@@ -171,13 +175,30 @@ def check_resume(which: str, folder: Path, meta: Meta, loaded: LoadedPlan,
 
 def _differences(ran: Path, written: str | None, resolved: str) -> str:
     """The first differences between the plan the run ran and this one, said."""
-    from orchestrator.report.plan_diff import changes_said  # only for this message
-
     if written is None:
         return f"its digest differs from the run's ({ran} is missing)"
     try:
-        now = Plan.model_validate(yaml.safe_load(resolved))
-        said = changes_said(load_plan_yaml(ran), now)
-    except (RunFolderError, ValidationError, yaml.YAMLError):
-        said = ""
-    return said or f"the plan as resolved now differs from {ran}"
+        before, after = _flat(yaml.safe_load(written)), _flat(yaml.safe_load(resolved))
+    except yaml.YAMLError:
+        return f"the plan as resolved now differs from {ran}"
+    said = [f"{key}: {_shown(before.get(key))} -> {_shown(after.get(key))}"
+            for key in sorted(before.keys() | after.keys()) if before.get(key) != after.get(key)]
+    more = f"; and {len(said) - SHOWN} more" if len(said) > SHOWN else ""
+    return ", ".join(said[:SHOWN]) + more if said else \
+        f"the plan as resolved now differs from {ran}"
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A plan's settings by dotted path (`bench.max_tokens`), lists as whole values."""
+    if not isinstance(data, dict) or (prefix and not data):
+        return {prefix: data} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _shown(value: Any) -> str:
+    text = "(unset)" if value is None else value if isinstance(value, str) else \
+        json.dumps(value, default=str)
+    return printable(text, 60) + ("..." if len(text) > 60 else "")

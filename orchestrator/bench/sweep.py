@@ -168,12 +168,10 @@ def run_sweep(
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
     which every sweep has. `finished`: levels an earlier part of the same sweep ran (before
     the server crashed and was relaunched): kept as they are, not run again. `crash`: what
-    ended the server in an earlier part, for summary.json. `explain_death(level)`: asked
-    when the server dies during this part (the level it cut, or None), before summary.json
-    is written; what it returns is the summary's `crash`. `judge`: says what held each level
-    (its `limiter` block) and where the sweep plateaus (summary.json's `plateau`). `holds()`:
-    asked every second whether the apply's host locks are still its own; once not, the
-    sweep stops as for Ctrl-C (`stopped: "lock_lost"`)."""
+    ended the server in an earlier part. `explain_death(level)`: asked when the server dies
+    during this part (the level it cut, or None); it returns summary.json's `crash`. `judge`:
+    what held each level and where the sweep plateaus. `holds()`: whether an apply's host
+    locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`)."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None

@@ -101,14 +101,16 @@ def _plan_change(entry: VariantEntry, variant: Variant) -> str:
     generic = "its plan changed (the base plan, an overlay or --set)"
     if not entry.run or not RunLayout(Path(entry.run)).plan.is_file():
         return generic
-    from orchestrator.report.plan_diff import changes_said
+    from orchestrator.report.plan_diff import diff_plans
     from orchestrator.runs.reader import load_plan_yaml
 
     try:
-        said = changes_said(load_plan_yaml(RunLayout(Path(entry.run)).plan), variant.plan, 3)
+        changes = diff_plans(load_plan_yaml(RunLayout(Path(entry.run)).plan), variant.plan)
     except RunFolderError:
         return generic
-    return f"{generic}: {said}" if said else generic
+    shown = [f"{c.setting}: {c.before or '(unset)'} -> {c.after or '(unset)'}"
+             for c in changes[:3]]
+    return f"{generic}: " + ", ".join(shown) if shown else generic
 
 
 def bind_runs(folder: Path, record: MatrixRecord) -> None:

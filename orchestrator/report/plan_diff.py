@@ -141,16 +141,6 @@ def diff_plans(a: Plan, b: Plan) -> list[Change]:
     return sorted(changes, key=lambda c: (order[c.category], c.setting))
 
 
-def changes_said(a: Plan, b: Plan, shown: int = 5) -> str:
-    """The first `shown` differences from `a` to `b` in a line (`setting: before -> after`),
-    "" when there is none: what a resume names when the plan changed since its run."""
-    changes = diff_plans(a, b)
-    said = [f"{c.setting}: {c.before or '(unset)'} -> {c.after or '(unset)'}"
-            for c in changes[:shown]]
-    more = f"; and {len(changes) - shown} more" if len(changes) > shown else ""
-    return ", ".join(said) + more
-
-
 def diff_table(a: Plan, b: Plan, changes: list[Change], *, labels: tuple[str, str] | None = None) -> TableData:
     left, right = labels or (a.name, b.name)
     table = TableData(

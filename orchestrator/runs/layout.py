@@ -169,6 +169,11 @@ class MatrixLayout:
     def record(self) -> Path:
         return self.root / self.FILE
 
+    @property
+    def lock(self) -> Path:
+        """flock(2)ed by the apply running the matrix (a run folder's `apply.lock`, alike)."""
+        return self.root / "apply.lock"
+
 
 @dataclass(frozen=True)
 class RunLayout:

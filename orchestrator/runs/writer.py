@@ -111,29 +111,30 @@ def write_sweep(bench: BenchLayout, csv_text: str, summary: SweepSummary) -> Non
 # -- a run folder -----------------------------------------------------------------------
 
 
-def _claim(layout: RunLayout) -> int:
-    """The run folder's lock, taken for this apply (LockBusy naming the apply that holds it);
-    `_name` writes who holds it."""
+def lock_folder(lock: Path, folder: Path) -> int:
+    """`folder`'s lock (a run's, a matrix run's: `lock` in it), taken for this apply and held
+    while the descriptor is open; LockBusy naming the apply that holds it. `name_holder`
+    writes who holds it."""
     try:
-        fd = os.open(layout.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
                      | os.O_CLOEXEC, 0o600)
     except OSError as error:
-        raise RunFolderError(f"cannot lock the run folder: {layout.lock}: "
-                             f"{error.strerror or error}", hint=_hint(error)) from None
+        raise RunFolderError(f"cannot lock the run folder: {lock}: {error.strerror or error}",
+                             hint=_hint(error)) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            raise RunFolderError(f"{layout.lock} is not a regular file of its own (a FIFO, a "
-                                 "device or a hard link)", hint="the folder was edited: remove it")
+            raise RunFolderError(f"{lock} is not a regular file of its own (a FIFO, a device "
+                                 "or a hard link)", hint="the folder was edited: remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             text = os.read(fd, 2048).decode("utf-8", "replace")
-            raise LockBusy(f"another apply is writing the run folder {layout.root}: "
+            raise LockBusy(f"another apply is writing the run folder {folder}: "
                            f"{describe_text(text)}",
                            hint="let it end: a run it leaves unfinished is resumed then") from None
         except OSError as error:  # a filesystem without flock
-            raise RunFolderError(f"cannot lock the run folder: {layout.lock}: "
+            raise RunFolderError(f"cannot lock the run folder: {lock}: "
                                  f"{error.strerror or error}") from None
     except BaseException:
         os.close(fd)
@@ -141,14 +142,14 @@ def _claim(layout: RunLayout) -> int:
     return fd
 
 
-def _name(fd: int, holder: Holder) -> None:
-    """Who holds the run folder's lock, written in place (a file renamed over it would not
-    be the file the flock is on)."""
+def name_holder(fd: int, holder: Holder, lock: Path) -> None:
+    """Who holds a folder's lock, written in place (a file renamed over it would not be the
+    file the flock is on)."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
     except OSError as error:
-        raise RunFolderError(f"cannot write {holder.run}/apply.lock: {error.strerror or error}",
+        raise RunFolderError(f"cannot write {lock}: {error.strerror or error}",
                              hint=_hint(error)) from None
 
 
@@ -185,8 +186,8 @@ class RunFolder:
                 hint="choose a writable place with --runs-dir",
             ) from None
         holder = replace(holder or Holder.me(None, command), run=str(path))
-        fd = _claim(RunLayout(path))
-        _name(fd, holder)
+        fd = lock_folder(RunLayout(path).lock, path)
+        name_holder(fd, holder, RunLayout(path).lock)
         meta = Meta(orch_version=__version__, plan=plan_name, plan_digest=plan_digest,
                     command=command, hosts=list(hosts), started=_iso(now), **fields)
         folder = cls(path, meta, now, holder, fd)
@@ -200,7 +201,7 @@ class RunFolder:
         from orchestrator.runs.reader import read_meta
 
         holder = replace(holder, run=str(path))
-        fd = _claim(RunLayout(path))
+        fd = lock_folder(RunLayout(path).lock, path)
         try:
             meta = read_meta(path)
         except BaseException:
@@ -211,7 +212,7 @@ class RunFolder:
     def resume(self) -> None:
         """Incomplete again until this apply ends, the resumption kept in its meta."""
         if self._lock_fd is not None:
-            _name(self._lock_fd, self.holder)
+            name_holder(self._lock_fd, self.holder, self.layout.lock)
         self.meta.status = "incomplete"
         self.meta.finished = None
         self.meta.resumed = [*self.meta.resumed, _iso(self._started)]

@@ -153,3 +153,28 @@ def test_a_run_is_resumed_only_with_the_plan_it_ran(tmp_path: Path) -> None:
         assert _records(run) == before
     finally:
         _forget(plan, name)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_a_matrix_run_another_apply_runs_is_not_resumed_nor_touched(tmp_path: Path) -> None:
+    """The same for a matrix run: its matrix.json is not rewritten beside the apply running it."""
+    plan, name = _local_plan(tmp_path, slow_start=60.0)
+    data = yaml.safe_load(plan.read_text())
+    plan.write_text(yaml.safe_dump({**data, "matrix": {"bench.max_tokens": [16, 32]}}))
+    first = Background("apply", plan, cwd=tmp_path)
+    try:
+        first.wait_for("startup")
+        (matrix,) = (tmp_path / "runs" / "resume").glob("matrix-*")
+        before = _files(matrix)
+        second = orch("apply", plan, "--resume", matrix, cwd=tmp_path)
+        said = " ".join((second.stdout + second.stderr).split())
+        assert second.returncode == 75, said
+        assert f"another apply is writing the run folder {matrix}" in said
+        assert f"(pid {first.process.pid}, `orch apply`" in said
+        assert _files(matrix) == before  # not a byte of it changed
+    finally:
+        _forget(plan, name)
+        first.end()
