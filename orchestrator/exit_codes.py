@@ -28,7 +28,8 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.UNHEALTHY: "`orch status`: a service is not running or not answering",
     ExitCode.USAGE: "bad command line: unknown option, missing or malformed argument",
     ExitCode.LOCKED: "another apply (or `orch stop`) holds a host's lock (`--wait` waits for "
-                     "it); an apply whose lock another's `--break-lock` took",
+                     "it) or the run folder to `--resume`; an apply whose lock another's "
+                     "`--break-lock` took (`orch stop --break-lock` included)",
     ExitCode.HANGUP: "hung up (SIGHUP: the terminal or ssh session closed), ended as Ctrl-C would",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C (SIGINT); finished work is kept",
     ExitCode.TERMINATED: "terminated by SIGTERM, ended as Ctrl-C would",

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from orchestrator.apply.lock import LockGuard
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.bench.dcgm import DcgmSampler, answers, not_serving
 from orchestrator.bench.gpu_telemetry import GpuSampler
@@ -31,6 +32,7 @@ from orchestrator.runs.writer import RunFolder
 from orchestrator.service import control
 from orchestrator.service.backends import main_pid
 from orchestrator.service.diagnosis import explain_death
+from orchestrator.service.readiness import STOP_SAID_S
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 
@@ -54,13 +56,14 @@ class BenchStage:
         return self.plan.bench
 
     def __call__(self, transport: Transport, base_url: str, outcome: HostOutcome,
-                 emit: Emit) -> str:
+                 emit: Emit, guard: LockGuard) -> str:
         host = transport.host
         out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
         finished = self._resumed(out_dir, host, emit)
         with contextlib.ExitStack() as forwards:  # the DCGM exporter's port, while read
             gpus = self._gpu_sampler(transport, forwards, base_url)
-            result = self._sweep(transport, base_url, out_dir, finished, gpus, outcome, emit)
+            result = self._sweep(transport, base_url, out_dir, finished, gpus, outcome, emit,
+                                 guard)
         self.console.print(result.render(title=f"{self.plan.name} on {host}",
                                          width=self.console.width))
         self._say_plateau(result)
@@ -140,7 +143,7 @@ class BenchStage:
         return [ServerCpuSampler(transport, main_pid(self.step.backend, self.step.paths))]
 
     def _sweep(self, transport: Transport, base_url: str, out_dir: Path, finished: list[Any],
-               gpus: Sampler, outcome: HostOutcome, emit: Emit) -> SweepResult:
+               gpus: Sampler, outcome: HostOutcome, emit: Emit, guard: LockGuard) -> SweepResult:
         """The sweep, again from the level it cut after each relaunch the budget allows."""
         host = transport.host
         service = self.plan.service
@@ -166,7 +169,10 @@ class BenchStage:
                     finished=finished, crash=crash, explain_death=explain,
                     # the CPU sampler first: it holds the start until its first reading is in
                     samplers=[*self._server_cpu(transport), gpus], judge=self._judge(outcome),
+                    holds=guard.holds,
                 )
+            if result.stopped == "lock_lost" or result.server_died:
+                self._still_ours(transport, result, out_dir, outcome, guard)
             if not result.server_died or result.crash is None:
                 return result
             crash = result.crash
@@ -175,7 +181,22 @@ class BenchStage:
             relaunches += 1
             crash = {**crash, "relaunched": relaunches}
             finished = [level for level in result.levels if not level.partial]
-            self._relaunch(transport, base_url, out_dir, crash, budget, emit)
+            self._relaunch(transport, base_url, out_dir, crash, budget, emit, guard)
+
+    def _still_ours(self, transport: Transport, result: SweepResult, out_dir: Path,
+                    outcome: HostOutcome, guard: LockGuard) -> None:
+        """A sweep that lost its server or its locks: never relaunch a server another apply
+        took over, or that `orch stop` stopped (its `--break-lock` is said a moment later)."""
+        stopped = result.server_died and control.stopped(transport, self.step)
+        taken = result.stopped == "lock_lost" or not guard.holds() or stopped
+        if not taken:
+            return
+        self.console.print(result.render(title=f"{self.plan.name} on {transport.host}",
+                                         width=self.console.width))
+        outcome.extra["bench_dir"] = str(out_dir)
+        guard.check("during the benchmark", STOP_SAID_S if stopped else 0.0)
+        raise BenchError(f"{transport.host}: the server was stopped (orch stop) during the "
+                         f"benchmark; not relaunching it; finished levels are in {out_dir}")
 
     def _stopped_early(self, result: SweepResult, out_dir: Path, host: str,
                        outcome: HostOutcome) -> None:
@@ -188,7 +209,7 @@ class BenchStage:
                          f"{self.said[0] if self.said else ''}; finished levels are in {out_dir}")
 
     def _relaunch(self, transport: Transport, base_url: str, out_dir: Path,
-                  crash: dict[str, Any], budget: int, emit: Emit) -> None:
+                  crash: dict[str, Any], budget: int, emit: Emit, guard: LockGuard) -> None:
         label = crash["level"] or "the next level"
         if crash["level"] is not None:  # its partial records kept apart, marked
             keep_apart(out_dir, crash["level"])
@@ -198,7 +219,8 @@ class BenchStage:
                                 "from its start"))
         control.relaunch(transport, self.step)
         control.ready(transport, self.step, self.plan, base_url=base_url, api_key=self.api_key,
-                      launched=True, emit=emit)
+                      launched=True, emit=emit,
+                      still_ours=lambda wait: guard.check("during the benchmark", wait))
 
 
 def keep_apart(out_dir: Path, label: str) -> None:

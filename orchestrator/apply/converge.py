@@ -14,18 +14,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator.apply.lock import Holder, HostLock
+from orchestrator.apply.lock import HostLock, LockGuard
 from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
-from orchestrator.errors import LockBusy, OrchError, StepDidNotConverge
+from orchestrator.errors import OrchError, StepDidNotConverge
 from orchestrator.events import Emit, Probed, StageEvent, StepStart
 from orchestrator.facts import Facts, ProbeRequest, probe
 from orchestrator.facts.answer import parse_answer
 from orchestrator.facts.probe import PROBE_TIMEOUT_S, build_stdin
+from orchestrator.holder import Holder
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 
-# A stage after converge (ready, smoke, bench, collect): (transport, facts, outcome, emit).
-Stage = Callable[[Transport, Facts, HostOutcome, Emit], None]
+# A stage after converge (ready, smoke, bench, collect): (transport, facts, outcome, emit,
+# guard); a long one asks the guard, as it goes, whether the host's locks are still ours.
+Stage = Callable[[Transport, Facts, HostOutcome, Emit, LockGuard], None]
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ def _converge(
     lock: HostLock | None = None,
 ) -> None:
     request = merged_request(job.steps)
+    guard = LockGuard(job.host, lock)
     if lock is not None:
         lock.acquire()
         facts = parse_answer(lock.probed(timeout=PROBE_TIMEOUT_S))
@@ -116,7 +119,7 @@ def _converge(
     emit(Probed(job.host, seconds=facts.probe_seconds))
     applied_any = False
     for step in job.steps:
-        _still_ours(lock, job.host, f"before the {step.name} step")
+        guard.check(f"before the {step.name} step")
         emit(StepStart(job.host, step=step.name))
         result, facts, applied = _one_step(transport, job, step, facts, request, outcome,
                                            check=check, emit=emit)
@@ -134,22 +137,11 @@ def _converge(
         outcome.facts = facts
         _verify(job, facts)
     if not check:
-        _still_ours(lock, job.host, "after converge")
+        guard.check("after converge")
         # Also after a failed step: the stages collect what the host holds (the logs that
         # say why it failed); each skips what an earlier failure makes pointless.
         for stage in job.after:
-            stage(transport, outcome.facts or facts, outcome, emit)
-
-
-def _still_ours(lock: HostLock | None, host: str, where: str) -> None:
-    """Ends the host's run when another apply took its locks over (`--break-lock`): the two
-    would change the host at once."""
-    taker = lock.lost() if lock is not None else None
-    if taker is not None:
-        raise LockBusy(f"{host}: this apply's lock was taken over {where}, by {taker}; "
-                       f"it stopped there (what it changed so far stays)",
-                       hint="`--break-lock` is for an apply that is gone; run this plan again "
-                            "once the other apply has ended")
+            stage(transport, outcome.facts or facts, outcome, emit, guard)
 
 
 def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, request: ProbeRequest,

@@ -30,6 +30,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.apply.lock import LockGuard
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
@@ -128,7 +129,8 @@ class EnvironmentCapture:
         venv = self.plan.python.venv if self.plan.python is not None else "~/.orch"
         return f"{venv.rstrip('/')}/.orch/environment"
 
-    def start(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
+    def start(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit,
+              guard: LockGuard) -> None:
         host = transport.host
         if self.folder is None:
             return
@@ -154,7 +156,8 @@ class EnvironmentCapture:
         except OrchError as error:
             self._collect_env[transport.host] = f"could not be started: {error}"
 
-    def finish(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
+    def finish(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit,
+               guard: LockGuard) -> None:
         host = transport.host
         if self.folder is None:
             return

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from orchestrator.apply.collect import collect
+from orchestrator.apply.lock import LockGuard
 from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.errors import (
+    LockBusy,
     OrchError,
     ServiceError,
     SmokeFailed,
@@ -59,19 +61,20 @@ class Lifecycle:
         key = self.plan.service.api_key
         return substitute(key, self.secrets) if key else None
 
-    def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit) -> None:
+    def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit,
+                 guard: LockGuard) -> None:
         try:
             if self.service_step is not None and "service" not in self.skip and \
                     not outcome.failed:  # a failed converge: only the logs are collected
                 with control.reach(transport, self.inventory, self.plan) as base_url:
                     outcome.extra["service_url"] = base_url
                     stages: list[tuple[str, Callable[[], str]]] = [
-                        ("ready", lambda: self._ready(transport, base_url, outcome, emit))]
+                        ("ready", lambda: self._ready(transport, base_url, outcome, emit, guard))]
                     if self.plan.smoke:
                         stages.append(("smoke", lambda: self._smoke(transport, base_url, outcome)))
                     if self.plan.bench:
                         stages.append(("bench", lambda: self._bench()(transport, base_url, outcome,
-                                                                      emit)))
+                                                                      emit, guard)))
                     for name, body in stages:
                         if outcome.failed or name in self.skip:
                             why = "--skip" if name in self.skip else "an earlier stage failed"
@@ -109,6 +112,8 @@ class Lifecycle:
         except OrchError as error:
             step = StepOutcome(step=name, status="failed", seconds=time.monotonic() - started,
                                error=str(error))
+            if isinstance(error, LockBusy):  # another took the locks: exit 75, as at a step
+                outcome.exit_code = error.exit_code
             emit(StageEvent(outcome.host, phase=name, status="failed", message=str(error)))
         outcome.steps.append(step)
 
@@ -119,13 +124,15 @@ class Lifecycle:
 
     # -- phases -----------------------------------------------------------------------
 
-    def _ready(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit) -> str:
+    def _ready(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit,
+               guard: LockGuard) -> str:
         step = self.service_step
         assert step is not None
         launched = any(s.step == "service" and s.status == "changed" for s in outcome.steps)
         try:
             done = control.ready(transport, step, self.plan, base_url=base_url,
-                                 api_key=self.api_key, launched=launched, emit=emit)
+                                 api_key=self.api_key, launched=launched, emit=emit,
+                                 still_ours=lambda wait: guard.check("during the start-up", wait))
         except ServiceError as error:
             if self.folder is not None:
                 self.folder.write_diagnosis(outcome.host, error.diagnoses)

@@ -12,11 +12,12 @@ who holds them into each file (user, controller, pid, run folder, since) and wai
 input to close: when the apply ends, or its connection or its process dies, the program ends
 and the kernel releases the locks. A dead apply's locks are therefore released by themselves;
 one whose holder survived (an SSH session the host has not noticed is dead yet) is recognised
-when it names this controller and a process that no longer runs, and taken over.
+when it has this controller's identity (holder.py: the machine, its boot and PID namespace,
+not the hostname alone) and a process that no longer runs, and taken over.
 `--break-lock` takes over any lock, for the case nothing else can tell: the program finds the
 process holding the flock in /proc/locks and ends it only if it is an orch lock program,
 having written its own holder first, so the broken apply's program says who took it (`broken`)
-and that apply stops before its next step. `orch stop` takes the service's lock the same way.
+and that apply stops at its next step or poll (`LockGuard`). `orch stop` takes the service's lock the same way.
 
 The files are orch's own: opened with O_NOFOLLOW, refused when not a regular file of one link,
 and the `.orch` folders on their path must be real folders; what cannot be used is an
@@ -32,17 +33,14 @@ service in progress, from whichever venv.
 
 from __future__ import annotations
 
-import datetime as dt
-import getpass
 import json
-import os
-import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.errors import LockBusy, LockError, OrchError
 from orchestrator.facts.probe import probe_failed
+from orchestrator.holder import Holder, describe_text, printable
 from orchestrator.runs.layout import safe_name
 from orchestrator.transport.base import Held, Transport
 from orchestrator.transport.command import Command
@@ -166,69 +164,6 @@ for _, fd in fds:
 """
 
 
-def _printable(value: object, limit: int = 200) -> str:
-    text = str(value)
-    return "".join(c if c.isprintable() else "?" for c in text[:limit])
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a lock, as the lock file says."""
-
-    user: str
-    controller: str
-    pid: int
-    run: str | None
-    since: str
-    command: str = "apply"
-    host_pid: int | None = None  # the lock program on the host
-
-    @classmethod
-    def me(cls, run: str | None, command: str) -> Holder:
-        return cls(user=getpass.getuser(), controller=socket.gethostname(), pid=os.getpid(),
-                   run=run, since=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                   command=command)
-
-    @classmethod
-    def parse(cls, text: str) -> Holder | None:
-        """The holder a lock file's text names; None for a text orch did not write (the
-        file is the host's: any value is cut short and shown printable)."""
-        try:
-            data: Any = json.loads(text)
-        except (ValueError, RecursionError):
-            return None
-        if not isinstance(data, dict):
-            return None
-        run = data.get("run")
-        try:
-            return cls(user=_printable(data.get("user", "?")),
-                       controller=_printable(data.get("controller", "?")),
-                       pid=int(data.get("pid", 0)),
-                       run=_printable(run) if isinstance(run, str) else None,
-                       since=_printable(data.get("since", "?")),
-                       command=_printable(data.get("command", "apply")),
-                       host_pid=int(data["host_pid"]) if data.get("host_pid") else None)
-        except (TypeError, ValueError, OverflowError):
-            return None
-
-    def describe(self) -> str:
-        where = f", run folder {self.run}" if self.run else ""
-        return (f"{self.user}@{self.controller} (pid {self.pid}, `orch {self.command}`{where}) "
-                f"since {self.since}")
-
-    def is_gone(self) -> bool:
-        """It names this controller, and its process no longer runs."""
-        if self.controller != socket.gethostname() or self.pid <= 0:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
-
-
 def lock_path(venv: str | None, plan_name: str, host: str) -> str:
     """The venv's lock (the plan's own for a plan without a venv)."""
     name = safe_name(host)
@@ -265,15 +200,6 @@ def _fields(answer: str) -> list[Any]:
     return data if isinstance(data, list) else []
 
 
-def describe_text(text: str) -> str:
-    """Who a lock file's text names; a text orch did not write, shown short and printable."""
-    holder = Holder.parse(text)
-    if holder is not None:
-        return holder.describe()
-    more = "..." if len(text) > 80 else ""
-    return f"a holder orch cannot read (the file holds {_printable(text, 80)!r}{more})"
-
-
 @dataclass(frozen=True)
 class Busy:
     """A lock another holds: its file, and the text it holds."""
@@ -308,6 +234,7 @@ class HostLock:
         self.held: Held | None = self._hold(evict=None)
         self.taken = False
         self.took_over: Busy | None = None  # the holder whose lock this one took over
+        self._taker: str | None = None  # who took the locks from this apply, once it is said
 
     def _hold(self, evict: tuple[str, str] | None) -> Held:
         command = _command(self.paths, self.holder, wait=self.wait, evict=evict,
@@ -381,7 +308,7 @@ class HostLock:
         if word == "foreign" and len(fields) == 3:
             pid = f"pid {fields[1]}" if fields[1] else "a process orch cannot see"
             return LockBusy(
-                f"{host}: {fields[0]} is held by {pid} ({_printable(fields[2]) or '?'}), not by an orch "
+                f"{host}: {fields[0]} is held by {pid} ({printable(fields[2]) or '?'}), not by an orch "
                 f"lock program: --break-lock ends only orch's own",
                 hint="end that process yourself, then apply again")
         said = "nothing" if answer is None else repr(answer[:200])
@@ -389,22 +316,47 @@ class HostLock:
                          f"answer, without taking the lock (it said {said})",
                          hint="the host needs python3 on its PATH")
 
-    def lost(self) -> str | None:
-        """Who took the locks over while this apply held them (another's --break-lock), or
-        None while they are still ours."""
-        if self.held is None or not self.taken:
-            return None
-        answer = self.held.line(timeout=0)
+    def lost(self, wait: float = 0.0) -> str | None:
+        """Who took the locks over while this apply held them (another's `--break-lock`, or
+        a controller that took this one for dead), or None while they are still ours; `wait`:
+        seconds to wait for the lock program's word (once the host has said the locks went)."""
+        if self._taker is not None or self.held is None or not self.taken:
+            return self._taker
+        answer = self.held.line(timeout=wait)
         if answer is None or not answer.startswith("broken "):
             return None
-        me = (self.holder.controller, self.holder.pid, self.holder.since)
+        self._taker = "another apply (`--break-lock`)"
         for path, text in (f for f in _fields(answer) if isinstance(f, list) and len(f) == 2):
             other = Holder.parse(str(text))
-            if other is None or (other.controller, other.pid, other.since) != me:
-                return f"{path}: {describe_text(str(text))}"
-        return "another apply (`--break-lock`)"
+            if other is None or not other.same(self.holder):
+                self._taker = f"{path}: {describe_text(str(text))}"
+                break
+        return self._taker
 
     def release(self) -> None:
         if self.held is not None:
             self.held.release()
             self.held = None
+
+
+class LockGuard:
+    """Whether a host's locks are still this apply's: asked before each step, after converge,
+    and by the long stages (every poll of a start-up, every second of a sweep), so an apply
+    whose locks another took stops there rather than change the host beside it."""
+
+    def __init__(self, host: str, lock: HostLock | None = None) -> None:
+        self.host = host
+        self.lock = lock  # None: nothing held (`orch plan`)
+
+    def check(self, where: str, wait: float = 0.0) -> None:
+        """LockBusy naming who took the locks, `where` saying when this apply saw it."""
+        taker = self.lock.lost(wait) if self.lock is not None else None
+        if taker is not None:
+            raise LockBusy(f"{self.host}: this apply's lock was taken over {where}, by {taker}; "
+                           "it stopped there (what it changed so far stays)",
+                           hint="`--break-lock` is for an apply that is gone; run this plan "
+                                "again once the other apply (or `orch stop`) has ended")
+
+    def holds(self) -> bool:
+        """Whether the locks are still ours (never raises: for a stage's own loop)."""
+        return self.lock is None or self.lock.lost() is None

@@ -3,14 +3,25 @@ package set) and `--resume RUN|latest` (the unfinished run folder to continue)."
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import yaml
+
+from orchestrator import local_files
 from orchestrator.errors import OrchError, RunFolderError, UsageError
+from orchestrator.holder import printable
 from orchestrator.inventory import Inventory
+from orchestrator.plan.loader import LoadedPlan
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.reader import frozen_set, list_runs, model_record, read_meta
+from orchestrator.runs.records import Meta
+
+SHOWN = 5  # differences a refused --resume names before "and N more"
 
 
 @dataclass
@@ -120,7 +131,8 @@ def locked_hosts(locked: Locked, inventory: Inventory, limit: list[str]) -> list
 
 def resumable(which: str, plan_name: str, root: Path) -> Path:
     """The run folder `--resume` continues: the one named, or the plan's latest that did not
-    complete. A run that completed has nothing left to run."""
+    complete. A run that completed has nothing left to run (check_resume says it again once
+    the folder is locked)."""
     if which == "latest":
         unfinished = [run for run in reversed(list_runs(root))
                       if run.parent.name == plan_name and read_meta(run).status != "complete"]
@@ -132,9 +144,61 @@ def resumable(which: str, plan_name: str, root: Path) -> Path:
     if (path / "matrix.json").is_file():  # matrix/record.py's FILE
         raise UsageError(f"--resume {which}: that is a matrix run, and plan {plan_name} has no "
                          "matrix", hint="resume it with the plan that has the matrix")
-    meta = read_meta(path)  # a RunFolderError says what is wrong with it
-    if meta.plan != plan_name:
-        raise UsageError(f"--resume {which}: that run is of plan {meta.plan!r}, not {plan_name!r}")
+    read_meta(path)  # a RunFolderError says what is wrong with it
+    return path
+
+
+def check_resume(which: str, folder: Path, meta: Meta, loaded: LoadedPlan,
+                 resolved: str) -> None:
+    """Whether the run (its folder locked for this apply, nothing written yet) may be
+    continued: unfinished, of this plan, and the very plan it ran (its digest, and its
+    plan.yaml against `resolved`, this plan as it would be written), each difference named."""
+    if meta.plan != loaded.plan.name:
+        raise UsageError(f"--resume {which}: that run is of plan {meta.plan!r}, not "
+                         f"{loaded.plan.name!r}")
     if meta.status == "complete":
         raise UsageError(f"--resume {which}: that run completed; nothing is left to run")
-    return path
+    ran = RunLayout(folder).plan
+    try:
+        written = local_files.read_text(ran, max_bytes=8 << 20, errors="replace") \
+            if os.path.lexists(ran) else None
+    except OSError as error:
+        raise RunFolderError(f"cannot read {ran}: {error.strerror or error}") from None
+    if (not meta.plan_digest or meta.plan_digest == loaded.digest) and \
+            written in (None, resolved):
+        return
+    raise UsageError(f"--resume {which}: the plan changed since that run: "
+                     f"{_differences(ran, written, resolved)}",
+                     hint="apply without --resume to start a new run of the plan as it is "
+                          f"now, or put the plan back as it was ({ran})")
+
+
+def _differences(ran: Path, written: str | None, resolved: str) -> str:
+    """The first differences between the plan the run ran and this one, said."""
+    if written is None:
+        return f"its digest differs from the run's ({ran} is missing)"
+    try:
+        before, after = _flat(yaml.safe_load(written)), _flat(yaml.safe_load(resolved))
+    except yaml.YAMLError:
+        return f"the plan as resolved now differs from {ran}"
+    said = [f"{key}: {_shown(before.get(key))} -> {_shown(after.get(key))}"
+            for key in sorted(before.keys() | after.keys()) if before.get(key) != after.get(key)]
+    more = f"; and {len(said) - SHOWN} more" if len(said) > SHOWN else ""
+    return ", ".join(said[:SHOWN]) + more if said else \
+        f"the plan as resolved now differs from {ran}"
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A plan's settings by dotted path (`bench.max_tokens`), lists as whole values."""
+    if not isinstance(data, dict) or (prefix and not data):
+        return {prefix: data} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _shown(value: Any) -> str:
+    text = "(unset)" if value is None else value if isinstance(value, str) else \
+        json.dumps(value, default=str)
+    return printable(text, 60) + ("..." if len(text) > 60 else "")

@@ -15,8 +15,15 @@ from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
-from orchestrator.apply.lock import Holder, lock_paths
-from orchestrator.apply.locked import Locked, check_plan, load_locked, locked_hosts, resumable
+from orchestrator.apply.lock import lock_paths
+from orchestrator.apply.locked import (
+    Locked,
+    check_plan,
+    check_resume,
+    load_locked,
+    locked_hosts,
+    resumable,
+)
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.cluster.gate import Gate
 from orchestrator.console import make_console
@@ -25,7 +32,9 @@ from orchestrator.errors import UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.facts.model import ModelFacts
+from orchestrator.holder import Holder
 from orchestrator.inventory import Inventory, load_inventory
+from orchestrator.masking import mask
 from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
@@ -100,6 +109,9 @@ def execute(options: ApplyOptions) -> int:
         if folder:  # whatever went wrong, the folder says the run did not complete
             folder.finish("failed", best_effort=True)
         raise
+    finally:
+        if folder:
+            folder.close()
     return exit_code(outcomes)
 
 
@@ -124,15 +136,25 @@ def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
 
 def _open_folder(options: ApplyOptions, console: Console, loaded: LoadedPlan, plan_path: Path,
                  hosts: list[str], locked: Locked | None) -> RunFolder | None:
-    """The run folder: none in check mode, the resumed one, or a new one."""
+    """The run folder: none in check mode, the resumed one, or a new one; locked for this
+    apply before a byte of it is written (a resumed one only once it may be resumed)."""
     plan = loaded.plan
     folder: RunFolder | None = None
+    holder = Holder.me(None, _command_name(options))
     if not options.check and options.resume is not None:
-        folder = RunFolder.reopen(resumable(options.resume, plan.name, options.runs_dir))
+        which = options.resume
+        folder = RunFolder.claim(resumable(which, plan.name, options.runs_dir), holder)
+        try:
+            check_resume(which, folder.path, folder.meta, loaded,
+                         mask(resolved_plan_yaml(loaded)))  # as plan.yaml was written
+        except BaseException:
+            folder.close()
+            raise
+        folder.resume()
         console.print(f"resuming the run in {folder.path}", soft_wrap=True)
     elif not options.check:
         folder = RunFolder.create(
-            plan.name, loaded.digest, root=options.runs_dir, hosts=hosts,
+            plan.name, loaded.digest, root=options.runs_dir, hosts=hosts, holder=holder,
             command=_command_name(options),
             plan_file=str(plan_path), layers=loaded.layers,
             engine=plan.service.engine if plan.service else None,
@@ -176,14 +198,14 @@ def _run(
 ) -> list[HostOutcome]:
     """Converge every host and report."""
     plan = loaded.plan
-    if folder:
+    if folder and not (options.resume and folder.layout.plan.is_file()):  # resumed: as it ran
         folder.write_plan(resolved_plan_yaml(loaded))
     reporter = Reporter(console, json_lines=options.json_lines)
 
     def emit(event: Event) -> None:
         reporter(event, folder.event(event) if folder and event.kept else None)
 
-    holder = Holder.me(str(folder.path) if folder else None, _command_name(options))
+    holder = folder.holder if folder else Holder.me(None, _command_name(options))
     jobs = [_job(options, console, loaded, secrets, inventory, compiled, folder, host, holder)
             for host in compiled.steps]
     if not options.json_lines:

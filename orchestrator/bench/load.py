@@ -49,6 +49,16 @@ class Stop:
         return self.event.is_set()
 
 
+async def stop_unless(stop: Stop, holds: Callable[[], bool], every: float = 1.0) -> None:
+    """Until cancelled: `stop` ("lock_lost") once `holds()` says an apply's host locks are
+    no longer its own (another took them over); asked every `every` seconds."""
+    while not stop.is_set:
+        if not holds():
+            stop.set("lock_lost")
+            return
+        await asyncio.sleep(every)
+
+
 @dataclass(frozen=True)
 class Shape:
     """What one run sends."""

@@ -31,7 +31,7 @@ from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
-from orchestrator.bench.load import Stop
+from orchestrator.bench.load import Stop, stop_unless
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.samplers import Sampler, check_blocks
 from orchestrator.bench.server_metrics import Scraper
@@ -62,7 +62,7 @@ class SweepResult:
     server: ServerInfo
     knee: int | None = None
     knee_reason: str | None = None
-    stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy" or None
+    stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy", "lock_lost"
     signum: int | None = None  # the signal that interrupted it
     crash: dict[str, Any] | None = None  # the server's death during it: level, cause, relaunched
     kept: set[str] = field(default_factory=set)  # levels an earlier part ran: files left as they are
@@ -162,15 +162,16 @@ def run_sweep(
     crash: dict[str, Any] | None = None,
     explain_death: ExplainDeath | None = None,
     judge: Judge | None = None,
+    holds: Callable[[], bool] | None = None,
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
     which every sweep has. `finished`: levels an earlier part of the same sweep ran (before
     the server crashed and was relaunched): kept as they are, not run again. `crash`: what
-    ended the server in an earlier part, for summary.json. `explain_death(level)`: asked
-    when the server dies during this part (the level it cut, or None), before summary.json
-    is written; what it returns is the summary's `crash`. `judge`: says what held each level
-    (its `limiter` block) and where the sweep plateaus (summary.json's `plateau`)."""
+    ended the server in an earlier part. `explain_death(level)`: asked when the server dies
+    during this part (the level it cut, or None); it returns summary.json's `crash`. `judge`:
+    what held each level and where the sweep plateaus. `holds()`: whether an apply's host
+    locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`)."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
@@ -182,7 +183,7 @@ def run_sweep(
         warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
                        labels or {}, tokens, warm, list(samplers), list(finished), crash,
-                       explain_death, judge)
+                       explain_death, judge, holds)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -224,6 +225,7 @@ async def _sweep(
     crash: dict[str, Any] | None = None,
     explain_death: ExplainDeath | None = None,
     judge: Judge | None = None,
+    holds: Callable[[], bool] | None = None,
 ) -> SweepResult:
     ctx = _context(config, root, server, workload, api_key, emit, host, labels, tokens,
                    warm_workload, extra_samplers)
@@ -232,6 +234,7 @@ async def _sweep(
                         kept={level.spec.label for level in finished})
     started = datetime.now(UTC)
     restore = _catch_sigint(ctx.stop)
+    watching = asyncio.ensure_future(stop_unless(ctx.stop, holds)) if holds else None
     try:
         if config.concurrency == "auto":
             await _auto(ctx, sweep)
@@ -242,6 +245,8 @@ async def _sweep(
                 await _run_and_write(ctx, sweep, spec)
     finally:
         restore()
+        if watching is not None:
+            watching.cancel()
         ctx.client.close()
         sweep.stopped = ctx.stop.reason
         sweep.signum = ctx.stop.signum

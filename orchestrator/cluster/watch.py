@@ -31,6 +31,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from orchestrator.apply.lock import LockGuard
 from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.cluster.gate import ClusterError, Gate
 from orchestrator.errors import OrchError
@@ -56,7 +57,7 @@ class NodeWatch:
     units: list[ServiceStep]  # the node's supervised processes (its Ray node, or its server)
 
     def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome,
-                 emit: Emit) -> None:
+                 emit: Emit, guard: LockGuard) -> None:
         if outcome.failed or not self.units:
             return  # its own failure says it already; nothing of it was started
         head = self.gate.topology.head.host

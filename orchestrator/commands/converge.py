@@ -42,7 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--resume", nargs="?", const="latest", default=None, metavar="RUN",
                             help="continue an interrupted or crashed run in its own run folder "
                                  "(default: the plan's latest unfinished run): finished "
-                                 "benchmark levels are kept, the rest run")
+                                 "benchmark levels are kept, the rest run; only with the plan "
+                                 "it ran, never while another apply writes it")
         parser.add_argument("--skip", action="append", default=[], metavar="PHASE",
                             choices=["service", "smoke", "bench"],
                             help="skip a phase after converge: service, smoke or bench "

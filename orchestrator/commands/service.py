@@ -102,8 +102,9 @@ def _stop(handle: ServiceHandle, args: argparse.Namespace, console: Console) -> 
     """Stop the service while holding its lock: never under an apply of it (which would
     relaunch or replace it), unless --break-lock; an apply started meanwhile waits or fails
     naming this stop."""
-    from orchestrator.apply.lock import Holder, HostLock, service_lock_path
+    from orchestrator.apply.lock import HostLock, service_lock_path
     from orchestrator.console import shown
+    from orchestrator.holder import Holder
     from orchestrator.service import control
 
     assert handle.plan.service is not None

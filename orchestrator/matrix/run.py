@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -23,12 +24,14 @@ from orchestrator.apply.run import ApplyOptions, execute
 from orchestrator.console import make_console
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.exit_codes import ExitCode
+from orchestrator.holder import Holder
 from orchestrator.matrix import record as records
 from orchestrator.matrix import resume
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
 from orchestrator.matrix.preview import TAKES, changes, listing
 from orchestrator.matrix.record import MatrixRecord, VariantEntry
-from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.layout import MatrixLayout, RunLayout
+from orchestrator.runs.writer import lock_folder, name_holder
 from orchestrator.tables import Column, TableData, to_rich
 
 
@@ -122,17 +125,46 @@ def apply_matrix(matrix: MatrixPlan, options: ApplyOptions, *, fail_fast: bool =
     console = make_console(stderr=options.json_lines)
     chosen = select(matrix, limit)
     order = run_order(matrix.variants)
-    if options.resume is not None:
-        folder = resume.resumable(options.resume, matrix, options.runs_dir)
+    folder, record, lock = _open(console, matrix, options, order, chosen)
+    try:
+        return _apply(console, matrix, options, order, chosen, folder, record, fail_fast)
+    finally:
+        os.close(lock)
+
+
+def _open(console: Console, matrix: MatrixPlan, options: ApplyOptions, order: list[Variant],
+          chosen: set[int]) -> tuple[Path, MatrixRecord, int]:
+    """The matrix folder (resumed or new) and its record, the folder locked for this apply
+    (held while the descriptor is open) before a byte of it is written: a matrix run another
+    apply still runs is not resumed beside it."""
+    holder = Holder.me(None, "apply")
+    if options.resume is None:
+        folder = records.new_folder(options.runs_dir, matrix.name, matrix.base.digest)
+        lock = lock_folder(MatrixLayout(folder).lock, folder)
+        name_holder(lock, dataclasses.replace(holder, run=str(folder)), MatrixLayout(folder).lock)
+        record = _new_record(matrix, order, chosen, options)
+        records.write(folder, records.started(record))
+        return folder, record, lock
+    folder = resume.resumable(options.resume, matrix, options.runs_dir)
+    lock = lock_folder(MatrixLayout(folder).lock, folder)
+    try:
         record = records.read(folder)
         resume.check_same(record, matrix, folder)
         resume.bind_runs(folder, record)
-        records.resumed(folder, record)
-        console.print(f"resuming the matrix run in {folder}", soft_wrap=True, markup=False)
-    else:
-        folder = records.new_folder(options.runs_dir, matrix.name, matrix.base.digest)
-        record = _new_record(matrix, order, chosen, options)
-        records.write(folder, records.started(record))
+        if record.status == "complete":  # it completed while this apply waited for it
+            raise UsageError(f"--resume {options.resume}: that matrix run completed; nothing "
+                             "is left to run")
+    except BaseException:
+        os.close(lock)
+        raise
+    name_holder(lock, dataclasses.replace(holder, run=str(folder)), MatrixLayout(folder).lock)
+    records.resumed(folder, record)
+    console.print(f"resuming the matrix run in {folder}", soft_wrap=True, markup=False)
+    return folder, record, lock
+
+
+def _apply(console: Console, matrix: MatrixPlan, options: ApplyOptions, order: list[Variant],
+           chosen: set[int], folder: Path, record: MatrixRecord, fail_fast: bool) -> int:
     running = [v for v in order if v.index in chosen]
     console.print(f"matrix {matrix.name}: {len(running)} of {len(order)} variants, in this "
                   f"order: {', '.join(str(v.index) for v in running)}; matrix run: "

@@ -5,6 +5,7 @@ folder is spelt anywhere else.
       meta.json                      Meta: orch version, plan, hosts, times, status
       plan.yaml                      the resolved plan (secret references, never values)
       events.jsonl                   one event per line, as they happened
+      apply.lock                     held by the apply writing the run (who it is, as JSON)
       hosts/<host>/
         facts.json                   HostFactsRecord: what the probe found
         freeze.txt                   the venv's packages, `name==version` (--locked reads it)
@@ -168,6 +169,11 @@ class MatrixLayout:
     def record(self) -> Path:
         return self.root / self.FILE
 
+    @property
+    def lock(self) -> Path:
+        """flock(2)ed by the apply running the matrix (a run folder's `apply.lock`, alike)."""
+        return self.root / "apply.lock"
+
 
 @dataclass(frozen=True)
 class RunLayout:
@@ -184,6 +190,11 @@ class RunLayout:
     @property
     def events(self) -> Path:
         return self.root / "events.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        """flock(2)ed by the apply writing the run, for its whole life; names it (holder.py)."""
+        return self.root / "apply.lock"
 
     @property
     def hosts_dir(self) -> Path:

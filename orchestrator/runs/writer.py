@@ -2,23 +2,31 @@
 its record, masked, and written atomically (a temporary file, then a rename).
 
 `meta.json` says `incomplete` from the first moment, so an interrupted apply (Ctrl-C, a lost
-connection, a killed controller) leaves a readable folder that says so.
+connection, a killed controller) leaves a readable folder that says so. The apply writing a
+run holds a flock(2) on its `apply.lock` from before its first byte until it ends (the kernel
+drops it with the process): a second apply (`--resume` of a run still being written) is
+refused naming the first before it writes anything.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import errno
+import fcntl
 import json
+import os
+import stat
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator import __version__, local_files, masking
-from orchestrator.errors import RunFolderError
+from orchestrator.errors import LockBusy, RunFolderError
 from orchestrator.events import Event
+from orchestrator.holder import Holder, describe_text
 from orchestrator.runs.layout import BenchLayout, HostLayout, RunLayout, run_folder_name
 from orchestrator.runs.records import (
     DiagnosisRecord,
@@ -103,19 +111,66 @@ def write_sweep(bench: BenchLayout, csv_text: str, summary: SweepSummary) -> Non
 # -- a run folder -----------------------------------------------------------------------
 
 
-class RunFolder:
-    """A run folder being written (by one apply; its host threads share it)."""
+def lock_folder(lock: Path, folder: Path) -> int:
+    """`folder`'s lock (a run's, a matrix run's: `lock` in it), taken for this apply and held
+    while the descriptor is open; LockBusy naming the apply that holds it. `name_holder`
+    writes who holds it."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise RunFolderError(f"cannot lock the run folder: {lock}: {error.strerror or error}",
+                             hint=_hint(error)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise RunFolderError(f"{lock} is not a regular file of its own (a FIFO, a device "
+                                 "or a hard link)", hint="the folder was edited: remove it")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 2048).decode("utf-8", "replace")
+            raise LockBusy(f"another apply is writing the run folder {folder}: "
+                           f"{describe_text(text)}",
+                           hint="let it end: a run it leaves unfinished is resumed then") from None
+        except OSError as error:  # a filesystem without flock
+            raise RunFolderError(f"cannot lock the run folder: {lock}: "
+                                 f"{error.strerror or error}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
-    def __init__(self, path: Path, meta: Meta, started: float) -> None:
+
+def name_holder(fd: int, holder: Holder, lock: Path) -> None:
+    """Who holds a folder's lock, written in place (a file renamed over it would not be the
+    file the flock is on)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
+    except OSError as error:
+        raise RunFolderError(f"cannot write {lock}: {error.strerror or error}",
+                             hint=_hint(error)) from None
+
+
+class RunFolder:
+    """A run folder being written (by one apply; its host threads share it), its lock held
+    until `close()` or the process ends."""
+
+    def __init__(self, path: Path, meta: Meta, started: float, holder: Holder,
+                 lock_fd: int | None = None) -> None:
         self.path = path
         self.layout = RunLayout(path)
         self.meta = meta
+        self.holder = holder  # this apply, as its locks name it
         self._started = started
         self._lock = threading.Lock()
+        self._lock_fd = lock_fd
 
     @classmethod
     def create(cls, plan_name: str, plan_digest: str, *, root: Path = DEFAULT_ROOT,
-               command: str = "apply", hosts: Sequence[str] = (), **fields: Any) -> RunFolder:
+               command: str = "apply", hosts: Sequence[str] = (), holder: Holder | None = None,
+               **fields: Any) -> RunFolder:
         now = time.time()
         base = root / plan_name
         attempt = 1
@@ -130,26 +185,44 @@ class RunFolder:
                 f"cannot create the run folder {path}: {error.strerror}",
                 hint="choose a writable place with --runs-dir",
             ) from None
+        holder = replace(holder or Holder.me(None, command), run=str(path))
+        fd = lock_folder(RunLayout(path).lock, path)
+        name_holder(fd, holder, RunLayout(path).lock)
         meta = Meta(orch_version=__version__, plan=plan_name, plan_digest=plan_digest,
                     command=command, hosts=list(hosts), started=_iso(now), **fields)
-        folder = cls(path, meta, now)
+        folder = cls(path, meta, now, holder, fd)
         folder.write_meta()
         return folder
 
     @classmethod
-    def reopen(cls, path: Path) -> RunFolder:
-        """An unfinished run folder, to be continued (`orch apply --resume`): incomplete
-        again until this apply ends, the resumption kept in its meta."""
+    def claim(cls, path: Path, holder: Holder) -> RunFolder:
+        """An unfinished run folder to continue (`orch apply --resume`), locked for this
+        apply and read, nothing written: the caller checks it may, then calls `resume()`."""
         from orchestrator.runs.reader import read_meta
 
-        now = time.time()
-        meta = read_meta(path)
-        meta.status = "incomplete"
-        meta.finished = None
-        meta.resumed = [*meta.resumed, _iso(now)]
-        folder = cls(path, meta, now)
-        folder.write_meta()
-        return folder
+        holder = replace(holder, run=str(path))
+        fd = lock_folder(RunLayout(path).lock, path)
+        try:
+            meta = read_meta(path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, meta, time.time(), holder, fd)
+
+    def resume(self) -> None:
+        """Incomplete again until this apply ends, the resumption kept in its meta."""
+        if self._lock_fd is not None:
+            name_holder(self._lock_fd, self.holder, self.layout.lock)
+        self.meta.status = "incomplete"
+        self.meta.finished = None
+        self.meta.resumed = [*self.meta.resumed, _iso(self._started)]
+        self.write_meta()
+
+    def close(self) -> None:
+        """Let the run folder go (its lock; the process's end does the same)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def host(self, name: str) -> HostLayout:
         return self.layout.host(name)

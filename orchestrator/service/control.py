@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.apply.lock import describe_text, service_lock_path
+from orchestrator.apply.lock import service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts, ProbeRequest, Process, ServiceFacts, probe
 from orchestrator.facts.venv_trust import refusal, venv_trust
+from orchestrator.holder import describe_text
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
@@ -32,6 +33,7 @@ from orchestrator.service.backends import (
     describe_survivors,
     start_command,
     stop_command,
+    watch_command,
 )
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.record import last_kernels, other_port, record_of
@@ -80,12 +82,22 @@ def relaunch(transport: Transport, step: ServiceStep) -> None:
         start_command(step.backend, step.spec, step.paths)), timeout=120)
 
 
+def stopped(transport: Transport, step: ServiceStep) -> bool:
+    """Whether the service is down because `orch stop` stopped it (its marker, which a stop
+    leaves before it signals the server): then it is not relaunched."""
+    state, _ = parse_watch(transport.run(watch_command(step.backend, step.paths, 1 << 62),
+                                         check=False, timeout=60).stdout)
+    return state == "stopped"
+
+
 def ready(
     transport: Transport, step: ServiceStep, plan: Plan, *, base_url: str,
     api_key: str | None, launched: bool, emit: Emit,
+    still_ours: Callable[[float], None] = lambda wait: None,
 ) -> Ready:
     """Wait for the service the step started (phases, diagnosis, relaunch within the
-    restart budget); an unchanged running service gets one readiness check, no log replay."""
+    restart budget); an unchanged running service gets one readiness check, no log replay.
+    `still_ours(wait)` raises once the apply's locks are another's (asked at every poll)."""
     assert plan.service is not None
     model = step.spec.served_names[0]
     if not launched:
@@ -98,7 +110,7 @@ def ready(
         base_url=base_url, model=model, api_key=api_key,
         relaunch=lambda: relaunch(transport, step),
         max_restarts=plan.service.restart.max_restarts, emit=emit,
-        engine_name=plan.service.engine,
+        engine_name=plan.service.engine, still_ours=still_ours,
     )
     # Kept on the host, so the next `orch plan` can say what a restart would cost.
     took = Startup(seconds=round(readiness.seconds, 1), restarts=readiness.restarts,

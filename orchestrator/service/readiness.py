@@ -35,6 +35,7 @@ FROZEN_POLLS = 2  # polls in a row in state T before it is called hung
 SILENT_POLLS = 3  # timed-out checks in a row, after the API came up, before it is called hung
 REFUSED_POLLS = 3  # chats refused (4xx) in a row, after the API came up, before it is a failure
 CHAT_REFUSED = CHAT_ANSWERED + "4"
+STOP_SAID_S = 5.0  # how long a stopped server waits for the lock program to say who stopped it
 _TIMEOUTS = {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutException"}
 
 
@@ -96,12 +97,16 @@ def wait_ready(
     max_restarts: int,
     emit: Emit,
     engine_name: str = "vllm",
+    still_ours: Callable[[float], None] = lambda wait: None,
 ) -> Readiness:
-    """Poll until the server answers a chat, dies for a known cause, or the deadline passes."""
+    """Poll until the server answers a chat, dies for a known cause, or the deadline passes.
+    `still_ours(wait)` is asked at every poll: it raises once another took the apply's locks
+    (a stop that broke them is waited for a moment, so the error names it)."""
     watch = _Watch(transport, backend, paths, health, engine(engine_name), emit)
     with ServerClient(base_url, api_key=api_key, timeout=health.request_timeout) as client:
         while True:
             status = watch.read_log()
+            still_ours(STOP_SAID_S if watch.state == "stopped" else 0.0)
             if watch.frozen(status):
                 time.sleep(health.poll_interval)
                 continue

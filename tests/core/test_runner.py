@@ -52,7 +52,8 @@ class Recorder:
     def emit(self, event: Event) -> None:
         self.events.append(event)
 
-    def phase(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: object) -> None:
+    def phase(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: object,
+              guard: object) -> None:
         self.phases.append(outcome.host)
 
 

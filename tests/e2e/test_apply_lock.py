@@ -20,8 +20,9 @@ from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
 from fixtures.transports import openssh_inventory
 
-from orchestrator.apply.lock import Holder, HostLock, lock_path, service_lock_path
+from orchestrator.apply.lock import HostLock, lock_path, service_lock_path
 from orchestrator.errors import ConnectError, ProbeError
+from orchestrator.holder import Holder, controller_id, process_start
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.transport import connect
 
@@ -111,13 +112,49 @@ def test_the_lock_of_a_dead_apply_is_taken_over(setup: tuple[Path, Path, Path]) 
     import socket
 
     stale = Holder(user="bob", controller=socket.gethostname(), pid=gone.pid, run=None,
-                   since="2026-12-01T00:00:00+00:00")
+                   since="2026-12-01T00:00:00+00:00", controller_id=controller_id())
     lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), stale)
     try:
         result = orch("apply", plan, "-i", inventory, cwd=tmp)
         assert result.returncode == 0, result.stdout + result.stderr
     finally:
         lock.release()
+
+
+@pytest.mark.parametrize("case", ["another-controller-id", "pid-used-again", "no-id"])
+def test_only_a_dead_apply_of_this_controller_is_taken_over(
+        setup: tuple[Path, Path, Path], case: str) -> None:
+    """The hostname is not the controller: a holder of another identity (a container, a
+    cloned VM, a PID namespace of its own) or of an older orch (no identity) is never taken
+    for dead; one of this identity whose pid another process has now is."""
+    tmp, inventory, plan = setup
+    import socket
+
+    live = subprocess.Popen(["sleep", "600"])
+    mine = controller_id()
+    identity = {"another-controller-id": ("f" * 24, process_start(live.pid)),
+                "pid-used-again": (mine, "1"),  # its process started at another time
+                "no-id": ("", "")}[case]
+    holder = Holder(user="bob", controller=socket.gethostname(), pid=live.pid, run=None,
+                    since="2026-12-01T00:00:00+00:00", controller_id=identity[0],
+                    pid_start=identity[1])
+    if case == "another-controller-id":  # its pid gone too: still not this controller's
+        live.kill()
+        live.wait()
+    lock = hold(lock_path(str(tmp / "venv"), "locked", "h1"), holder)
+    try:
+        result = orch("apply", plan, "-i", inventory, cwd=tmp)
+        said = " ".join(result.stdout.split())
+        if case == "pid-used-again":
+            assert result.returncode == 0, said
+            assert "its process no longer runs" in said
+        else:
+            assert result.returncode == 75, said
+            assert f"bob@{socket.gethostname()} (pid {live.pid}" in said
+    finally:
+        lock.release()
+        live.kill()
+        live.wait()
 
 
 def test_break_lock_takes_over_any_holder(setup: tuple[Path, Path, Path]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures import quick_venv
+from fixtures.background import Background
 from fixtures.orchcli import last_run, orch, write_inventory
 from fixtures.served import generated_tokens
 from fixtures.sshd import SshServer, free_port
@@ -80,3 +81,100 @@ def test_an_interrupted_run_is_finished_in_place(tmp_path: Path, sshd: SshServer
         assert again.returncode == 64 and "no unfinished run" in again.stdout + again.stderr
     finally:
         orch("stop", plan, "-i", inventory, cwd=tmp_path)
+
+
+def _local_plan(tmp: Path, *, slow_start: float) -> tuple[Path, str]:
+    """A simulator service on this machine (process backend, local connection): the plan,
+    the service name (whose host-wide files `_forget` removes)."""
+    port, name = free_port(), f"resume-{tmp.name[-8:]}-{os.getpid()}"
+    plan = tmp / "plan.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "resume", "hosts": "localhost",
+        "python": {"venv": str(tmp / "venv"), "interpreter": quick_venv.interpreter(),
+                   "installer": "pip"},
+        "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": port,
+                    "backend": "process", "name": name,
+                    "sim": {"time_scale": 0.003, "slow_start": slow_start}},
+        "health": {"startup_timeout": "120s", "poll_interval": "0.2s"}, "smoke": [],
+        "bench": {"concurrency": [1], "requests_per_level": 2, "warmup": 0, "max_tokens": 16}}))
+    return plan, name
+
+
+def _forget(plan: Path, name: str) -> None:
+    orch("stop", plan, "--break-lock", cwd=plan.parent)
+    for made in (Path.home() / ".orch" / "services" / name,
+                 Path.home() / ".orch" / "locks" / f"service-{name}-localhost.lock"):
+        made.unlink(missing_ok=True)
+
+
+def _records(run: Path) -> dict[str, bytes]:
+    return {name: (run / name).read_bytes() for name in ("meta.json", "plan.yaml", "apply.lock")}
+
+
+def test_a_run_another_apply_writes_is_not_resumed_nor_touched(tmp_path: Path) -> None:
+    """`--resume` of the run an apply is still writing: refused (exit 75) naming that apply,
+    before a byte of the run changes; that apply ends with the plan it ran."""
+    plan, name = _local_plan(tmp_path, slow_start=60.0)
+    first = Background("apply", plan, cwd=tmp_path)
+    try:
+        first.wait_for("startup")  # its run folder written, its start-up under way
+        run = last_run(tmp_path)
+        before = _records(run)
+        second = orch("apply", plan, "--resume", run, "--set", "bench.max_tokens=8",
+                      cwd=tmp_path)
+        said = " ".join((second.stdout + second.stderr).split())
+        assert second.returncode == 75, said
+        assert f"another apply is writing the run folder {run}" in said
+        assert f"(pid {first.process.pid}, `orch apply`" in said
+        assert _records(run) == before  # not a byte of it changed
+    finally:
+        _forget(plan, name)
+        first.end()
+    assert "max_tokens: 16" in (run / "plan.yaml").read_text()
+
+
+def test_a_run_is_resumed_only_with_the_plan_it_ran(tmp_path: Path) -> None:
+    """A plan changed since the run (`--set bench.max_tokens=8`): refused (exit 64) naming
+    each difference; nothing of the run is written."""
+    plan, name = _local_plan(tmp_path, slow_start=60.0)
+    first = Background("apply", plan, cwd=tmp_path)
+    try:
+        first.wait_for("startup")
+        first.process.send_signal(signal.SIGINT)
+        assert first.end() == 130, first.said
+        run = last_run(tmp_path)
+        before = _records(run)
+        changed = orch("apply", plan, "--resume", run, "--set", "bench.max_tokens=8",
+                       cwd=tmp_path)
+        said = " ".join((changed.stdout + changed.stderr).split())
+        assert changed.returncode == 64, said
+        assert f"--resume {run}: the plan changed since that run" in said
+        assert "bench.max_tokens: 16 -> 8" in said and "Traceback" not in said
+        assert _records(run) == before
+    finally:
+        _forget(plan, name)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_a_matrix_run_another_apply_runs_is_not_resumed_nor_touched(tmp_path: Path) -> None:
+    """The same for a matrix run: its matrix.json is not rewritten beside the apply running it."""
+    plan, name = _local_plan(tmp_path, slow_start=60.0)
+    data = yaml.safe_load(plan.read_text())
+    plan.write_text(yaml.safe_dump({**data, "matrix": {"bench.max_tokens": [16, 32]}}))
+    first = Background("apply", plan, cwd=tmp_path)
+    try:
+        first.wait_for("startup")
+        (matrix,) = (tmp_path / "runs" / "resume").glob("matrix-*")
+        before = _files(matrix)
+        second = orch("apply", plan, "--resume", matrix, cwd=tmp_path)
+        said = " ".join((second.stdout + second.stderr).split())
+        assert second.returncode == 75, said
+        assert f"another apply is writing the run folder {matrix}" in said
+        assert f"(pid {first.process.pid}, `orch apply`" in said
+        assert _files(matrix) == before  # not a byte of it changed
+    finally:
+        _forget(plan, name)
+        first.end()

@@ -12,15 +12,16 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from fixtures import quick_venv
+from fixtures.background import Background, until
 from fixtures.orchcli import orch
+from fixtures.served import generated_tokens
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +44,8 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def service_plan(tmp: Path, *, slow_start: float = 0.0) -> tuple[Path, str]:
+def service_plan(tmp: Path, *, slow_start: float = 0.0, time_scale: float = 0.003,
+                 bench: dict[str, object] | None = None) -> tuple[Path, str]:
     """A simulator service on this machine (process backend): the plan, the service name."""
     name = f"races-{tmp.name[-10:]}-{os.getpid()}"
     _NAMED.append(name)
@@ -53,55 +55,14 @@ def service_plan(tmp: Path, *, slow_start: float = 0.0) -> tuple[Path, str]:
         "python": {"venv": str(tmp / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi",
                     "host": "127.0.0.1", "port": free_port(), "backend": "process", "name": name,
-                    "sim": {"time_scale": 0.003, "slow_start": slow_start}},
-        "health": {"startup_timeout": "120s", "poll_interval": "0.2s"}, "smoke": [], "bench": None}))
+                    "sim": {"time_scale": time_scale, "slow_start": slow_start}},
+        "health": {"startup_timeout": "120s", "poll_interval": "0.2s"}, "smoke": [],
+        "bench": bench}))
     return plan, name
 
 
 def service_lock(name: str) -> Path:
     return Path.home() / ".orch" / "locks" / f"service-{name}-localhost.lock"
-
-
-class Background:
-    """An `orch` command left running, its output read as it comes."""
-
-    def __init__(self, *args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli", *map(str, args)], cwd=cwd,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "COLUMNS": "200", **(env or {})})
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    @property
-    def said(self) -> str:
-        return " ".join("".join(self.lines).split())
-
-    def wait_for(self, text: str, timeout: float = 120) -> None:
-        until(lambda: text in self.said or self.process.poll() is not None, timeout)
-        assert text in self.said, self.said
-
-    def end(self, timeout: float = 180) -> int:
-        try:
-            code = self.process.wait(timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-        self.reader.join(10)
-        return code
-
-
-def until(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.2)
 
 
 def said(result: subprocess.CompletedProcess[str]) -> str:
@@ -147,6 +108,32 @@ def test_an_apply_started_during_a_stop_is_refused_naming_the_stop(tmp_path: Pat
         os.kill(pid, signal.SIGCONT)
         assert stop.end() == 0, stop.said
     assert f"stopped {name}" in stop.said
+
+
+def test_stop_break_lock_during_a_sweep_ends_the_apply_and_the_service_stays_stopped(
+        tmp_path: Path) -> None:
+    """`orch stop --break-lock` while the apply's benchmark runs: the sweep sees its server
+    gone and must not relaunch what was stopped; the apply ends (exit 75) naming the stop."""
+    plan, name = service_plan(tmp_path, time_scale=0.02, bench={
+        "concurrency": [1, 2], "requests_per_level": 200, "warmup": 0, "max_tokens": 64,
+        "ignore_eos": True})
+    port = yaml.safe_load(plan.read_text())["service"]["port"]
+    apply = Background("apply", plan, cwd=tmp_path)
+    try:
+        until(lambda: generated_tokens(port) > 0 or apply.process.poll() is not None, 180)
+        assert generated_tokens(port) > 0, apply.said  # the sweep is under way
+        stop = orch("stop", plan, "--break-lock", cwd=tmp_path)
+        assert stop.returncode == 0, said(stop)
+        assert f"stopped {name}" in said(stop)
+        assert apply.end() == 75, apply.said
+    finally:
+        apply.end()
+    assert "relaunch" not in apply.said
+    assert "this apply's lock was taken over during the benchmark" in apply.said
+    assert "(pid " in apply.said and "`orch stop`)" in apply.said  # who stopped it
+    status = json.loads(orch("status", plan, "--json", cwd=tmp_path).stdout)
+    assert status[0]["state"] == "stopped", status  # and it stays stopped
+    assert generated_tokens(port) == 0
 
 
 def _sleeping_plan(tmp: Path, seconds: int) -> Path:

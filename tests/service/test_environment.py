@@ -16,6 +16,7 @@ import pytest
 from plan_fixtures import make_plan
 
 from orchestrator.apply.environment import EnvironmentCapture, read_record
+from orchestrator.apply.lock import LockGuard
 from orchestrator.apply.outcome import HostOutcome
 from orchestrator.events import Event, StageEvent
 from orchestrator.facts import Facts, HostFacts
@@ -69,8 +70,8 @@ def _capture(tmp_path: Path, venv: Path, timeout: int = 20) -> tuple[dict[str, o
     transport, said = LocalTransport("local"), []
     outcome = HostOutcome("local")
     facts = Facts(host=HostFacts())
-    capture.start(transport, facts, outcome, said.append)
-    capture.finish(transport, facts, outcome, said.append)
+    capture.start(transport, facts, outcome, said.append, LockGuard(outcome.host))
+    capture.finish(transport, facts, outcome, said.append, LockGuard(outcome.host))
     where = folder.host("local").environment
     return read_record(where), where.root, said
 
@@ -132,8 +133,8 @@ def test_beside_a_server_already_up_collect_env_waits_for_the_sweep_to_end(
     capture = EnvironmentCapture(plan, folder)
     transport, said = LocalTransport("local"), []
     outcome, facts = HostOutcome("local"), Facts(host=HostFacts())
-    capture.start(transport, facts, outcome, said.append)
+    capture.start(transport, facts, outcome, said.append, LockGuard(outcome.host))
     assert not (venv / ".orch" / "environment" / "collect-env.started").exists()
-    capture.finish(transport, facts, outcome, said.append)
+    capture.finish(transport, facts, outcome, said.append, LockGuard(outcome.host))
     env = read_record(folder.host("local").environment)["collect_env"]
     assert isinstance(env, dict) and env["captured"] is True

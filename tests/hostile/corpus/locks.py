@@ -22,7 +22,8 @@ from pathlib import Path
 from fixtures import quick_venv
 from hostile.corpus import Case, section
 
-from orchestrator.apply.lock import Holder, HostLock, service_lock_path
+from orchestrator.apply.lock import HostLock, service_lock_path
+from orchestrator.holder import Holder, controller_id
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.transport import connect
 
@@ -143,7 +144,7 @@ def stale_holder() -> Holder:
     gone = subprocess.Popen(["true"])
     gone.wait()
     return Holder(user="bob", controller=socket.gethostname(), pid=gone.pid, run=None,
-                  since="2026-12-01T00:00:00+00:00")
+                  since="2026-12-01T00:00:00+00:00", controller_id=controller_id())
 
 
 def registry(make: Callable[[Path, Path], None]) -> Prepare:
