@@ -131,3 +131,16 @@ def test_the_controller_reads_only_regular_files(tmp_path: Path) -> None:
     with pytest.raises(local_files.NotRegularFile, match="too large"):
         local_files.read_bytes(tmp_path / "big", max_bytes=10)
     assert local_files.read_text(tmp_path / "big") == "x" * 100
+
+
+def test_a_known_hosts_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """`orch plan` waited forever on a known_hosts file that is a FIFO (only a signal ended
+    it); the file is read through local_files like every other file orch reads."""
+    os.mkfifo(tmp_path / "kh")
+    (tmp_path / "i.yaml").write_text(
+        f"hosts: {{a: {{address: 127.0.0.1}}}}\nssh: {{known_hosts: {tmp_path / 'kh'}}}\n")
+    (tmp_path / "p.yaml").write_text("name: ok\nhosts: a\n")
+    result = orch("plan", "p.yaml", "-i", "i.yaml", cwd=tmp_path, timeout=60)
+    said = _said(result)
+    assert result.returncode == 1, said
+    assert f"cannot read known_hosts file {tmp_path / 'kh'}: not a regular file (a FIFO)" in said
