@@ -36,6 +36,16 @@ def kind_of(mode: int) -> str:
     return "a special file"
 
 
+def not_a_file(path: str | Path) -> str | None:
+    """Why `path` (after links) is not a regular file to read ("does not exist", "is a FIFO,
+    not a regular file"), or None when it is one."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "does not exist"
+    return None if stat.S_ISREG(mode) else f"is {kind_of(mode)}, not a regular file"
+
+
 def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file `path`. OSError as open() raises it; NotRegularFile for
     anything else, and for a file over `max_bytes`."""

@@ -239,9 +239,10 @@ def load_known_hosts(keys: paramiko.HostKeys, path: str) -> None:
 def _identity_file(hop: SshTarget) -> str:
     assert hop.identity_file is not None
     path = os.path.expanduser(hop.identity_file)
-    if not os.path.isfile(path):
+    why = local_files.not_a_file(path)
+    if why is not None:
         raise AuthError(
-            f"identity_file {hop.identity_file!r} does not exist",
+            f"identity_file {hop.identity_file!r} {why}",
             host=hop.name,
             hint="fix `identity_file` for this host in the inventory",
         )

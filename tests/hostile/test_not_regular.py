@@ -133,14 +133,22 @@ def test_the_controller_reads_only_regular_files(tmp_path: Path) -> None:
     assert local_files.read_text(tmp_path / "big") == "x" * 100
 
 
-def test_a_known_hosts_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("inventory", "said"), [
+    ("hosts: {a: {address: 127.0.0.1}}\nssh: {known_hosts: FIFO}\n",
+     "cannot read known_hosts file FIFO: not a regular file (a FIFO)"),
+    ("hosts: {a: {address: 127.0.0.1}}\nssh: {config: FIFO}\n",
+     "ssh.config names 'FIFO', which is a FIFO, not a regular file"),
+    ("hosts: {a: {address: 127.0.0.1, identity_file: FIFO}}\n",
+     "identity_file 'FIFO' is a FIFO, not a regular file"),
+], ids=["known_hosts", "ssh config", "identity_file"])
+def test_an_ssh_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, inventory: str,
+                                                             said: str) -> None:
     """`orch plan` waited forever on a known_hosts file that is a FIFO (only a signal ended
-    it); the file is read through local_files like every other file orch reads."""
-    os.mkfifo(tmp_path / "kh")
-    (tmp_path / "i.yaml").write_text(
-        f"hosts: {{a: {{address: 127.0.0.1}}}}\nssh: {{known_hosts: {tmp_path / 'kh'}}}\n")
+    it), and called a FIFO ssh config or key "does not exist"."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "i.yaml").write_text(inventory.replace("FIFO", str(fifo)))
     (tmp_path / "p.yaml").write_text("name: ok\nhosts: a\n")
     result = orch("plan", "p.yaml", "-i", "i.yaml", cwd=tmp_path, timeout=60)
-    said = _said(result)
-    assert result.returncode == 1, said
-    assert f"cannot read known_hosts file {tmp_path / 'kh'}: not a regular file (a FIFO)" in said
+    assert result.returncode == 1, _said(result)
+    assert said.replace("FIFO", str(fifo), 1) in _said(result)
