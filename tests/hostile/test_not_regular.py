@@ -152,3 +152,16 @@ def test_an_ssh_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, inv
     result = orch("plan", "p.yaml", "-i", "i.yaml", cwd=tmp_path, timeout=60)
     assert result.returncode == 1, _said(result)
     assert said.replace("FIFO", str(fifo), 1) in _said(result)
+
+
+def test_a_fifo_the_probe_reads_is_not_waited_on(tmp_path: Path) -> None:
+    """The fact program read a venv's pyvenv.cfg with a blocking open: a FIFO there held
+    `orch plan` until a signal; a file that is not a regular file now reads as absent."""
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    os.mkfifo(venv / "pyvenv.cfg")
+    plan = _plan(tmp_path, python={"venv": str(venv)})
+    result = orch("plan", plan, cwd=tmp_path, timeout=60)
+    said = _said(result)
+    assert result.returncode == 0 and f"create venv {venv}" in said, said
+    assert stat.S_ISFIFO((venv / "pyvenv.cfg").stat().st_mode)
