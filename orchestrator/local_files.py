@@ -9,7 +9,8 @@ descriptor, so it cannot be swapped between the check and the read.
 Writing (`write_atomic`): every record a later command reads (a run folder's files, a matrix
 run's matrix.json, a report, plots, a schema) is written to a temporary file in the same
 folder, flushed to the disk, then renamed over the old one: a full disk, a crash or Ctrl-C
-leaves the old file whole or the new one whole, never half of one.
+leaves the old file whole or the new one whole, never half of one. A path that is not a
+regular file (`-o /dev/full`, a FIFO) is refused: the rename would replace the device itself.
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ def kind_of(mode: int) -> str:
         if test(mode):
             return kind
     return "a special file"
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """Why `path` (after links) is not a regular file to read ("does not exist", "is a FIFO,
+    not a regular file"), or None when it is one."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "does not exist"
+    return None if stat.S_ISREG(mode) else f"is {kind_of(mode)}, not a regular file"
 
 
 def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
@@ -65,6 +76,7 @@ def write_atomic(path: Path, data: bytes | str, *, durable: bool = True) -> None
     `durable`, the data and the rename reach the disk before this returns (fsync of the file,
     then of its folder): after a power loss the record is the old one or the new one, not
     an empty file. OSError as the write raised it, with no temporary file left behind."""
+    _refuse_special(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +97,19 @@ def write_atomic(path: Path, data: bytes | str, *, durable: bool = True) -> None
         raise
     if durable:
         _sync_folder(path.parent)
+
+
+def _refuse_special(path: Path) -> None:
+    """NotRegularFile when `path` (after links: `/dev/stdout`) is a device, a FIFO or a
+    folder: the rename would put a file in place of `/dev/full` or `/dev/null` (as root,
+    for every program after), and a write to it never lands anywhere a record can be read."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFile(errno.EINVAL, f"not a regular file ({kind_of(info.st_mode)})",
+                             str(path))
 
 
 def _sync_folder(folder: Path) -> None:

@@ -18,7 +18,7 @@ def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = F
     parser.add_argument("-i", "--inventory", type=Path,
                         help="inventory file: orch's YAML, or an Ansible YAML or INI inventory "
                              "(default inventory/local.yaml, else this machine)")
-    parser.add_argument("--limit", action="append", default=[], metavar="PATTERN",
+    parser.add_argument("--limit", action="append", default=[], metavar="PATTERN", type=_limit,
                         help="only these of the plan's hosts: host or group names, or patterns "
                              "such as 'gpu*' ('!gpu3' leaves one out); repeat, or "
                              "comma-separated")
@@ -26,6 +26,15 @@ def add_plan_options(parser: argparse.ArgumentParser, *, plan_optional: bool = F
                         metavar="FILE", help="overlay merged over the plan (repeatable)")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE",
                         help="set one value, e.g. --set service.port=8001 (repeatable)")
+
+
+def _limit(text: str) -> str:
+    """One --limit: an empty one (`--limit ''`, a variable that was not set) would narrow to
+    nothing said, and run every host of the plan."""
+    if not any(part.strip() for part in text.replace(":", ",").split(",")):
+        raise argparse.ArgumentTypeError(
+            f"expected host or group names or patterns such as gpu1,gpu2 or 'gpu*', got {text!r}")
+    return text
 
 
 def add_forks_option(parser: argparse.ArgumentParser) -> None:

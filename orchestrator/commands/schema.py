@@ -22,13 +22,14 @@ def run(args: argparse.Namespace) -> int:
         print(text, end="")
         return 0
     from orchestrator import local_files
-    from orchestrator.errors import PlanError
+    from orchestrator.errors import OrchError
     from orchestrator.runs.layout import refuse_inside_run
 
     refuse_inside_run(args.output, "-o")
     try:
         local_files.write_atomic(args.output, text)
     except OSError as error:
-        raise PlanError(f"cannot write the schema to {args.output}: {error.strerror}") from None
+        raise OrchError(f"cannot write the schema to {args.output}: {error.strerror}",
+                        hint="name a regular file, or leave out -o to print it") from None
     print(f"wrote {args.output}")
     return 0

@@ -5,7 +5,9 @@ with each fact's gatherer)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -18,11 +20,21 @@ GATHER: List[Callable[[Dict[str, Any], Dict[str, Any]], None]] = []
 
 
 def read_text(path: str) -> Optional[str]:
+    """A regular file's text, or None: a FIFO or a device where a file is read (a venv's
+    pyvenv.cfg) would hold the probe, and `orch plan`, forever."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), encoding="utf-8", errors="replace") as handle:
             return handle.read()
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def run_tool(argv: List[str], timeout: float = 10.0) -> Optional[str]:

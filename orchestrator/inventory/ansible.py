@@ -259,6 +259,8 @@ def _host_spec(parsed: Parsed, name: str, merged: dict[str, Var], positions: Pos
             value = found.value
             if field_name in ("address", "user", "identity_file"):
                 value = _text(value)
+            elif isinstance(value, str) and re.fullmatch(r"\d{1,9}(\.\d+)?", value):
+                value = float(value) if "." in value else int(value)  # Ansible's '2222'
             if field_name == "address" and isinstance(value, str) and BAD_NAME.search(value):
                 raise parsed.fail(found.at, f"{value!r} is not a host name or address",
                                   field=f"{name}.{key}", expected=NAME_EXPECTED)

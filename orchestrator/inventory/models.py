@@ -17,7 +17,8 @@ DEFAULT_INVENTORY = Path("inventory/local.yaml")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a bool is not a port (`port: true` would be port 1), a string not a number
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class HostSpec(_Strict):
@@ -120,6 +121,20 @@ class Inventory(_Strict):
                 f"jump {jump!r} is not a host of this inventory (known: "
                 f"{', '.join(sorted(self.hosts))}); write user@host[:port] for a host outside it",
                 at=("hosts", name, "jump"))
+        return self
+
+    @model_validator(mode="after")
+    def _jumps_do_not_loop(self) -> Inventory:
+        """A host that jumps through itself, at once or via others, at the jump that closes
+        the loop (its line in the file), not only when a connection is tried."""
+        for name in self.hosts:
+            path = [name]
+            while (jump := self.hosts[path[-1]].jump) in self.hosts:
+                if jump in path:
+                    loop = " -> ".join([*path[path.index(jump):], jump])
+                    raise FieldError(f"jump hosts form a loop: {loop}",
+                                     at=("hosts", path[-1], "jump"))
+                path.append(jump)
         return self
 
     @model_validator(mode="after")

@@ -268,7 +268,9 @@ def render_reference() -> str:
         "Every key a plan file may hold, section by section. Unknown keys are errors. Strings may",
         "use `${vars.NAME}` (filled in from `vars:` when the plan is loaded) and `${env:NAME}` (a",
         "secret read from the controller's environment at run time, never written anywhere).",
-        "Durations are written `30s`, `5m`, `1h30m`, `500ms` or as a number of seconds.",
+        "Durations are written `30s`, `5m`, `1h30m`, `500ms` or as a number of seconds, at most",
+        "30 days. An integer is written as one (`8000`, not `true` or `'8000'`), a yes/no as",
+        "`true` or `false` (not `'yes'`).",
         "How to write plans, layer them and set values from the command line: [plans.md](plans.md).",
         "",
     ]

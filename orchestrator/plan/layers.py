@@ -101,6 +101,9 @@ def parse_set(text: str) -> tuple[list[str], Any]:
     if deep:
         raise _set_error(name, f"the value nests deeper than {MAX_SET_DEPTH} levels",
                          6 + index + 1)
+    if _holds_bytes(value):
+        raise _set_error(name, "a !!binary value cannot stand in a plan: write it as text",
+                         6 + index + 1)
     return path, value
 
 
@@ -116,6 +119,15 @@ def _deeper_than(value: Any, limit: int) -> bool:
         if not level:
             return False
     return True
+
+
+def _holds_bytes(value: Any) -> bool:
+    """Whether a `!!binary` value stands anywhere in `value` (bounded by MAX_SET_DEPTH)."""
+    if isinstance(value, bytes):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_bytes(item) for item in value.values())
+    return isinstance(value, list) and any(_holds_bytes(item) for item in value)
 
 
 def apply_set(

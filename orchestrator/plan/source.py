@@ -31,6 +31,7 @@ def dotted(path: FieldPath) -> str:
 _MAX_DEPTH = 64
 _MAX_NODES = 100_000  # bounds alias expansion ("billion laughs") and runaway files
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_BINARY_TAG = "tag:yaml.org,2002:binary"
 
 
 @dataclass(frozen=True)
@@ -134,12 +135,17 @@ def read_text(path: Path, *, what: str = "file", expected: str = "a YAML file") 
 def parse_document(text: str, name: str) -> Document:
     """Parse YAML text into a Document; every failure is a positioned PlanError."""
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_cls(text)
+    try:
+        loader = loader_cls(text)  # the pure-Python reader checks every character here
+    except yaml.reader.ReaderError as error:
+        raise _reader_error(error, text, name) from None
     try:
         try:
             root = loader.get_single_node()
         except yaml.MarkedYAMLError as error:
             raise _syntax_error(error, text, name) from None
+        except yaml.reader.ReaderError as error:
+            raise _reader_error(error, text, name) from None
         except yaml.YAMLError as error:
             raise PlanError(f"YAML error: {error}", file=name) from None
         if root is None:
@@ -187,6 +193,20 @@ def kind_of(value: Any) -> str:
     if isinstance(value, float):
         return f"the number {value}"
     return f"{type(value).__name__} {value!r}"
+
+
+def _reader_error(error: yaml.reader.ReaderError, text: str, name: str) -> PlanError:
+    """A character YAML refuses (a NUL, a control character), even in a comment, at its
+    line and column."""
+    # The first such character is the one the reader stopped at (libyaml counts its position
+    # in bytes, the Python reader in characters: the text itself says where it is).
+    at = text.find(chr(error.character))
+    at = at if at >= 0 else max(0, min(error.position, len(text)))
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    what = "a NUL byte" if error.character == 0 else f"the control character {chr(error.character)!r}"
+    return PlanError(f"{what} cannot stand anywhere in a YAML file, a comment included", file=name,
+                     line=line, column=column, snippet=snippet(text, line, column))
 
 
 def _syntax_error(error: yaml.MarkedYAMLError, text: str, name: str) -> PlanError:
@@ -257,6 +277,9 @@ class _Builder:
                 self._doc.keys[(*path, index)] = self._origin(item)
                 items.append(self.build(item, (*path, index)))
             return items
+        if node.tag == _BINARY_TAG:  # bytes would reach a name or a command as b'...'
+            raise self._fail(node, "a !!binary value cannot stand in a plan or an inventory: "
+                                   "write it as text", hint="drop the !!binary tag")
         try:
             return self._loader.construct_object(node)
         except yaml.MarkedYAMLError as error:

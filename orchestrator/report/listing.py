@@ -14,8 +14,11 @@ from pathlib import Path
 from orchestrator.errors import RunFolderError
 from orchestrator.report.level_table import MISSING, tok_s
 from orchestrator.report.series import build_series
-from orchestrator.runs.reader import list_runs, load_run
+from orchestrator.runs.reader import folders_without_meta, list_runs, load_run
 from orchestrator.tables import Column, TableData
+
+NO_META = ("no meta.json: the run was cut before its first record, or its folder was "
+           "edited by hand; orch cannot read it as a run")
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,13 @@ def run_row(path: Path) -> RunRow:
 
 def list_rows(root: Path, plans: Sequence[str] = ()) -> list[RunRow]:
     """Every run folder under `root` (only those of `plans` when given), oldest first."""
-    folders = [p for p in list_runs(root) if not plans or p.parent.name in plans]
-    return [run_row(path) for path in folders]
+    def wanted(path: Path) -> bool:
+        return not plans or path.parent.name in plans
+
+    rows = [run_row(path) for path in list_runs(root) if wanted(path)]
+    rows += [RunRow(path, path.parent.name, [], "unreadable", MISSING, problem=NO_META)
+             for path in folders_without_meta(root) if wanted(path)]
+    return sorted(rows, key=lambda row: (row.path.name, row.path.parent.name))  # list_runs'
 
 
 def runs_table(rows: Sequence[RunRow], root: Path) -> TableData:

@@ -12,6 +12,8 @@ was expected.
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -230,6 +232,22 @@ def list_runs(root: Path = DEFAULT_ROOT) -> list[Path]:
     if not root.is_dir():
         return []
     found = [meta.parent for meta in root.glob("*/*/meta.json")]
+    return sorted(found, key=lambda p: (p.name, p.parent.name))
+
+
+_RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}(-\d+)?")  # runs/layout.py: run_folder_name
+
+
+def folders_without_meta(root: Path = DEFAULT_ROOT) -> list[Path]:
+    """Folders under `root` that are run folders by their name or their records (plan.yaml,
+    events.jsonl, hosts/) but hold no meta.json: a run cut before its first record, or one
+    edited by hand. `orch runs` lists them rather than leave them out unsaid."""
+    if not root.is_dir():
+        return []
+    found = [folder for folder in root.glob("*/*") if folder.is_dir()
+             and not os.path.lexists(folder / "meta.json")
+             and (_RUN_NAME.fullmatch(folder.name) or any(
+                 os.path.lexists(folder / record) for record in ("plan.yaml", "events.jsonl", "hosts")))]
     return sorted(found, key=lambda p: (p.name, p.parent.name))
 
 

@@ -45,9 +45,10 @@ def named_config(settings: SshSettings) -> str | None:
     if settings.config is False or settings.config == DEFAULT_SSH_CONFIG:
         return None
     path = os.path.expanduser(settings.config)
-    if not os.path.isfile(path):
+    why = local_files.not_a_file(path)  # a FIFO would hold ssh's read forever
+    if why is not None:
         raise InventoryError(
-            f"ssh.config names {settings.config!r}, which does not exist",
+            f"ssh.config names {settings.config!r}, which {why}",
             hint="fix the path, or set `ssh: {config: false}` to ignore ssh config files",
         )
     refuse_commands(path, settings.config)

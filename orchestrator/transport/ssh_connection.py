@@ -26,6 +26,7 @@ from typing import Any
 import fabric
 import paramiko
 
+from orchestrator import local_files
 from orchestrator.errors import AuthError, InventoryError
 from orchestrator.inventory import SshSettings
 from orchestrator.transport.ssh_config import KEEPALIVE_SECONDS, known_hosts_path, named_config
@@ -214,7 +215,8 @@ def load_known_hosts(keys: paramiko.HostKeys, path: str) -> None:
     (as OpenSSH does; paramiko's own loader rejects the whole file for one bad line).
     `@cert-authority` and `@revoked` lines are skipped: paramiko supports neither."""
     try:
-        text = Path(path).read_text(errors="replace")
+        # never a FIFO (a read that waits forever) or a device: local_files reads only files
+        text = local_files.read_text(Path(path), errors="replace")
     except FileNotFoundError:
         return  # every host is then unknown, and the error names the file
     except OSError as error:
@@ -237,9 +239,10 @@ def load_known_hosts(keys: paramiko.HostKeys, path: str) -> None:
 def _identity_file(hop: SshTarget) -> str:
     assert hop.identity_file is not None
     path = os.path.expanduser(hop.identity_file)
-    if not os.path.isfile(path):
+    why = local_files.not_a_file(path)
+    if why is not None:
         raise AuthError(
-            f"identity_file {hop.identity_file!r} does not exist",
+            f"identity_file {hop.identity_file!r} {why}",
             host=hop.name,
             hint="fix `identity_file` for this host in the inventory",
         )

@@ -131,3 +131,37 @@ def test_the_controller_reads_only_regular_files(tmp_path: Path) -> None:
     with pytest.raises(local_files.NotRegularFile, match="too large"):
         local_files.read_bytes(tmp_path / "big", max_bytes=10)
     assert local_files.read_text(tmp_path / "big") == "x" * 100
+
+
+@pytest.mark.parametrize(("inventory", "said"), [
+    ("hosts: {a: {address: 127.0.0.1}}\nssh: {known_hosts: FIFO}\n",
+     "cannot read known_hosts file FIFO: not a regular file (a FIFO)"),
+    ("hosts: {a: {address: 127.0.0.1}}\nssh: {config: FIFO}\n",
+     "ssh.config names 'FIFO', which is a FIFO, not a regular file"),
+    ("hosts: {a: {address: 127.0.0.1, identity_file: FIFO}}\n",
+     "identity_file 'FIFO' is a FIFO, not a regular file"),
+], ids=["known_hosts", "ssh config", "identity_file"])
+def test_an_ssh_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, inventory: str,
+                                                             said: str) -> None:
+    """`orch plan` waited forever on a known_hosts file that is a FIFO (only a signal ended
+    it), and called a FIFO ssh config or key "does not exist"."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "i.yaml").write_text(inventory.replace("FIFO", str(fifo)))
+    (tmp_path / "p.yaml").write_text("name: ok\nhosts: a\n")
+    result = orch("plan", "p.yaml", "-i", "i.yaml", cwd=tmp_path, timeout=60)
+    assert result.returncode == 1, _said(result)
+    assert said.replace("FIFO", str(fifo), 1) in _said(result)
+
+
+def test_a_fifo_the_probe_reads_is_not_waited_on(tmp_path: Path) -> None:
+    """The fact program read a venv's pyvenv.cfg with a blocking open: a FIFO there held
+    `orch plan` until a signal; a file that is not a regular file now reads as absent."""
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    os.mkfifo(venv / "pyvenv.cfg")
+    plan = _plan(tmp_path, python={"venv": str(venv)})
+    result = orch("plan", plan, cwd=tmp_path, timeout=60)
+    said = _said(result)
+    assert result.returncode == 0 and f"create venv {venv}" in said, said
+    assert stat.S_ISFIFO((venv / "pyvenv.cfg").stat().st_mode)

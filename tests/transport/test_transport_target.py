@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from orchestrator.errors import InventoryError
 from orchestrator.inventory import HostSpec, Inventory
@@ -89,8 +90,6 @@ def test_jump_outside_the_inventory_is_a_destination() -> None:
 @pytest.mark.parametrize(
     ("hosts", "name", "message"),
     [
-        ({"a": {"jump": "a"}}, "a", "jump hosts form a loop: a -> a"),
-        ({"a": {"jump": "b"}, "b": {"jump": "a"}}, "a", "jump hosts form a loop: a -> b -> a"),
         ({"a": {"jump": "l"}, "l": {"connection": "local"}}, "a", "host 'l' (jump of 'a') has connection: local"),
         ({"l": {"connection": "local"}}, "l", "host 'l' has connection: local"),
         ({"a": {}}, "zz", "no host named 'zz'"),
@@ -100,6 +99,21 @@ def test_bad_chains_are_inventory_errors(hosts: dict[str, dict[str, object]], na
     with pytest.raises(InventoryError) as caught:
         resolve_target(name, _inventory(**hosts))
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("hosts", "message"),
+    [
+        ({"a": {"jump": "a"}}, "jump hosts form a loop: a -> a"),
+        ({"a": {"jump": "b"}, "b": {"jump": "a"}}, "jump hosts form a loop: a -> b -> a"),
+    ],
+)
+def test_a_jump_loop_is_refused_where_the_inventory_is_loaded(
+        hosts: dict[str, dict[str, object]], message: str) -> None:
+    """At the inventory's line (the loader locates the model's error), not only once a
+    connection is tried."""
+    with pytest.raises(ValidationError, match=message):
+        _inventory(**hosts)
 
 
 def test_unknown_host_lists_the_known_ones() -> None:

@@ -3,6 +3,9 @@ the engine names, an argument value."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import math
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -25,10 +28,15 @@ class FieldError(ValueError):
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+MAX_DURATION = 30 * 24 * 3600.0  # 30 days: longer is a typo (or a hostile plan), not a wait
 
 
 def parse_duration(value: Any) -> float:
-    """'30m', '2s', '1h30m', '500ms' or a number of seconds -> seconds."""
+    """'30m', '2s', '1h30m', '500ms' or a number of seconds -> seconds, at most 30 days."""
+    return _at_most_30_days(_seconds(value), value)
+
+
+def _seconds(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 30s, 5m or 1h")
     if isinstance(value, int | float):
@@ -43,6 +51,12 @@ def parse_duration(value: Any) -> float:
             scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
             return sum(float(n) * scale[u] for n, u in _DURATION_PART.findall(text))
     raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
+
+
+def _at_most_30_days(seconds: float, value: Any) -> float:
+    if not math.isfinite(seconds) or seconds > MAX_DURATION:
+        raise ValueError(f"a duration is at most 30 days (720h), got {value!r}")
+    return seconds
 
 
 # The JSON Schema accepts the written forms ("30m") as well as seconds.
@@ -103,7 +117,24 @@ def host_path(value: str, *, host_refs: bool = False) -> str:
     return value
 
 
+_DNS_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def host_address(value: str) -> str:
+    """An IPv4 or IPv6 address (`0.0.0.0`, `::`) or a DNS host name (`localhost`,
+    `gpu1.lab`): what a server can listen on, nothing else reaches its command line."""
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(value)
+        return value
+    labels = value.removesuffix(".").split(".")
+    if (len(value) <= 253 and all(_DNS_LABEL.fullmatch(label) for label in labels)
+            and not labels[-1].isdigit()):  # 1.2.3.4.5 is neither an address nor a name
+        return value
+    raise ValueError(f"expected an IP address (0.0.0.0, ::) or a host name (letters, digits, "
+                     f"'-' and '.'), got {value!r}")
+
+
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    model_config = ConfigDict(extra="forbid", frozen=False, strict=True)
 
 

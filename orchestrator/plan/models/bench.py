@@ -12,7 +12,8 @@ from pydantic import (
 
 from orchestrator.metrics import DEFAULT_PERCENTILES
 from orchestrator.plan.meaning import CONTROLLER_PATH
-from orchestrator.plan.models.base import Duration, StrictModel
+from orchestrator.plan.models.base import Duration, FieldError, StrictModel
+from orchestrator.plan.source import kind_of
 
 
 class Slo(StrictModel):
@@ -29,14 +30,20 @@ class Slo(StrictModel):
     )
 
 
+# Requests in flight at once: each is a connection and a task on this machine, and 65,536
+# is past what one controller's sockets hold; a larger level is a typo (1e6 for 1e3).
+MAX_CONCURRENCY = 65536
+
+
 class AutoSweep(StrictModel):
     """The search for the concurrency where throughput stops growing (`concurrency: auto`)."""
 
     threshold: float = Field(
         0.05, gt=0, lt=1, description="Stop when output throughput grows less than this fraction."
     )
-    start: int = Field(1, ge=1, description="First concurrency level.")
-    max_concurrency: int = Field(1024, ge=1, description="Upper bound of the search.")
+    start: int = Field(1, ge=1, le=MAX_CONCURRENCY, description="First concurrency level.")
+    max_concurrency: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
+                                 description="Upper bound of the search.")
     resolution: float = Field(
         0.25,
         gt=0,
@@ -89,7 +96,7 @@ class Bench(StrictModel):
     )
     concurrency: list[int] | Literal["auto"] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128],
-        description="Concurrency levels, or `auto` to search for the knee.",
+        description="Concurrency levels (each 1 to 65,536), or `auto` to search for the knee.",
     )
     rate: list[float] = Field(
         default_factory=list, description="Request rates (req/s) for open-loop levels."
@@ -97,7 +104,7 @@ class Bench(StrictModel):
     arrivals: Literal["poisson", "constant"] = Field("poisson", description="Open-loop arrivals.")
     burstiness: float = Field(1.0, gt=0, description="Gamma shape; 1 = Poisson.")
     max_in_flight: int | None = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_CONCURRENCY,
         description="Cap on requests in flight at rate levels (vllm bench serve's "
                     "--max-concurrency with a finite --request-rate); late arrivals wait.",
     )
@@ -145,14 +152,23 @@ class Bench(StrictModel):
         "direct", description="Reach the server directly, or through an SSH port forward."
     )
 
-    @field_validator("concurrency")
+    @field_validator("concurrency", mode="before")
     @classmethod
-    def _positive_levels(cls, value: list[int] | str) -> list[int] | str:
-        if isinstance(value, list):
-            if not value:
-                raise ValueError("give at least one concurrency level, or `auto`")
-            if any(level < 1 for level in value):
-                raise ValueError("concurrency levels must be at least 1")
+    def _levels(cls, value: Any) -> Any:
+        """Each level an integer from 1 to MAX_CONCURRENCY, named by its place in the list."""
+        if not isinstance(value, list):
+            return value
+        if not value:
+            raise ValueError("give at least one concurrency level, or `auto`")
+        for index, level in enumerate(value):
+            if not isinstance(level, int) or isinstance(level, bool):
+                raise FieldError(f"a concurrency level is a whole number such as 64, got "
+                                 f"{kind_of(level)}", at=(index,))
+            if level < 1:
+                raise FieldError(f"concurrency levels must be at least 1, got {level}", at=(index,))
+            if level > MAX_CONCURRENCY:
+                raise FieldError(f"a concurrency level is at most {MAX_CONCURRENCY:,} requests "
+                                 f"in flight, got {level:,}", at=(index,))
         return value
 
     @field_validator("percentiles")

@@ -12,7 +12,7 @@ from pydantic import (
 
 from orchestrator.names import check_name
 from orchestrator.plan.meaning import HOST_VARS
-from orchestrator.plan.models.base import Duration, EngineName, StrictModel
+from orchestrator.plan.models.base import Duration, EngineName, StrictModel, host_address
 
 
 class SimSpec(StrictModel):
@@ -102,7 +102,8 @@ class ServiceSpec(StrictModel):
     served_model_name: str | list[str] | None = Field(
         None, description="Name(s) clients use; the first is the one responses report."
     )
-    host: str = Field("0.0.0.0", description="Address the server listens on.")
+    host: str = Field("0.0.0.0", description="Address the server listens on: an IP address "
+                      "(`0.0.0.0`, `::`) or a host name.")
     port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.")
     backend: Literal["auto", "systemd", "process"] = Field(
         "auto", description="`systemd` unit, or a supervised `process`; `auto` picks systemd when running."
@@ -134,6 +135,11 @@ class ServiceSpec(StrictModel):
     )
     nodes: Nodes | None = Field(
         None, description="Serve from all of the plan's hosts as one server (Ray or vLLM's mp).")
+
+    @field_validator("host")
+    @classmethod
+    def _listen_address(cls, value: str) -> str:
+        return host_address(value)
 
     @field_validator("name")
     @classmethod
