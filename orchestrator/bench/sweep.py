@@ -37,7 +37,7 @@ from orchestrator.bench.samplers import Sampler, check_blocks
 from orchestrator.bench.server_metrics import Scraper
 from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.table import render_table
-from orchestrator.bench.target import PROBE_TIMEOUT_S, ServerInfo, probe_server
+from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
 from orchestrator.errors import RunFolderError
@@ -174,9 +174,8 @@ def run_sweep(
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
-    # before writing anything; a look at the server is no longer than a request may be
-    server = probe_server(target.root, model=model, api_key=api_key,
-                          timeout=min(PROBE_TIMEOUT_S, config.request_timeout))
+    server = probe_server(target.root, model=model, api_key=api_key,  # before writing anything
+                          timeout=config.request_timeout)
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:

@@ -54,8 +54,9 @@ def parse_simulator_header(value: str) -> tuple[str | None, float | None]:
 
 def probe_server(root: str, *, model: str | None, api_key: str | None,
                  timeout: float = PROBE_TIMEOUT_S) -> ServerInfo:
-    """Ask the server what it serves; BenchError when it cannot be reached or asked."""
-    with ServerClient(root, api_key=api_key, timeout=timeout) as client:
+    """Ask the server what it serves; BenchError when it cannot be reached or asked. Each
+    request takes at most PROBE_TIMEOUT_S, or `timeout` (the benchmark's) when shorter."""
+    with ServerClient(root, api_key=api_key, timeout=min(PROBE_TIMEOUT_S, timeout)) as client:
         try:
             models = client.models()
         except ServerUnreachable as error:
