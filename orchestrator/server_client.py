@@ -79,17 +79,18 @@ def chat_url(base_url: str) -> str:
 
 
 def error_message(text: str) -> str:
-    """The message of an OpenAI-style error body (or the body itself, shortened)."""
+    """The message of an OpenAI-style error body (or the body itself, shortened), masked
+    before it is cut (a server may repeat the API key)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return text.strip()[:300] or "(empty body)"
+        return mask(text.strip())[:300] or "(empty body)"
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict) and "message" in error:
-        return str(error["message"])
+        return mask(str(error["message"]))
     if isinstance(error, str):
-        return error
-    return text.strip()[:300]
+        return mask(error)
+    return mask(text.strip())[:300]
 
 
 class ServerClient:
@@ -239,7 +240,7 @@ class ServerClient:
         except httpx.TimeoutException:
             out.error, out.timed_out = f"no complete answer within {timeout:g} s", True
         except httpx.HTTPError as error:
-            out.error = f"request failed: {type(error).__name__}: {error}"
+            out.error = mask(f"request failed: {type(error).__name__}: {error}")
         out.content = "".join(content)[:MAX_TEXT]
         out.reasoning = "".join(reasoning)[: MAX_TEXT - len(out.content)]
         if out.error is None and not out.done:
@@ -278,7 +279,7 @@ def _take_chunk(
     try:
         chunk = json.loads(data)
     except json.JSONDecodeError:
-        out.error = out.error or f"a stream event is not JSON: {data[:120]!r}"
+        out.error = out.error or f"a stream event is not JSON: {mask(data)[:120]!r}"
         return 0
     if not isinstance(chunk, dict):
         return 0

@@ -31,6 +31,7 @@ from orchestrator.bench.sse_bytes import extended_chunk_size, lf_line_ends
 from orchestrator.bench.sse_events import Shape, classify, read_shaped, whole_chunks
 from orchestrator.bench.stamping import ArrivalClock, clock_of
 from orchestrator.errors import BenchError
+from orchestrator.masking import mask_bytes
 
 _perf_ns = time.perf_counter_ns
 _BODY_CAP = 64 * 1024  # bytes of a non-SSE body kept for the error message
@@ -203,7 +204,7 @@ class StreamConnection(asyncio.Protocol):
             record.status = int(status_line[1])
             record.reason = status_line[2].strip().decode("latin-1") if len(status_line) > 2 else ""
         except (IndexError, ValueError):
-            record.fail("bad_response", f"not an HTTP status line: {lines[0][:80]!r}")
+            record.fail("bad_response", f"not an HTTP status line: {mask_bytes(lines[0], 80)!r}")
             self.reusable = False
             self._complete(now)
             return
@@ -216,7 +217,7 @@ class StreamConnection(asyncio.Protocol):
                 framing = _CHUNKED
             elif name == b"content-length" and framing != _CHUNKED:
                 if not value.isdigit():  # int() would take "-5" or " 1_0"; a loop must not die
-                    record.fail("bad_response", f"Content-Length {value[:40]!r} is not a length")
+                    record.fail("bad_response", f"Content-Length {mask_bytes(value, 40)!r} is not a length")
                     self.reusable = False
                     self._complete(now)
                     return
@@ -299,7 +300,7 @@ class StreamConnection(asyncio.Protocol):
             except ValueError:  # chunk extensions (`;name=value`) or garbage
                 size = extended_chunk_size(size_text)
             if size < 0:
-                self._record_fail("bad_response", f"bad chunk size {size_text[:40]!r}")
+                self._record_fail("bad_response", f"bad chunk size {mask_bytes(size_text, 40)!r}")
                 self.reusable = False
                 finished = True
                 break

@@ -26,6 +26,21 @@ SECRETS_HINT = ("give a command its secret through commands[].env (env: {TOKEN: 
                 "pip.conf, uv.toml or .netrc (a files: entry with mode 0600 can write it)")
 
 
+# Secrets orch itself sends in an HTTP header (Authorization: Bearer ...).
+HEADER_FIELDS = ("service.api_key", "model.token")
+
+
+def header_problem(value: str) -> str:
+    """Why `value` cannot go in an HTTP header ("" when it can): a header carries printable
+    ASCII only (a non-ASCII character has no one encoding; a control could end the header).
+    The character is not shown: it is part of a secret."""
+    bad = next((at for at, char in enumerate(value) if not " " <= char <= "~"), None)
+    if bad is None:
+        return ""
+    return (f"its character {bad + 1} is not printable ASCII, and an HTTP header (where it "
+            "is sent, as Authorization: Bearer ...) carries printable ASCII only")
+
+
 def is_private(path: FieldPath) -> bool:
     """Whether a secret may stand at `path` (one of SECRET_FIELDS)."""
     match path:
@@ -104,6 +119,11 @@ def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None,
         )
     for value in values.values():
         masking.register(value)
+    for name, value in values.items():
+        headers = [field for field in uses[name] if field in HEADER_FIELDS]
+        if headers and (problem := header_problem(value)):
+            raise SecretError(f"{name} (used by {', '.join(headers)}): {problem}",
+                              hint=f"export {name} as the key or token exactly as issued")
     return values
 
 
