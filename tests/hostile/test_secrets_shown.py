@@ -114,3 +114,39 @@ def test_a_plan_key_a_header_cannot_carry_is_refused(tmp_path: Path, key: str,
     assert result.returncode == 1 and "Traceback" not in said, said
     assert "MY_API_KEY (used by service.api_key): its character " in said
     assert "is not printable ASCII" in said and "clé" not in said and "Injected" not in said
+
+
+@pytest.mark.parametrize(("where", "field", "at"), [
+    ("file", "env.HF_TOKEN", "p.yaml:5:13"),
+    ("set", "env.HF_TOKEN", "--set env.HF_TOKEN=***"),
+    ("command", "commands.0.env.DB_PASSWORD", "p.yaml:6:24"),
+    ("api_key", "service.api_key", "p.yaml:3:30"),
+])
+def test_a_secret_written_out_is_refused_at_its_place_and_not_repeated(
+        tmp_path: Path, where: str, field: str, at: str) -> None:
+    """It would be kept in clear in plan.yaml and meta.json; `${env:NAME}` is the way."""
+    secret = "hf_written_out_secret_value"
+    text = {"file": f"name: x\npython: {{venv: /opt/v}}\nenv:\n  HF_TOKEN: {secret}\n",
+            "set": "name: x\npython: {venv: /opt/v}\n",
+            "command": ("name: x\npython: {venv: /opt/v}\ncommands:\n  - name: c\n"
+                        f"    run: [env]\n    env: {{DB_PASSWORD: {secret}}}\n"),
+            "api_key": f"name: x\npython: {{venv: /opt/v}}\nservice: {{model: m, api_key: {secret}}}\n",
+            }[where]
+    text = text.replace("env:\n  HF_TOKEN", "env:\n  TOKENIZERS_PARALLELISM: 'false'\n  HF_TOKEN")
+    (tmp_path / "p.yaml").write_text(text)
+    extra = ["--set", f"env.HF_TOKEN={secret}"] if where == "set" else []
+    result = orch("plan", "p.yaml", *extra, cwd=tmp_path)
+    said = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in said, said
+    assert f"{field}: a secret written out in the plan would be kept in clear" in said, said
+    assert at in said and "${env:" in said, said
+    assert secret not in said, said
+    assert not (tmp_path / "runs").exists()
+
+
+def test_flags_and_numbers_under_secret_looking_names_are_values(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "name: x\npython: {venv: /opt/v}\nenv: {TOKENIZERS_PARALLELISM: 'false', "
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN: '1', PYTHON_KEYRING_BACKEND: keyring.backends.null.Keyring}\n")
+    result = orch("validate", "p.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
