@@ -7,6 +7,10 @@ hold terminal controls: ESC sequences set the title, clear the screen, or forge 
 `shown()` is the one place that makes them visible (`\x1b`), for every print; the consoles
 made here apply it to every piece of text they render as well, so a value that reaches a
 table or a live view unescaped still cannot drive the terminal.
+
+They mask secrets the same way (masking.py): each string before it is laid out (a table
+cell, a printed line, so a secret is found before a cell cuts or wraps it), and each piece
+of text they render. Text is still masked where it is recorded; this is the net under it.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.segment import Segment
+from rich.text import Text
+
+from orchestrator.masking import mask
 
 UNBOUNDED = 1000  # "as wide as the text needs" for output that is not a terminal
 
@@ -40,12 +47,15 @@ def shown(text: str, *, markup: bool = False) -> str:
 
 
 class _SafeConsole(Console):
-    """A console that shows controls hidden in the text it renders; its own cursor and
-    style codes (control segments, styles) pass as they are."""
+    """A console that masks secrets and shows controls hidden in the text it renders; its
+    own cursor and style codes (control segments, styles) pass as they are."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(mask(text), **options)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(
-            segment if segment.control else Segment(shown(segment.text), segment.style)
+            segment if segment.control else Segment(shown(mask(segment.text)), segment.style)
             for segment in buffer)
 
 

@@ -10,7 +10,6 @@ render into a fixed-width console.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -68,7 +67,7 @@ class Reporter:
                 if not event.kept:  # progress: its level's end says it once
                     return
                 data = record if record is not None else event.to_json()
-                sys.stdout.write(masking.mask(json.dumps(data, default=str)) + "\n")
+                sys.stdout.write(masking.dumps(data, default=str) + "\n")
                 sys.stdout.flush()
                 return
             view = self.view

@@ -6,13 +6,17 @@ sweep all talk through it. The benchmark's own load generator is not here: its h
 a raw asyncio client with its own measured reasons (docs/bench.md).
 
 Methods return what the server said; a server that cannot be reached raises
-`ServerUnreachable` (the callers decide: still starting, an error, a status cell).
+`ServerUnreachable` (the callers decide: still starting, an error, a status cell). Every
+request ends within its timeout, counted from its start (http_deadline.py), and keeps a
+bounded answer: MAX_ANSWER bytes of a plain answer; of a stream, lines of at most MAX_LINE
+and MAX_TEXT characters of text.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -27,6 +31,8 @@ SIMULATOR_HEADER = "x-orch-simulator"
 # /health, /v1/models, /version and a one-token chat answer in a few KB: a larger answer, or
 # one that does not end within the request timeout, is a server misbehaving, not a slow one.
 MAX_ANSWER = 1024 * 1024
+MAX_LINE = 1024 * 1024  # an SSE line: a chunk of a streamed answer is a few hundred bytes
+MAX_TEXT = 8 * 1024 * 1024  # a streamed answer's text (content and reasoning) kept
 
 @dataclass(frozen=True)
 class Models:
@@ -73,26 +79,27 @@ def chat_url(base_url: str) -> str:
 
 
 def error_message(text: str) -> str:
-    """The message of an OpenAI-style error body (or the body itself, shortened)."""
+    """The message of an OpenAI-style error body (or the body itself, shortened), masked
+    before it is cut (a server may repeat the API key)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        return text.strip()[:300] or "(empty body)"
+        return mask(text.strip())[:300] or "(empty body)"
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict) and "message" in error:
-        return str(error["message"])
+        return mask(str(error["message"]))
     if isinstance(error, str):
-        return error
-    return text.strip()[:300]
+        return mask(error)
+    return mask(text.strip())[:300]
 
 
 class ServerClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
-        import httpx
+        from orchestrator import http_deadline
 
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(timeout=timeout)
+        self._http: httpx.Client = http_deadline.client(timeout)
         self._timeout = timeout
 
     def __enter__(self) -> ServerClient:
@@ -110,18 +117,19 @@ class ServerClient:
         body without end is cut there and said, never waited on)."""
         import httpx
 
+        from orchestrator.http_deadline import Deadline
+
         url = f"{self.base_url}{path}"
-        deadline = time.monotonic() + self._timeout
+        deadline, answered = Deadline(self._timeout), False
         try:
-            with self._http.stream(method, url, headers=self.headers, **kwargs) as answer:
+            with deadline, self._http.stream(method, url, headers=self.headers,
+                                             extensions=deadline.extensions, **kwargs) as answer:
+                answered = True
                 body = bytearray()
                 for piece in answer.iter_bytes():
                     body += piece
                     if len(body) > MAX_ANSWER:
                         raise self._misbehaved(url, f"answered more than {MAX_ANSWER:,} bytes")
-                    if time.monotonic() > deadline:
-                        raise self._misbehaved(
-                            url, f"did not finish its answer within {self._timeout:g} s")
                 # The body is decoded already: its framing headers would decode it again.
                 headers = [(k, v) for k, v in answer.headers.multi_items()
                            if k.lower() not in ("content-encoding", "content-length",
@@ -129,6 +137,9 @@ class ServerClient:
                 return httpx.Response(answer.status_code, headers=headers,
                                       content=bytes(body), request=answer.request)
         except httpx.HTTPError as error:
+            if deadline.expired and answered:  # a trickle: a timeout of a server that talks
+                raise self._misbehaved(
+                    url, f"did not finish its answer within {self._timeout:g} s") from None
             raise ServerUnreachable(mask(f"cannot reach {url}: {type(error).__name__}: {error}"),
                                     reason=type(error).__name__) from None
 
@@ -200,63 +211,102 @@ class ServerClient:
         Never raises: a failure is the answer's `error`."""
         import httpx
 
+        from orchestrator.http_deadline import Deadline
+
         out = ChatAnswer()
         content: list[str] = []
         reasoning: list[str] = []
-        started = time.monotonic()
+        started, size = time.monotonic(), 0
         try:
-            with self._http.stream("POST", chat_url(self.base_url), json=body,
-                                   headers=self.headers, timeout=timeout) as http:
+            with Deadline(timeout) as deadline, self._http.stream(
+                    "POST", chat_url(self.base_url), json=body, headers=self.headers,
+                    timeout=timeout, extensions=deadline.extensions) as http:
                 out.status_code = http.status_code
                 if http.status_code != 200:
-                    http.read()
-                    out.error = f"HTTP {http.status_code}: {error_message(http.text)}"
+                    out.error = f"HTTP {http.status_code}: {error_message(_start_of(http))}"
                     return out
-                for line in http.iter_lines():
+                for line in _lines(http, out):
                     if not line.startswith("data:"):
                         continue  # blank separators, `:` comments, `event:` lines
                     data = line[5:].strip()
                     if data == "[DONE]":
                         out.done = True
                         break
-                    _take_chunk(out, data, started, content, reasoning)
+                    size += _take_chunk(out, data, started, content, reasoning)
+                    if size > MAX_TEXT:
+                        out.error = (f"its text passed {MAX_TEXT:,} characters (read no "
+                                     f"further; the first {MAX_TEXT:,} kept)")
+                        break
         except httpx.TimeoutException:
             out.error, out.timed_out = f"no complete answer within {timeout:g} s", True
         except httpx.HTTPError as error:
-            out.error = f"request failed: {type(error).__name__}: {error}"
-        out.content = "".join(content)
-        out.reasoning = "".join(reasoning)
+            out.error = mask(f"request failed: {type(error).__name__}: {error}")
+        out.content = "".join(content)[:MAX_TEXT]
+        out.reasoning = "".join(reasoning)[: MAX_TEXT - len(out.content)]
         if out.error is None and not out.done:
             out.error = "the stream ended without `data: [DONE]` (did the server die mid-answer?)"
         return out
 
 
+def _start_of(http: httpx.Response) -> str:
+    """The first MAX_ANSWER bytes of an answer, as text (an error's body: its message)."""
+    kept = bytearray()
+    for piece in http.iter_bytes():
+        kept += piece[: MAX_ANSWER - len(kept)]
+        if len(kept) >= MAX_ANSWER:
+            break
+    return kept.decode("utf-8", "replace")
+
+
+def _lines(http: httpx.Response, out: ChatAnswer) -> Iterator[str]:
+    """The lines of an event stream; a line longer than MAX_LINE ends it with an error."""
+    pending = b""
+    for piece in http.iter_bytes():
+        lines = (pending + piece).splitlines(keepends=True)
+        pending = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        if len(pending) > MAX_LINE:
+            out.error = f"a line of the stream is longer than {MAX_LINE >> 20} MiB (read no further)"
+            return
+        yield from (line.rstrip(b"\r\n").decode("utf-8", "replace") for line in lines)
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
 def _take_chunk(
     out: ChatAnswer, data: str, started: float, content: list[str], reasoning: list[str]
-) -> None:
+) -> int:
+    """Reads one event into `out`; the characters of text it added."""
     try:
         chunk = json.loads(data)
     except json.JSONDecodeError:
-        out.error = out.error or f"a stream event is not JSON: {data[:120]!r}"
-        return
+        out.error = out.error or f"a stream event is not JSON: {mask(data)[:120]!r}"
+        return 0
     if not isinstance(chunk, dict):
-        return
+        return 0
     out.chunks += 1
     if "error" in chunk:
         out.error = f"error event in the stream: {error_message(json.dumps(chunk))}"
-        return
+        return 0
     if isinstance(chunk.get("usage"), dict):
         out.usage = chunk["usage"]
-    for choice in chunk.get("choices") or []:
+    added = 0
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
         if out.ttft_s is None:
             out.ttft_s = round(time.monotonic() - started, 4)
-        delta = choice.get("delta") or {}
+        delta = choice.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
         think = delta.get("reasoning") or delta.get("reasoning_content")
-        if think:
+        if isinstance(think, str) and think:
             reasoning.append(think)
             out.reasoning_chunks += 1
-        if delta.get("content"):
-            content.append(delta["content"])
+            added += len(think)
+        if isinstance(text := delta.get("content"), str) and text:
+            content.append(text)
             out.content_chunks += 1
+            added += len(text)
         if choice.get("finish_reason"):
             out.finish_reason = choice["finish_reason"]
+    return added

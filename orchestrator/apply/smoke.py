@@ -59,7 +59,7 @@ class SmokeResult:
     def to_json(self) -> dict[str, Any]:
         """For the run folder (already masked)."""
         data = asdict(self)
-        return json.loads(masking.mask(json.dumps(data, default=str)))  # type: ignore[no-any-return]
+        return json.loads(masking.dumps(data, default=str))  # type: ignore[no-any-return]
 
 
 def build_request(check: SmokeCheck, model: str) -> dict[str, Any]:

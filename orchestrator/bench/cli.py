@@ -308,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.limits.verdicts import Judge, plateau_lines
     from orchestrator.output import Reporter
     from orchestrator.plan.models import Bench
+    from orchestrator.plan.secrets import header_problem
     from orchestrator.runs.layout import refuse_inside_run
 
     try:
@@ -321,6 +322,9 @@ def run(args: argparse.Namespace) -> int:
     api_key = os.environ.get(args.api_key_env) or None
     if api_key:
         masking.register(api_key)
+        if problem := header_problem(api_key):
+            raise UsageError(f"--api-key-env {args.api_key_env}: the API key in "
+                             f"{args.api_key_env} cannot be sent: {problem}")
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     refuse_inside_run(out, "--result-dir")  # a run's own bench/ is its apply's record
     console = make_console()

@@ -39,8 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import httpx
-
+from orchestrator import http_deadline
 from orchestrator.bench.gpu_figures import (
     WindowEnd,
     level_energy,
@@ -162,7 +161,7 @@ def answers(url: str) -> bool:
 def not_serving(url: str) -> tuple[str, bool]:
     """What keeps `url` from being a DCGM exporter's page ("" when it is one), and whether
     it is that nothing is there (refused, or closed before a word)."""
-    with httpx.Client() as client:
+    with http_deadline.client(1.0) as client:
         page = fetch(client, url, ("DCGM_FI_DEV_",), 1.0)
     if page.problem:
         return page.problem, page.nobody

@@ -9,6 +9,12 @@ and classifies each event with one regular-expression pass; JSON is parsed only 
 response ends, and only for the usage chunk and error events.
 
 One `StreamConnection` carries one request at a time (keep-alive, no pipelining).
+
+What a hostile server can make it hold is bounded per request: a header block, a chunk-size
+line or trailers of at most LINE_CAP, an SSE event of at most EVENT_CAP (one that never
+ends), at most MAX_CHUNKS text chunks (a stream that never ends) and, with `keep_text`, at
+most TEXT_CAP bytes of text. Past one, the request fails with the bound in its reason, the
+connection is dropped and its text is not kept (bench/client.py bounds its time).
 """
 
 from __future__ import annotations
@@ -25,9 +31,14 @@ from orchestrator.bench.sse_bytes import extended_chunk_size, lf_line_ends
 from orchestrator.bench.sse_events import Shape, classify, read_shaped, whole_chunks
 from orchestrator.bench.stamping import ArrivalClock, clock_of
 from orchestrator.errors import BenchError
+from orchestrator.masking import mask_bytes
 
 _perf_ns = time.perf_counter_ns
 _BODY_CAP = 64 * 1024  # bytes of a non-SSE body kept for the error message
+LINE_CAP = 64 * 1024  # a header block, a chunk-size line, trailers (as httpx/h11 take)
+EVENT_CAP = 1024 * 1024  # one SSE event: a chunk of an answer is a few hundred bytes
+TEXT_CAP = 8 * 1024 * 1024  # text kept for a tokenizer: about two million tokens
+MAX_CHUNKS = 500_000  # text chunks of one answer: more tokens than an answer is asked for
 _WHOLE_CHUNKS_FROM = 4096  # bytes left in a read worth one try of `whole_chunks`
 
 # body framing
@@ -93,6 +104,7 @@ class StreamConnection(asyncio.Protocol):
         self._crlf = 0  # bytes of the CRLF after a chunk still to skip
         self._sse = False
         self._sse_tail = b""
+        self._kept = 0  # bytes of text kept (keep_text)
         self._shape: Shape | None = None  # the simple events' shape (sse_events.py)
         self._clock: ArrivalClock | None = None
 
@@ -130,6 +142,8 @@ class StreamConnection(asyncio.Protocol):
             end = data.find(b"\r\n\r\n")
             if end < 0:
                 self._pending = data
+                if len(data) > LINE_CAP:
+                    self._give_up(f"a header block longer than {LINE_CAP >> 10} KiB", now)
                 return
             self._headers(data[:end], now)
             data = data[end + 4 :]
@@ -142,6 +156,8 @@ class StreamConnection(asyncio.Protocol):
                 self._unchunked(data, now)
         elif self._state == _TRAILERS:
             self._trailers(data, now)
+        if len(self._pending) > LINE_CAP:  # a chunk-size line or trailers without end
+            self._give_up(f"a chunk-size line or trailers longer than {LINE_CAP >> 10} KiB", now)
 
     # -- requests ---------------------------------------------------------------------
     def begin(
@@ -157,6 +173,7 @@ class StreamConnection(asyncio.Protocol):
         self._state = _HEADERS
         self._pending = b""
         self._sse_tail = b""
+        self._kept = 0
         self._shape = None
         return self._future
 
@@ -164,6 +181,17 @@ class StreamConnection(asyncio.Protocol):
         self.reusable = False
         if self.transport is not None:
             self.transport.abort()
+
+    def _give_up(self, why: str, now: int) -> None:
+        """A bound passed: the request fails saying so (read no further), its text is
+        dropped, the connection with it."""
+        record = self._record
+        if record is not None:
+            record.fail("bad_response", f"{why} (read no further)")
+            record.text_raw = record.reasoning_raw = None
+        self._pending = self._sse_tail = b""
+        self._complete(now)
+        self.abort()
 
     # -- parsing ----------------------------------------------------------------------
     def _headers(self, block: bytes, now: int) -> None:
@@ -176,7 +204,7 @@ class StreamConnection(asyncio.Protocol):
             record.status = int(status_line[1])
             record.reason = status_line[2].strip().decode("latin-1") if len(status_line) > 2 else ""
         except (IndexError, ValueError):
-            record.fail("bad_response", f"not an HTTP status line: {lines[0][:80]!r}")
+            record.fail("bad_response", f"not an HTTP status line: {mask_bytes(lines[0], 80)!r}")
             self.reusable = False
             self._complete(now)
             return
@@ -189,7 +217,7 @@ class StreamConnection(asyncio.Protocol):
                 framing = _CHUNKED
             elif name == b"content-length" and framing != _CHUNKED:
                 if not value.isdigit():  # int() would take "-5" or " 1_0"; a loop must not die
-                    record.fail("bad_response", f"Content-Length {value[:40]!r} is not a length")
+                    record.fail("bad_response", f"Content-Length {mask_bytes(value, 40)!r} is not a length")
                     self.reusable = False
                     self._complete(now)
                     return
@@ -272,7 +300,7 @@ class StreamConnection(asyncio.Protocol):
             except ValueError:  # chunk extensions (`;name=value`) or garbage
                 size = extended_chunk_size(size_text)
             if size < 0:
-                self._record_fail("bad_response", f"bad chunk size {size_text[:40]!r}")
+                self._record_fail("bad_response", f"bad chunk size {mask_bytes(size_text, 40)!r}")
                 self.reusable = False
                 finished = True
                 break
@@ -332,6 +360,7 @@ class StreamConnection(asyncio.Protocol):
         events = body.split(b"\n\n")
         self._sse_tail = events.pop()
         completions, keep_text, shape = self._completions, self._keep_text, self._shape
+        texts = (len(record.text_raw or ()), len(record.reasoning_raw or ())) if keep_text else None
         at, count = 0, len(events)
         # a line end that is not in a separator: one count instead of a find per event
         lone_lf = body.count(b"\n") != 2 * count + self._sse_tail.count(b"\n")
@@ -344,6 +373,20 @@ class StreamConnection(asyncio.Protocol):
             if found is not None:
                 shape = self._shape = found
             at += 1
+        self._bound(record, texts, now)
+
+    def _bound(self, record: RequestRecord, texts: tuple[int, int] | None, now: int) -> None:
+        """Gives up on an answer past a bound (see the module docstring); `texts`: how many
+        text pieces of each kind were kept before this read."""
+        if texts is not None:
+            self._kept += sum(map(len, (record.text_raw or ())[texts[0]:]))
+            self._kept += sum(map(len, (record.reasoning_raw or ())[texts[1]:]))
+        if len(self._sse_tail) > EVENT_CAP:
+            self._give_up(f"an SSE event longer than {EVENT_CAP >> 20} MiB", now)
+        elif len(record.token_ns) > MAX_CHUNKS:
+            self._give_up(f"more than {MAX_CHUNKS:,} text chunks in one answer", now)
+        elif self._kept > TEXT_CAP:
+            self._give_up(f"more than {TEXT_CAP >> 20} MiB of text in one answer", now)
 
     def _complete(self, now: int) -> None:
         record, future = self._record, self._future

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.masking import mask, mask_bytes
 from orchestrator.metrics import LATENCIES, Metric
 
 # written into every level file: the latencies' own (orchestrator/metrics.py), then the
@@ -96,10 +97,11 @@ class RequestRecord:
         return self.error_kind is None
 
     def fail(self, kind: str, message: str) -> None:
-        """Record the first failure only: later ones are consequences of it."""
+        """Record the first failure only: later ones are consequences of it. What a server
+        said is masked here, where it is recorded (a server may repeat the API key)."""
         if self.error_kind is None:
             self.error_kind = kind
-            self.error_message = message
+            self.error_message = mask(message)
 
     def _usage(self, usage: dict[str, Any]) -> None:
         """The server's counts, when they are counts: a negative or absurd one fails the
@@ -125,7 +127,7 @@ class RequestRecord:
             if isinstance(usage, dict):
                 self._usage(usage)
         if self.status == 200 and not self.event_stream:
-            begins = (self.body_raw or b"")[:60]
+            begins = mask_bytes(self.body_raw or b"", 60)
             self.fail("bad_response", "the answer is not an event stream (text/event-stream); "
                                       f"it begins {begins!r}")
         elif (self.status == 200 and not self.token_ns and self.usage_raw is None
@@ -135,10 +137,10 @@ class RequestRecord:
         if self.error_raw is not None:
             payload = _json_object(self.error_raw)
             error = payload.get("error", payload)
-            kind, message = "stream_error", self.error_raw.decode("utf-8", "replace")[:500]
+            kind, message = "stream_error", mask(self.error_raw.decode("utf-8", "replace"))[:500]
             if isinstance(error, dict):
                 kind = f"stream_error:{error.get('type') or 'unknown'}"
-                message = str(error.get("message", message))[:500]
+                message = mask(str(error.get("message", message)))[:500]
             self.fail(kind, message)
         if self.status and self.status != 200:
             text = (self.body_raw or b"").decode("utf-8", "replace")
@@ -149,7 +151,7 @@ class RequestRecord:
             elif isinstance(error, str):
                 text = error
             status = f"HTTP {self.status}" + (f" {self.reason}" if self.reason else "")
-            excerpt = " ".join(text.split())[:300]
+            excerpt = " ".join(mask(text).split())[:300]  # masked before it is cut
             self.fail(f"http_{self.status}", f"{status}: {excerpt}" if excerpt else
                       f"{status} (empty body)")
         if self.finish_reason == "error":

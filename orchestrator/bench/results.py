@@ -13,6 +13,7 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from orchestrator import masking
 from orchestrator.metrics import (
     CHOOSABLE,
     DEFAULT_PERCENTILES,
@@ -118,5 +119,6 @@ def render_csv(results: Iterable[LevelResult], columns: Sequence[str]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for result in results:
-        writer.writerow({k: "" if v is None else v for k, v in csv_row(result, columns).items()})
+        row = masking.mask_data(csv_row(result, columns))  # before CSV doubles a `"`
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return buffer.getvalue()

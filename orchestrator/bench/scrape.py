@@ -3,8 +3,9 @@ the server does, a scrape ends, costs bounded memory, and what was wrong comes b
 never as an exception.
 
 Bounds: the answer must start within `timeout_s` and is read for at most `timeout_s` more
-(a server that trickles bytes is cut there); at most MAX_BYTES of body and MAX_LINE per line
-are read. Only the lines that start with one of `wanted` are kept, so memory holds what is
+(a server that trickles bytes is cut there); the whole request, its header block included,
+ends `2 * timeout_s` after it began (http_deadline.py: a header block sent a byte at a time
+is cut there too); at most MAX_BYTES of body and MAX_LINE per line are read. Only the lines that start with one of `wanted` are kept, so memory holds what is
 parsed, not the page. A body cut by a bound is dropped whole: a page read in part could lack
 the counters its deltas need, and nothing is counted from a page that was not whole.
 """
@@ -17,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import httpx
+
+from orchestrator.http_deadline import Deadline
 
 MAX_BYTES = 16 * 1024 * 1024  # vLLM's page with every histogram is well under 1 MiB
 MAX_LINE = 64 * 1024
@@ -35,9 +38,12 @@ class Page:
 
 
 def fetch(client: httpx.Client, url: str, wanted: tuple[str, ...], timeout_s: float) -> Page:
-    """GET `url` with `client`; the lines that start with one of `wanted`, or the problem."""
+    """GET `url` with `client` (made by http_deadline.client); the lines that start with one
+    of `wanted`, or the problem."""
+    deadline = Deadline(2 * timeout_s)
     try:
-        with client.stream("GET", url, timeout=timeout_s) as response:
+        with deadline, client.stream("GET", url, timeout=timeout_s,
+                                     extensions=deadline.extensions) as response:
             if response.status_code != 200:
                 return Page(problem=f"HTTP {response.status_code} {response.reason_phrase}".rstrip())
             kind = response.headers.get("content-type", "").split(";")[0].strip()
@@ -48,6 +54,9 @@ def fetch(client: httpx.Client, url: str, wanted: tuple[str, ...], timeout_s: fl
             except httpx.TransportError as error:
                 return Page(problem=f"its answer broke off ({_words(error) or type(error).__name__})")
     except httpx.TimeoutException:
+        if deadline.expired:
+            return Page(problem=f"no whole answer within {2 * timeout_s:g} s (read no further)",
+                        timed_out=True)
         return Page(problem=f"no answer within {timeout_s:g} s", timed_out=True)
     except httpx.ConnectError as error:
         return Page(problem=f"nothing answered ({_words(error) or 'connection refused'})", nobody=True)

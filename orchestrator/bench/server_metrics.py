@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from orchestrator import http_deadline
 from orchestrator.bench.samplers import Snapshot
 from orchestrator.bench.scrape import fetch
 from orchestrator.engines import metric_names
@@ -221,7 +222,7 @@ class Scraper:
         self.failures, self.problem, self._gave_up = 0, "", False
         if not self.interval:
             return
-        self._client = httpx.Client(timeout=self._timeout(), headers=dict(self.headers))
+        self._client = http_deadline.client(self._timeout(), self.headers)
         self._scrape()
         self._thread = threading.Thread(target=self._loop, args=(self.interval, self._stop),
                                         name="orch-metrics", daemon=True)
@@ -230,7 +231,7 @@ class Scraper:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=2 * self._timeout() + 1)  # a scrape's longest
+            self._thread.join(timeout=2 * self._timeout() + 1)  # a scrape's longest (scrape.py)
             self._thread = None
         if self._client is not None:
             self._scrape()

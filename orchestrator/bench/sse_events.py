@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from orchestrator.bench.record import RequestRecord
 from orchestrator.bench.sse_bytes import data_of, json_string_body
+from orchestrator.masking import mask_bytes
 
 # The keys whose values matter, with the first byte of a string value or the "{" of the
 # usage object; `"finish_reason":null` and `"content":null` do not match. Inside a JSON
@@ -205,7 +206,7 @@ def _not_an_answer(record: RequestRecord, payload: bytes) -> bool:
     if payload[:1] == b"[":
         return payload.startswith(b"[DONE]")
     if payload[:1] != b"{":  # not a JSON object: not an answer
-        record.fail("bad_response", f"an event that is not JSON: {payload[:60]!r}")
+        record.fail("bad_response", f"an event that is not JSON: {mask_bytes(payload, 60)!r}")
         return True
     record.error_raw = payload
     return True

@@ -175,7 +175,8 @@ def run_sweep(
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
-    server = probe_server(target.root, model=model, api_key=api_key)  # before writing anything
+    server = probe_server(target.root, model=model, api_key=api_key,  # before writing anything
+                          timeout=config.request_timeout)
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from orchestrator.errors import BenchError, ServerUnreachable
 from orchestrator.server_client import ServerClient
 
+PROBE_TIMEOUT_S = 10.0  # the look at the server before a sweep (at most the request timeout)
 _HEADER_FIELD = re.compile(r"\s*([a-z_-]+)\s*=\s*([^;]+)")
 
 
@@ -51,9 +52,11 @@ def parse_simulator_header(value: str) -> tuple[str | None, float | None]:
     return profile, scale
 
 
-def probe_server(root: str, *, model: str | None, api_key: str | None, timeout: float = 10.0) -> ServerInfo:
-    """Ask the server what it serves; BenchError when it cannot be reached or asked."""
-    with ServerClient(root, api_key=api_key, timeout=timeout) as client:
+def probe_server(root: str, *, model: str | None, api_key: str | None,
+                 timeout: float = PROBE_TIMEOUT_S) -> ServerInfo:
+    """Ask the server what it serves; BenchError when it cannot be reached or asked. Each
+    request takes at most PROBE_TIMEOUT_S, or `timeout` (the benchmark's) when shorter."""
+    with ServerClient(root, api_key=api_key, timeout=min(PROBE_TIMEOUT_S, timeout)) as client:
         try:
             models = client.models()
         except ServerUnreachable as error:

@@ -37,10 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import sys
 
-    from orchestrator.masking import mask
+    from orchestrator.masking import dumps, mask
     from orchestrator.report.comparison import compare_runs
     from orchestrator.runs.layout import refuse_inside_run
     from orchestrator.runs.sources import resolve_run
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plots is not None:
         written = _write_plots(comparison, args.plots)
     if args.json:
-        sys.stdout.write(mask(json.dumps(comparison.to_json(), indent=2)) + "\n")
+        sys.stdout.write(dumps(comparison.to_json(), indent=2) + "\n")
         return 0
     from orchestrator.console import make_console
     from orchestrator.report.compare_tables import captions, comparison_tables
@@ -82,11 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _matrix(args: argparse.Namespace, folder: Path) -> int:
     """A matrix run: its variants side by side, labelled by their values, and the best."""
-    import json
     import sys
 
     from orchestrator.console import make_console
-    from orchestrator.masking import mask
+    from orchestrator.masking import dumps, mask
     from orchestrator.report.compare_tables import captions, comparison_tables
     from orchestrator.report.matrix import compare_matrix, matrix_table, reasons
     from orchestrator.tables import split_groups, to_rich
@@ -96,7 +94,7 @@ def _matrix(args: argparse.Namespace, folder: Path) -> int:
     if args.plots is not None and matrix.comparison is not None:
         written = _write_plots(matrix.comparison, args.plots)
     if args.json:
-        sys.stdout.write(mask(json.dumps(matrix.to_json(), indent=2)) + "\n")
+        sys.stdout.write(dumps(matrix.to_json(), indent=2) + "\n")
         return 0
     console = make_console()
     console.print(mask(f"matrix {matrix.record.plan}: {folder} ({matrix.record.status})"),

@@ -47,13 +47,12 @@ def run(args: argparse.Namespace) -> int:
                                  b.weights))
     if args.json:
         import dataclasses
-        import json
 
-        from orchestrator.masking import mask
+        from orchestrator.masking import dumps
 
         payload = {"a": a.label, "b": b.label,
                    "changes": [dataclasses.asdict(change) for change in changes]}
-        sys.stdout.write(mask(json.dumps(payload, indent=2)) + "\n")
+        sys.stdout.write(dumps(payload, indent=2) + "\n")
     else:
         console = make_console()
         console.print(to_rich(diff_table(a.plan, b.plan, changes, labels=(a.label, b.label)),

@@ -19,6 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from orchestrator import masking
 from orchestrator.facts.fact import Fact, as_int, as_str
 from orchestrator.facts.model_trust import (
     model_commit_problem,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 # snapshot_download filters (the client's own filter_repo_objects). Connection errors are
 # retried; what the hub refuses is said at once.
 MODEL_RESOLVE = r"""
-import json, sys, time
+import json, os, sys, time
 request = json.loads(sys.stdin.read())
 try:
     from huggingface_hub import HfApi
@@ -57,6 +58,10 @@ def kind(error):
     if isinstance(error, errors.HfHubHTTPError):
         return "http"
     return "unreachable"
+def hidden(text):
+    # the token masked before the text is cut (a hub may repeat it; half a token is no match)
+    token = os.environ.get("HF_TOKEN") or ""
+    return text.replace(token, "***") if len(token) >= 4 else text
 for attempt in range(3):
     try:
         info = HfApi().model_info(request["repo"], revision=request["revision"], files_metadata=True)
@@ -65,7 +70,7 @@ for attempt in range(3):
         found = kind(error)
         if found != "unreachable" or attempt == 2:
             lines = [line for line in str(error).splitlines() if line.strip()]
-            print(json.dumps({"error": "%s: %s" % (type(error).__name__, " ".join(lines[:3])[:600]),
+            print(json.dumps({"error": "%s: %s" % (type(error).__name__, hidden(" ".join(lines[:3]))[:600]),
                               "kind": found, "attempts": attempt + 1}))
             sys.exit(0)
         time.sleep(1.0 + attempt)
@@ -373,6 +378,11 @@ def _refused(entry: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _masked(text: str | None) -> str | None:
+    """What the hub said, masked where it is read (the host masked the token before cutting)."""
+    return masking.mask(text) if text is not None else None
+
+
 def parse(answer: dict[str, Any], facts: Facts) -> None:
     entry = answer.get("model")
     if not isinstance(entry, dict):
@@ -391,7 +401,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         places={str(k): str(v) for k, v in places.items() if isinstance(v, str)},
         repo=str(entry.get("repo")), revision=str(entry.get("revision")),
         commit=as_str(entry.get("commit")), resolved=as_str(entry.get("resolved")),
-        from_ref=bool(entry.get("from_ref")), hub_error=as_str(entry.get("hub_error")),
+        from_ref=bool(entry.get("from_ref")), hub_error=_masked(as_str(entry.get("hub_error"))),
         hub_error_kind=as_str(entry.get("hub_error_kind")), files=_files(entry),
         hub=as_str(entry.get("hub")), attempts=as_int(entry.get("attempts")),
         recorded=bool(entry.get("recorded")), partial_bytes=as_int(entry.get("partial_bytes")) or 0,

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from orchestrator import masking
 from orchestrator.errors import OrchError, PlanError
 from orchestrator.masking import mask
 from orchestrator.plan.layers import (
@@ -344,6 +345,7 @@ def _check_secret_places(plan: Plan, positions: Positions) -> None:
     a command line) is refused here, so `orch validate` says it at its line, not `orch plan`."""
     from orchestrator.plan.secrets import SECRET_FIELDS, SECRETS_HINT, misplaced_secrets
 
+    _check_literal_secrets(plan, positions)
     misplaced = misplaced_secrets(plan)
     if not misplaced:
         return
@@ -359,6 +361,27 @@ def _check_secret_places(plan: Plan, positions: Positions) -> None:
         ),
         positions,
     )
+
+
+def _check_literal_secrets(plan: Plan, positions: Positions) -> None:
+    """A secret written out (`HF_TOKEN: hf_...`, in a file or by --set) would be kept in
+    clear in the run folder's plan.yaml and meta.json: refused at its line, the value masked
+    where the error quotes it."""
+    from orchestrator.plan.secrets import literal_secrets
+
+    found = literal_secrets(plan)
+    for _, value in found:
+        masking.register(value)
+    if not found:
+        return
+    field_path = found[0][0]
+    name = "NAME" if field_path[-1] in ("api_key", "token") else str(field_path[-1])
+    raise problem_error(Problem(
+        field_path, "a secret written out in the plan would be kept in clear in the run "
+        "folder (plan.yaml, meta.json)", positions.locate(field_path),
+        expected=f"a secret reference, ${{env:{name}}}, its value exported where orch runs",
+        hint=f"write '${{env:{name}}}' here and export {name}=... before running orch"),
+        positions)
 
 
 def _check_local_files(plan: Plan, positions: Positions) -> None:

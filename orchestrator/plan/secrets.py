@@ -9,6 +9,7 @@ what goes to a host through a private channel (the service's mode-0600 environme
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,56 @@ SECRET_FIELDS = ("env.NAME", "files[].content", "service.api_key", "commands[].e
 SECRETS_HINT = ("give a command its secret through commands[].env (env: {TOKEN: '${env:TOKEN}'}, "
                 "then $TOKEN in the script); keep credentials for package indexes in the host's "
                 "pip.conf, uv.toml or .netrc (a files: entry with mode 0600 can write it)")
+
+
+# Secrets orch itself sends in an HTTP header (Authorization: Bearer ...).
+HEADER_FIELDS = ("service.api_key", "model.token")
+
+
+def header_problem(value: str) -> str:
+    """Why `value` cannot go in an HTTP header ("" when it can): a header carries printable
+    ASCII only (a non-ASCII character has no one encoding; a control could end the header).
+    The character is not shown: it is part of a secret."""
+    bad = next((at for at, char in enumerate(value) if not " " <= char <= "~"), None)
+    if bad is None:
+        return ""
+    return (f"its character {bad + 1} is not printable ASCII, and an HTTP header (where it "
+            "is sent, as Authorization: Bearer ...) carries printable ASCII only")
+
+
+# An env name that reads as a secret: one of its `_`-separated words is, or ends in, one of
+# these (HF_TOKEN, VLLM_API_KEY, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, HFTOKEN; not
+# TOKENIZERS_PARALLELISM, VLLM_MAX_TOKENS or PYTHON_KEYRING_BACKEND).
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
+# Values no secret is: a flag or a number (HF_HUB_DISABLE_IMPLICIT_TOKEN: "1").
+_NOT_A_SECRET = re.compile(r"(?i)true|false|yes|no|on|off|[+-]?[0-9]+(\.[0-9]+)?")
+
+
+def secret_looking(name: str) -> bool:
+    """Whether an environment variable's name reads as a secret's (SECRET_WORDS)."""
+    return any(word.endswith(SECRET_WORDS) for word in name.upper().split("_"))
+
+
+def literal_secrets(plan: Plan) -> list[tuple[FieldPath, str]]:
+    """The fields holding a secret written out (and its value), which plan.yaml and meta.json
+    would keep in clear: service.api_key and model.token, and an env entry of a secret-looking
+    name, with a value that is neither a reference (`${env:NAME}`, `${host.NAME}`) nor a flag
+    or a number."""
+    found: list[tuple[FieldPath, str]] = []
+    if plan.service is not None and plan.service.api_key and _literal(plan.service.api_key):
+        found.append((("service", "api_key"), plan.service.api_key))
+    if plan.model is not None and plan.model.token and _literal(plan.model.token):
+        found.append((("model", "token"), plan.model.token))
+    envs: list[tuple[FieldPath, dict[str, str]]] = [(("env",), plan.env)]
+    envs += [(("commands", at, "env"), command.env) for at, command in enumerate(plan.commands)]
+    for where, env in envs:
+        found += [((*where, name), value) for name, value in env.items()
+                  if secret_looking(name) and _literal(value) and not _NOT_A_SECRET.fullmatch(value)]
+    return found
+
+
+def _literal(value: str) -> bool:
+    return bool(value) and "${" not in value
 
 
 def is_private(path: FieldPath) -> bool:
@@ -104,6 +155,11 @@ def resolve_secrets(plan: Plan, environ: Mapping[str, str] | None = None,
         )
     for value in values.values():
         masking.register(value)
+    for name, value in values.items():
+        headers = [field for field in uses[name] if field in HEADER_FIELDS]
+        if headers and (problem := header_problem(value)):
+            raise SecretError(f"{name} (used by {', '.join(headers)}): {problem}",
+                              hint=f"export {name} as the key or token exactly as issued")
     return values
 
 

@@ -67,7 +67,7 @@ def dumps(obj: Any) -> str:
         obj = obj.model_dump(mode="json")
     elif isinstance(obj, list):
         obj = [o.model_dump(mode="json") if isinstance(o, Record) else o for o in obj]
-    return masking.mask(json.dumps(finite(obj), indent=2, default=str, allow_nan=False)) + "\n"
+    return masking.dumps(finite(obj), indent=2, default=str, allow_nan=False) + "\n"
 
 
 def write_file(path: Path, text: str) -> Path:
@@ -97,9 +97,9 @@ def write_level(bench: BenchLayout, result: LevelResult, rows: Sequence[Mapping[
     """One level: its result (in the key order it was made with: `vllm bench serve`'s, then
     orch's; keys never set are not written) and its requests, one JSON line each."""
     data = result.model_dump(exclude_unset=True)
-    write_file(bench.level(result.level), json.dumps(finite(data), indent=2, default=str,
-                                                     allow_nan=False) + "\n")
-    lines = "".join(json.dumps(finite(row), default=str) + "\n" for row in rows)
+    write_file(bench.level(result.level), masking.dumps(finite(data), indent=2, default=str,
+                                                        allow_nan=False) + "\n")
+    lines = "".join(masking.dumps(finite(row), default=str) + "\n" for row in rows)
     write_file(bench.requests(result.level), lines)
 
 
@@ -247,7 +247,7 @@ class RunFolder:
     def event(self, event: Event) -> dict[str, Any]:
         """Append `event` to events.jsonl; returns the record as written (with its time)."""
         record = {"ts": round(time.time(), 3), **event.to_json()}
-        line = masking.mask(json.dumps(record, default=str))
+        line = masking.dumps(record, default=str)
         try:
             with self._lock, open(self.layout.events, "a") as handle:
                 handle.write(line + "\n")

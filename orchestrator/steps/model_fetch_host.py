@@ -36,6 +36,9 @@ if request.get("endpoint"):
 os.environ.pop("HF_HUB_OFFLINE", None)
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 token = request.get("token") or None
+def hidden(text):
+    # the token masked before the text is cut (a hub may repeat it; half a token is no match)
+    return text.replace(token, "***") if token and len(token) >= 4 else text
 try:
     from urllib.parse import urlsplit
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
@@ -181,7 +184,7 @@ def fetch(entry):
             text = str(error)
             if attempt == 3 or final(error):
                 raise
-            say(event="retry", attempt=attempt + 1, message=text.splitlines()[0][:300] if text else repr(error))
+            say(event="retry", attempt=attempt + 1, message=hidden(text.splitlines()[0])[:300] if text else repr(error))
             time.sleep(2.0 * (attempt + 1))
 refused = checked()
 if refused is not None:
@@ -220,7 +223,7 @@ try:
 except Exception as error:
     finished.set()
     lines = [line for line in str(error).splitlines() if line.strip()] or [repr(error)]
-    say(event="error", kind=type(error).__name__, message=" ".join(lines[:3])[:800],
+    say(event="error", kind=type(error).__name__, message=hidden(" ".join(lines[:3]))[:800],
         space=getattr(error, "errno", None) == 28)
     sys.exit(0)
 finished.set()

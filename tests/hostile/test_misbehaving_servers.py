@@ -1,9 +1,9 @@
 """Servers whose metrics misbehave, live on 127.0.0.1 (tests/fixtures/hostile_server.py): the
 server's own `/metrics` under `orch bench`, a DCGM exporter under the sampler and under
 `orch apply` on a host without nvidia-smi. Garbage, NaN, an error, a body or a line without
-end, no answer, a connection closed at once, a trickle: the benchmark goes on, the level's
-block says "<whose> at <URL>: <what was wrong>", no scrape outlasts its bound, nothing is
-counted from garbage, no traceback."""
+end, no answer, a connection closed at once, a trickle, a header block sent a byte at a time:
+the benchmark goes on, the level's block says "<whose> at <URL>: <what was wrong>", no scrape
+outlasts its bound, nothing is counted from garbage, no traceback."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ FAULTS = {
     "close": "it closed the connection without answering",
     "silent": "no answer within 1 s",
     "slow": "the answer did not end within 1 s",
+    "drip": "no whole answer within 2 s (read no further)",  # its header block, a byte at a time
     "endless-line": "a line longer than 64 KiB (read no further)",
     # small pieces without end: the size bound or, on a loaded machine, the clock ends it
     "endless-body": "MiB (read no further)|the answer did not end within 1 s",
@@ -193,7 +194,7 @@ def port_of(root: str) -> int:
     return int(root.rsplit(":", 1)[1])
 
 
-@pytest.mark.parametrize("fault", ["html-as-text", "silent", "close", "endless-body"])
+@pytest.mark.parametrize("fault", ["html-as-text", "silent", "close", "endless-body", "drip"])
 def test_an_apply_says_what_its_exporter_did(tmp_path: Path, venv: Path, fault: str) -> None:
     with hostile_server(Misbehaviour(metrics=fault, metrics_page=DCGM)) as root:
         block, _, _ = _apply(tmp_path, venv, port_of(root))
