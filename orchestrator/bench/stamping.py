@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import threading
 import time
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 
 _perf_ns = time.perf_counter_ns
+T = TypeVar("T")
 
 
 class ArrivalClock:
@@ -74,3 +76,29 @@ def stamping_loop() -> asyncio.AbstractEventLoop:
 def clock_of(loop: asyncio.AbstractEventLoop) -> ArrivalClock | None:
     """The arrival clock of a loop made by `stamping_loop()`, else None."""
     return _CLOCKS.get(loop)
+
+
+def run_on_stamping_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end on a stamping loop: from sync code at once; from async code
+    on a thread of its own, with its own loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        with asyncio.Runner(loop_factory=stamping_loop) as loop_runner:
+            return loop_runner.run(coroutine)
+    box: list[T] = []
+    errors: list[BaseException] = []
+
+    def runner() -> None:
+        try:
+            with asyncio.Runner(loop_factory=stamping_loop) as own:
+                box.append(own.run(coroutine))
+        except BaseException as error:  # handed back to the caller's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=runner, name="orch-bench")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return box[0]

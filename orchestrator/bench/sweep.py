@@ -35,7 +35,7 @@ from orchestrator.bench.load import Stop, stop_unless
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.samplers import Sampler, check_blocks
 from orchestrator.bench.server_metrics import Scraper
-from orchestrator.bench.stamping import stamping_loop
+from orchestrator.bench.stamping import run_on_stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
@@ -185,28 +185,8 @@ def run_sweep(
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
                        labels or {}, tokens, warm, list(samplers), list(finished), crash,
                        explain_death, judge, holds)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        with asyncio.Runner(loop_factory=stamping_loop) as loop_runner:
-            return loop_runner.run(coroutine)
-    # Called from async code: run on a thread of our own with its own loop.
-    box: list[SweepResult] = []
-    errors: list[BaseException] = []
+    return run_on_stamping_loop(coroutine)
 
-    def runner() -> None:
-        try:
-            with asyncio.Runner(loop_factory=stamping_loop) as own:
-                box.append(own.run(coroutine))
-        except BaseException as error:  # handed back to the caller's thread
-            errors.append(error)
-
-    thread = threading.Thread(target=runner, name="orch-bench")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return box[0]
 
 
 async def _sweep(
