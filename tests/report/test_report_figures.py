@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.engines.layout import layout
+from orchestrator.engines import engine
 from orchestrator.plan.models import Plan
 from orchestrator.report.figures import (
     Point,
@@ -175,7 +175,7 @@ def test_a_real_server_on_a_host_without_nvidia_smi_has_no_per_gpu_figures() -> 
 
 
 def test_parallel_sizes_ignore_nonsense() -> None:
-    found = layout({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8})
+    found = engine("vllm").layout({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8})
     assert found.sizes == {}
     assert found.invalid == {"tensor-parallel-size": "eight", "pipeline-parallel-size": 0}
     assert visible_devices({"CUDA_VISIBLE_DEVICES": ""}) is None
