@@ -5,10 +5,12 @@ reads none, so its flags are checked by SGLang at launch, not by preflight) and 
 
 The launch (srt/server_args.py of 0.4.6.post5 and 0.5.2; srt/arg_groups/ of 0.5.23):
 `--model-path`, `--host`, `--port`, `--served-model-name` as orch passes them; parallelism is
-`--tp-size`, `--dp-size`, `--ep-size` in `service.args` (the long names: `--tp` is only an
-argparse abbreviation). SGLang reads its API key only from `--api-key` (no variable), which
-orch never puts on a command line: a plan cannot give it `service.api_key`. It serves /metrics
-on its port only with `--enable-metrics` (service.args.enable-metrics: true).
+`--tp-size`, `--pp-size`, `--dp-size`, `--ep-size` in `service.args` (the long names: `--tp` is
+only an argparse abbreviation), declared with its scheduler cap, batch budget and KV dtype in
+`FLAGS`, which preflight, the report's GPU count and the limiter's advice read. SGLang reads
+its API key only from `--api-key` (no variable), which orch never puts on a command line: a
+plan cannot give it `service.api_key`. It serves /metrics on its port only with
+`--enable-metrics` (service.args.enable-metrics: true).
 """
 
 from __future__ import annotations
