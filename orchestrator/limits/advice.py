@@ -165,13 +165,18 @@ _BY_NAME: dict[str, Make] = {"scheduler-cap": _scheduler, "kv-cache-bound": _kv,
             "memory-bandwidth-bound": _memory}
 
 
+UNKNOWN_ENGINE = ("no plan, so no engine whose flags to name (a server benchmarked by URL): "
+                  "the verdict's figures say what held it")
+
+
 def advice(verdict: Verdict, args: Mapping[str, object] | None = None,
            extra_args: tuple[str, ...] = (), *, flags: EngineFlags | None) -> tuple[list[Suggestion], str]:
     """The suggestions for a verdict on a plan with these `service.args` (and extra_args), in
-    its engine's `flags` (None: no plan, no engine known: every knob said in words), and a
-    note (why none, or what else to do). A client-bound level never gets a server change."""
+    its engine's `flags`, and a note (why none, or what else to do). A client-bound level
+    never gets a server change; without a plan (`flags` None) no flag is guessed."""
+    if flags is None:
+        return [], NOTES.get(verdict.name, UNKNOWN_ENGINE if verdict.name in _BY_NAME else "")
     args = args or {}
-    names = flags or EngineFlags()
     make = _BY_NAME.get(verdict.name)
-    suggestions = make(args, verdict, layout(args, extra_args, names), names) if make else []
+    suggestions = make(args, verdict, layout(args, extra_args, flags), flags) if make else []
     return suggestions, NOTES.get(verdict.name, "")

@@ -109,5 +109,5 @@ def test_a_knob_the_engine_lacks_is_said_in_words() -> None:
                         flags=engine("sglang").flags)
     assert made.matrix == {} and "has no flag for it" in made.title
     # no plan at all (a server benchmarked by URL): no engine's names are guessed
-    made_all, _ = advice(Verdict("scheduler-cap", "high", "test", {"max_running": 64}), flags=None)
-    assert [s.matrix for s in made_all] == [{}]
+    made_all, note = advice(Verdict("scheduler-cap", "high", "test", {"max_running": 64}), flags=None)
+    assert made_all == [] and "no plan" in note
