@@ -52,9 +52,10 @@ class EngineFlags:
         return value if isinstance(value, str) else None
 
     def parallel(self) -> frozenset[str]:
-        """Every flag of its that shapes the layout (the plan diff groups them)."""
-        named = [self.axis(a) for a in AXES] + [self.expert_switch, self.data_in_tensor]
-        return frozenset([n for n in named if n] + list(self.also_parallel))
+        """Every flag of its that shapes the layout, by any spelling (the plan diff groups them)."""
+        named = {n for n in [self.axis(a) for a in AXES] + [self.expert_switch, self.data_in_tensor] if n}
+        spelled = {other.lstrip("-") for other, name in self.aliases.items() if name in named}
+        return frozenset(named | spelled | set(self.also_parallel))
 
 
 @dataclass(frozen=True)

@@ -149,5 +149,7 @@ def test_an_sglang_plans_flags_are_grouped_by_its_own_names() -> None:
     assert changes["--kv-cache-dtype"].category == "quantization"
     assert changes["--max-running-requests"].category == "flags"
     assert "GPUs used" not in changes  # 8 and 4 x 2
+    spelled = by_setting(diff_plans(a, sglang({"tensor-parallel-size": 8})))  # its alias of tp-size
+    assert spelled["--tensor-parallel-size"].category == "parallelism"
     wider = by_setting(diff_plans(a, sglang({"tp-size": 8, "dp-size": 2})))
     assert wider["GPUs used"] == Change("parallelism", "GPUs used", "8 (plan: TP 8)", "16 (plan: TP 8 x DP 2)")
