@@ -83,7 +83,8 @@ class BenchStage:
         host = outcome.facts.host if outcome.facts is not None else None
         gpus = len(host.gpus) if host is not None and host.gpus is not None else None
         facts = plan_facts(service.args, service.extra_args,
-                           host.topology if host is not None else None, gpus)
+                           host.topology if host is not None else None, gpus,
+                           flags=engine(service.engine).flags)
         return Judge(facts, dict(service.args), tuple(service.extra_args),
                      self.bench.auto.threshold)
 

@@ -147,7 +147,8 @@ def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> G
     topology = build_topology(
         backend=nodes.backend, hosts=hosts, head=nodes.head, addresses=addresses,
         args=first.service.args, extra_args=first.service.extra_args, gpus_per_node=nodes.gpus, ray_port=nodes.ray_port,
-        master_port=nodes.master_port, ray_args=ray_args, know_hosts=know_hosts)
+        master_port=nodes.master_port, ray_args=ray_args, know_hosts=know_hosts,
+        flags=engine(first.service.engine).flags)
     return Gate(topology, check_gpus=engine(first.service.engine).uses_gpus)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.engines.layout import Layout
+from orchestrator.engines.layout import EngineFlags, Layout
 from orchestrator.engines.layout import layout as read_layout
 from orchestrator.errors import PlanError
 
@@ -122,9 +122,10 @@ def _bracket(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def layout(args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
-    """The layout (engines/layout.py); a size that is no positive whole number is a plan error."""
-    found = read_layout(args, extra_args)
+def layout(args: Mapping[str, object], extra_args: Sequence[str], flags: EngineFlags) -> Layout:
+    """The layout in the engine's flags (engines/layout.py); a size that is no positive whole
+    number is a plan error."""
+    found = read_layout(args, extra_args, flags)
     for flag, value in found.invalid.items():
         raise PlanError(f"{flag} must be a positive whole number, got {value!r}",
                         field=f"service.args.{flag}")
@@ -135,11 +136,11 @@ def build(
     *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
     addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
     ray_port: int, master_port: int, ray_args: Sequence[str] | Mapping[str, Sequence[str]],
-    know_hosts: bool = True, extra_args: Sequence[str] = (),
+    flags: EngineFlags, know_hosts: bool = True, extra_args: Sequence[str] = (),
 ) -> Topology:
     """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
     what cannot work: an unknown head, a bad address, a layout the GPUs cannot hold.
-    `ray_args`: one list for every node, or each host's own."""
+    `ray_args`: one list for every node, or each host's own; `flags`: the engine's names."""
     if head is not None and head not in hosts:
         raise PlanError(f"the head {head!r} is not among the plan's hosts ({', '.join(hosts)})",
                         field="service.nodes.head", expected="one of the plan's hosts")
@@ -164,10 +165,10 @@ def build(
                 field="service.nodes.address",
                 expected="${host.address} (the default) or a host variable naming each "
                          "node's address")
-    sizes = layout(args, extra_args)
+    sizes = layout(args, extra_args, flags)
     if sizes.data > 1:
         raise PlanError("data parallelism across nodes is not supported by service.nodes yet",
-                        field="service.args.data-parallel-size",
+                        field=f"service.args.{flags.data}",
                         expected="tensor and pipeline parallel sizes only")
     topology = Topology(
         backend=backend,
@@ -181,8 +182,8 @@ def build(
         problem = topology.layout_problem(gpus_per_node)
         if problem:
             raise PlanError(problem, field="service.args",
-                            expected="tensor-parallel-size x pipeline-parallel-size = nodes x "
-                                     "service.nodes.gpus")
+                            expected=f"{flags.tensor or 'tensor'} x {flags.pipeline or 'pipeline'}"
+                                     " = nodes x service.nodes.gpus")
     return topology
 
 

@@ -2,7 +2,8 @@
 
 An engine is a value (`Engine`), not a class hierarchy: its launch, the flags a plan may not
 set through `service.args` (they have their own fields), its API-key variable, how it is
-stopped, whether it runs on GPUs, what its log says (start-up phases and kernels, crash
+stopped, whether it runs on GPUs, its flag vocabulary (`flags`: the names of its parallel sizes,
+scheduler cap, batch budget, KV dtype, which shared code reads and advises in), what its log says (start-up phases and kernels, crash
 signatures), the names of its /metrics, and its own rules: of the host before launch
 (preflight) and of the plan alone (plan_check: vLLM's flags). One package per engine
 (`engines/vllm/`, `engines/sim/`, ...) builds one as `ENGINE`; `engines/__init__.py` is the
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from orchestrator.engines.layout import EngineFlags, Layout, layout
 from orchestrator.engines.signatures import Signature
 
 if TYPE_CHECKING:  # types only: the engines' packages sit above the plan and the facts
@@ -119,3 +121,10 @@ class Engine:
     # A path on its server's own port that serves DCGM-exporter text for GPUs it stands in for
     # (the simulator's); read for the GPU telemetry when the host has no nvidia-smi.
     stand_in_dcgm: str | None = None
+    # The names it gives its parallel sizes and tuning knobs (engines/layout.py); the layout,
+    # the preflight's GPU count, the report's per-GPU figures and the advice read them.
+    flags: EngineFlags = field(default_factory=EngineFlags)
+
+    def layout(self, args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
+        """The GPU layout its flags in `service.args` and `service.extra_args` ask for."""
+        return layout(args, extra_args, self.flags)

@@ -1,17 +1,20 @@
 """What to try, in plan terms (pure): a limiter and the plan's `service.args` -> `Suggestion`s,
 each a `matrix:` the user can paste into the plan (or give as `--set 'matrix=<json>'`), whose
-variants orch then applies and compares.
+variants orch then applies and compares. Every flag is the engine's own (`Engine.flags`,
+engines/layout.py: vLLM's names below, SGLang's in brackets); a knob the engine has no flag
+for is said in words, with no matrix.
 
     client-bound            no server change: run the client elsewhere, fewer or lower levels
-    scheduler-cap           max-num-seqs: [current x 2, current x 4]
-                            (and max-num-batched-tokens x 2 when the plan sets it)
-    kv-cache-bound          kv-cache-dtype: [fp8] (unless it is fp8 already); max-model-len
-                            halved (or 32768 when the plan does not set it)
-    host-cpu-bound          api-server-count: [2, 4]
-    interconnect-bound      tensor-parallel-size halved with data-parallel-size doubled (same
-                            GPUs, half the all-reduce span); enable-expert-parallel: [true]
-                            (a model on 2 GPUs or more, not already expert parallel)
-    compute-bound           data-parallel-size doubled (twice the GPUs)
+    scheduler-cap           max-num-seqs [max-running-requests]: [current x 2, current x 4]
+                            (and max-num-batched-tokens [chunked-prefill-size] x 2 when set)
+    kv-cache-bound          kv-cache-dtype: [fp8] ([fp8_e4m3]) unless it is fp8 already;
+                            max-model-len [context-length] halved (or 32768 when unset)
+    host-cpu-bound          api-server-count: [2, 4] [none: said in words]
+    interconnect-bound      tensor-parallel-size [tp-size] halved with data-parallel-size
+                            [dp-size] doubled (same GPUs, half the all-reduce span); expert
+                            parallelism (enable-expert-parallel: [true], [ep-size: TP]) on a
+                            model on 2 GPUs or more, not already expert parallel
+    compute-bound           data-parallel-size [dp-size] doubled (twice the GPUs)
     memory-bandwidth-bound  kv-cache-dtype: [fp8] (fewer bytes read per token)
     not-enough-evidence     nothing to change: collect the missing figures first
 """
@@ -23,12 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.engines.layout import Layout, layout
+from orchestrator.engines.layout import EngineFlags, Layout, flag_values, layout, switched_on
 from orchestrator.limits.rules import Verdict
-from orchestrator.names import flag_name
 
 ARGS = "service.args."
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default for an API server on a GPU (when the plan sets none)
 FALLBACK_MODEL_LEN = 32768
 
 
@@ -48,8 +49,8 @@ class Suggestion:
         return "\n".join(lines)
 
 
-def _arg(args: Mapping[str, object], flag: str) -> object:
-    return next((value for key, value in args.items() if flag_name(key) == flag), None)
+def _arg(args: Mapping[str, object], flag: str, flags: EngineFlags) -> object:
+    return flag_values(args, (), [flag], flags.aliases).get(flag)
 
 
 def _int(value: object) -> int | None:
@@ -62,54 +63,94 @@ def _int(value: object) -> int | None:
     return None
 
 
-def _scheduler(args: Mapping[str, object], verdict: Verdict, _: Layout) -> list[Suggestion]:
+def _lacks(what: str) -> Suggestion:
+    """A knob the engine has no flag for: said, with no plan change to try."""
+    return Suggestion(f"{what}: the engine has no flag for it, so there is no plan change to try")
+
+
+def _scheduler(args: Mapping[str, object], verdict: Verdict, _: Layout, flags: EngineFlags) -> list[Suggestion]:
+    cap = flags.scheduler_cap
+    if cap is None:
+        return [_lacks("run more sequences at once")]
     seen = verdict.figures.get("max_num_seqs") or verdict.figures.get("max_running")
-    current = _int(_arg(args, "max-num-seqs")) or (int(seen) if isinstance(seen, int | float) else None)
-    current = current or DEFAULT_MAX_NUM_SEQS
-    out = [Suggestion(f"run more sequences at once than {current}",
-                      {ARGS + "max-num-seqs": [current * 2, current * 4]})]
-    tokens = _int(_arg(args, "max-num-batched-tokens"))
-    if tokens:
+    current = _int(_arg(args, cap, flags)) or (int(seen) if isinstance(seen, int | float) else None)
+    current = current or flags.scheduler_default
+    if current is None:
+        return [Suggestion(f"run more sequences at once: raise {cap} above what ran")]
+    out = [Suggestion(f"run more sequences at once than {current}", {ARGS + cap: [current * 2, current * 4]})]
+    tokens = _int(_arg(args, flags.batch_tokens, flags)) if flags.batch_tokens else None
+    if tokens and flags.batch_tokens:
         out.append(Suggestion(f"schedule more tokens per step than {tokens}",
-                              {ARGS + "max-num-batched-tokens": [tokens * 2]}))
+                              {ARGS + flags.batch_tokens: [tokens * 2]}))
     return out
 
 
-def _kv(args: Mapping[str, object], _: Verdict, __: Layout) -> list[Suggestion]:
-    out = []
-    if str(_arg(args, "kv-cache-dtype") or "auto").lower() not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
-        out.append(Suggestion("halve the KV cache's bytes per token", {ARGS + "kv-cache-dtype": ["fp8"]}))
-    length = _int(_arg(args, "max-model-len"))
+def _kv_dtype(args: Mapping[str, object], flags: EngineFlags) -> Suggestion | None:
+    """Half the KV cache's bytes per token (None: its cache is fp8 already)."""
+    name = flags.kv_dtype
+    if name is None:
+        return _lacks("halve the KV cache's bytes per token")
+    if str(_arg(args, name, flags) or "auto").lower() in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        return None
+    return Suggestion("halve the KV cache's bytes per token", {ARGS + name: [flags.kv_fp8]})
+
+
+def _kv(args: Mapping[str, object], _: Verdict, __: Layout, flags: EngineFlags) -> list[Suggestion]:
+    dtype = _kv_dtype(args, flags)
+    out = [dtype] if dtype else []
+    name = flags.context_length
+    if name is None:
+        return [*out, _lacks("a shorter context leaves room for more sequences")]
+    length = _int(_arg(args, name, flags))
     shorter = length // 2 if length else FALLBACK_MODEL_LEN
     out.append(Suggestion(f"a shorter context, {shorter} tokens, leaves room for more sequences",
-                          {ARGS + "max-model-len": [shorter]}))
+                          {ARGS + name: [shorter]}))
     return out
 
 
-def _host_cpu(_: Mapping[str, object], __: Verdict, ___: Layout) -> list[Suggestion]:
+def _host_cpu(_: Mapping[str, object], __: Verdict, ___: Layout, flags: EngineFlags) -> list[Suggestion]:
+    if flags.api_servers is None:
+        return [_lacks("more API server processes to tokenize and stream")]
     return [Suggestion("more API server processes to tokenize and stream",
-                       {ARGS + "api-server-count": [2, 4]})]
+                       {ARGS + flags.api_servers: [2, 4]})]
 
 
-def _interconnect(args: Mapping[str, object], _: Verdict, shape: Layout) -> list[Suggestion]:
+def _expert(args: Mapping[str, object], shape: Layout, flags: EngineFlags) -> list[Suggestion]:
+    """Expert parallelism on a model over 2 GPUs or more that is not expert parallel yet."""
+    if shape.world_size < 2 or shape.expert > 1:
+        return []
+    title = "expert parallelism (a mixture-of-experts model): experts stay put, tokens move"
+    if flags.expert_switch:
+        on = switched_on(_arg(args, flags.expert_switch, flags))
+        return [] if on else [Suggestion(title, {ARGS + flags.expert_switch: [True]})]
+    if flags.expert:
+        return [Suggestion(title, {ARGS + flags.expert: [shape.tensor]})]
+    return [_lacks(title)]
+
+
+def _interconnect(args: Mapping[str, object], _: Verdict, shape: Layout, flags: EngineFlags) -> list[Suggestion]:
     out = []
     if shape.tensor >= 2 and shape.tensor % 2 == 0:
         tp, dp = shape.tensor // 2, shape.data * 2
-        out.append(Suggestion(f"TP{tp} x DP{dp} on the same GPUs: each all-reduce spans half of them",
-                              {ARGS + "tensor-parallel-size": [tp], ARGS + "data-parallel-size": [dp]}))
-    if shape.world_size >= 2 and _arg(args, "enable-expert-parallel") not in (True, "true", "True"):
-        out.append(Suggestion("expert parallelism (a mixture-of-experts model): experts stay put, "
-                              "tokens move", {ARGS + "enable-expert-parallel": [True]}))
-    return out
+        title = f"TP{tp} x DP{dp} on the same GPUs: each all-reduce spans half of them"
+        if flags.tensor and flags.data:
+            out.append(Suggestion(title, {ARGS + flags.tensor: [tp], ARGS + flags.data: [dp]}))
+        else:
+            out.append(_lacks(title))
+    return out + _expert(args, shape, flags)
 
 
-def _compute(_: Mapping[str, object], __: Verdict, shape: Layout) -> list[Suggestion]:
-    return [Suggestion(f"another replica: data-parallel-size {shape.data * 2} (needs "
-                       f"{shape.total_gpus * 2} GPUs)", {ARGS + "data-parallel-size": [shape.data * 2]})]
+def _compute(_: Mapping[str, object], __: Verdict, shape: Layout, flags: EngineFlags) -> list[Suggestion]:
+    title = f"another replica, data parallel {shape.data * 2} (needs {shape.total_gpus * 2} GPUs)"
+    if flags.data is None:
+        return [_lacks(title)]
+    return [Suggestion(f"another replica: {flags.data} {shape.data * 2} (needs "
+                       f"{shape.total_gpus * 2} GPUs)", {ARGS + flags.data: [shape.data * 2]})]
 
 
-def _memory(args: Mapping[str, object], verdict: Verdict, shape: Layout) -> list[Suggestion]:
-    return [s for s in _kv(args, verdict, shape) if ARGS + "kv-cache-dtype" in s.matrix]
+def _memory(args: Mapping[str, object], _: Verdict, __: Layout, flags: EngineFlags) -> list[Suggestion]:
+    dtype = _kv_dtype(args, flags)
+    return [dtype] if dtype else []
 
 
 NOTES = {
@@ -118,17 +159,24 @@ NOTES = {
     "not-enough-evidence": "nothing to change yet: collect what the verdict lists as missing, and sweep "
                            "past the plateau",
 }
-Make = Callable[[Mapping[str, object], Verdict, Layout], list[Suggestion]]
+Make = Callable[[Mapping[str, object], Verdict, Layout, EngineFlags], list[Suggestion]]
 _BY_NAME: dict[str, Make] = {"scheduler-cap": _scheduler, "kv-cache-bound": _kv, "host-cpu-bound": _host_cpu,
             "interconnect-bound": _interconnect, "compute-bound": _compute,
             "memory-bandwidth-bound": _memory}
 
 
+UNKNOWN_ENGINE = ("no plan, so no engine whose flags to name (a server benchmarked by URL): "
+                  "the verdict's figures say what held it")
+
+
 def advice(verdict: Verdict, args: Mapping[str, object] | None = None,
-           extra_args: tuple[str, ...] = ()) -> tuple[list[Suggestion], str]:
-    """The suggestions for a verdict on a plan with these `service.args` (and extra_args), and
-    a note (why none, or what else to do). A client-bound level never gets a server change."""
+           extra_args: tuple[str, ...] = (), *, flags: EngineFlags | None) -> tuple[list[Suggestion], str]:
+    """The suggestions for a verdict on a plan with these `service.args` (and extra_args), in
+    its engine's `flags`, and a note (why none, or what else to do). A client-bound level
+    never gets a server change; without a plan (`flags` None) no flag is guessed."""
+    if flags is None:
+        return [], NOTES.get(verdict.name, UNKNOWN_ENGINE if verdict.name in _BY_NAME else "")
     args = args or {}
     make = _BY_NAME.get(verdict.name)
-    suggestions = make(args, verdict, layout(args, extra_args)) if make else []
+    suggestions = make(args, verdict, layout(args, extra_args, flags), flags) if make else []
     return suggestions, NOTES.get(verdict.name, "")

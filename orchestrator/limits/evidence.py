@@ -26,6 +26,7 @@ from typing import Any
 
 from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.bench.gpu_ranges import out_of_range
+from orchestrator.engines.layout import EngineFlags
 from orchestrator.limits.topology import LayoutLinks
 from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
 from orchestrator.runs.records import LevelResult
@@ -45,10 +46,11 @@ HOST_KEYS = (PCIE_RX, PCIE_TX, NVLINK, SM_ACTIVE, SERVER_CPU)
 class PlanFacts:
     """What the plan and the host say beside the level (each optional)."""
 
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None  # the scheduler cap the plan sets (the engine's flag)
+    max_num_batched_tokens: int | None = None  # its batch token budget
     links: LayoutLinks | None = None  # the plan's TP groups on the host's topology
     gpus: int | None = None
+    flags: EngineFlags | None = None  # the engine's names for them (None: no plan)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Evidence:
     preemptions: float | None
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
+    flags: EngineFlags | None  # the engine's names of the two above (None: no plan)
     gpus: int | None
     gpu_util: float | None  # 0-1
     mem_util: float | None  # 0-1: time device memory was read or written
@@ -207,6 +210,7 @@ def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
         kv_cache_max=_number(server.get("max_kv_cache_usage")),
         preemptions=_number(server.get("delta_preemptions")),
         max_num_seqs=plan.max_num_seqs, max_num_batched_tokens=plan.max_num_batched_tokens,
+        flags=plan.flags,
         gpus=plan.gpus if plan.gpus is not None else (int(seen_gpus) if seen_gpus else None),
         server_cpu=level.figure(SERVER_CPU, model_time=False), **_host_cpu(level), links=plan.links,
         prefill_tok_s=prefill, decode_tok_s=decode, **gpu,

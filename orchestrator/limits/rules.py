@@ -10,9 +10,10 @@ The rules run in this order; the first that decides names the limiter:
                          while the server's gauges never held C requests at once, or
                          it never held C in flight although the level had C requests: the
                          server was not asked for C, so nothing after this rule may blame it;
-3. scheduler-cap         requests waited while the running gauge sat at --max-num-seqs (95%);
+3. scheduler-cap         requests waited while the running gauge sat at the engine's scheduler
+                         cap (95%; vLLM's --max-num-seqs, SGLang's --max-running-requests);
                          without the plan's value, waiting while fewer than C ran and the KV
-                         cache had room (medium: max-num-seqs or max-num-batched-tokens);
+                         cache had room (medium: the cap or the batch token budget);
 4. kv-cache-bound        KV-cache usage at KV_FULL (95%) with requests waiting or preempted
                          (high), or either sign alone (medium);
 5. host-cpu-bound        the busiest server process at CPU_BUSY of a core, or the whole host's
@@ -119,6 +120,17 @@ def _waiting(e: Evidence) -> bool:
     return (e.max_waiting or 0.0) > 0 and (e.scrapes or 0) >= MIN_SCRAPES
 
 
+def _cap(e: Evidence) -> str:
+    """The engine's scheduler cap as its flag, or in words when it has none (or no plan)."""
+    name = e.flags.scheduler_cap if e.flags else None
+    return f"--{name}" if name else "the scheduler's cap on running requests"
+
+
+def _budget(e: Evidence) -> str:
+    name = e.flags.batch_tokens if e.flags else None
+    return f"--{name}" if name else "its token budget per step"
+
+
 def _scheduler(e: Evidence) -> Verdict | None:
     if not _waiting(e) or e.max_running is None:
         return None
@@ -126,7 +138,7 @@ def _scheduler(e: Evidence) -> Verdict | None:
         if e.max_running < AT_CAP * e.max_num_seqs:
             return None
         return Verdict("scheduler-cap", "high",
-                       f"requests waited while {e.max_running:g} ran, --max-num-seqs {e.max_num_seqs}",
+                       f"requests waited while {e.max_running:g} ran, {_cap(e)} {e.max_num_seqs}",
                        {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
                         "max_num_seqs": e.max_num_seqs})
     room = e.kv_cache_max is not None and e.kv_cache_max < KV_FULL
@@ -134,7 +146,7 @@ def _scheduler(e: Evidence) -> Verdict | None:
         return None
     return Verdict("scheduler-cap", "medium",
                    f"requests waited while {e.max_running:g} of {e.load:g} ran and the KV cache had room "
-                   "(--max-num-seqs or --max-num-batched-tokens)",
+                   f"({_cap(e)} or {_budget(e)})",
                    {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
                     "kv_cache_max": e.kv_cache_max or 0.0, "asked": e.load})
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.engines.layout import flag_values, layout, positive_int
+from orchestrator.engines.layout import EngineFlags, flag_values, layout, positive_int
 from orchestrator.limits.advice import Suggestion, advice
 from orchestrator.limits.evidence import PlanFacts, gather
 from orchestrator.limits.rules import KNEE_THRESHOLD, Knee, Verdict, knee, limiter
@@ -25,19 +25,22 @@ from orchestrator.runs.records import LevelResult
 
 
 def plan_facts(args: Mapping[str, object], extra_args: Sequence[str] = (),
-               topology: str | None = None, gpus: int | None = None) -> PlanFacts:
-    """What the plan's `service.args` and the host's facts (its `nvidia-smi topo -m` text, its
-    GPU count) tell the rules. A topology that does not parse is left out, not guessed."""
+               topology: str | None = None, gpus: int | None = None, *,
+               flags: EngineFlags) -> PlanFacts:
+    """What the plan's `service.args` (in its engine's `flags`) and the host's facts (its
+    `nvidia-smi topo -m` text, its GPU count) tell the rules. A topology that does not parse
+    is left out, not guessed."""
     links = None
     if topology:
         try:
-            links = layout_links(parse_topology(topology), layout(args, extra_args))
+            links = layout_links(parse_topology(topology), layout(args, extra_args, flags))
         except TopologyError:
             links = None
-    counts = flag_values(args, extra_args, ("max-num-seqs", "max-num-batched-tokens"))
-    return PlanFacts(max_num_seqs=positive_int(counts.get("max-num-seqs")),
-                     max_num_batched_tokens=positive_int(counts.get("max-num-batched-tokens")),
-                     links=links, gpus=gpus)
+    cap, budget = flags.scheduler_cap, flags.batch_tokens
+    counts = flag_values(args, extra_args, [n for n in (cap, budget) if n], flags.aliases)
+    return PlanFacts(max_num_seqs=positive_int(counts.get(cap or "")),
+                     max_num_batched_tokens=positive_int(counts.get(budget or "")),
+                     links=links, gpus=gpus, flags=flags)
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
@@ -108,7 +111,8 @@ def plateau(levels: Sequence[LevelResult], args: Mapping[str, object] | None = N
     found = knee(levels, facts, threshold, known=known, judge=lambda lv: verdict_of(lv, facts))
     if found.verdict is None:
         return Plateau(found)
-    suggestions, note = advice(found.verdict, args or {}, tuple(extra_args))
+    suggestions, note = advice(found.verdict, args or {}, tuple(extra_args),
+                               flags=facts.flags if facts else None)
     return Plateau(found, suggestions, note)
 
 

@@ -1,11 +1,11 @@
 """How many GPUs served a run, and where that number comes from (pure).
 
-vLLM uses tensor-parallel x pipeline-parallel x data-parallel GPUs (expert parallelism and
+A server uses tensor-parallel x pipeline-parallel x data-parallel GPUs (expert parallelism and
 decode context parallelism reuse the same GPUs), whatever else the host has. So the plan
 decides, in this order:
 
-1. the parallelism flags of `service.args` or `service.extra_args` (engines/layout.py, the
-   one reading of them);
+1. the parallelism flags of `service.args` or `service.extra_args`, in the plan's engine's
+   own names (`Engine.layout`, engines/layout.py: the one reading of them);
 2. `CUDA_VISIBLE_DEVICES` in the plan's environment (one GPU per listed index);
 3. a service without either runs on one GPU (vLLM's default);
 4. without a service section (a benchmark of a server orch did not launch): the GPUs the
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.engines.layout import layout
+from orchestrator.engines import engine
 from orchestrator.plan.models import Plan
 
 
@@ -49,7 +49,7 @@ def gpu_count(plan: Plan | None, facts_gpus: Sequence[Any] | None, *,
     if not gpu_host:
         return GpuCount(None, "no GPUs on the host (no nvidia-smi)")
     if plan is not None and plan.service is not None:
-        found = layout(plan.service.args, plan.service.extra_args)
+        found = engine(plan.service.engine).layout(plan.service.args, plan.service.extra_args)
         if found.describe():
             return GpuCount(found.total_gpus, f"plan: {found.describe()}")
         devices = visible_devices(plan.env)

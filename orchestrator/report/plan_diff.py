@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.engines.layout import FLAGS as PARALLEL_FLAGS
+from orchestrator.engines import engine
 from orchestrator.names import flag_name
 from orchestrator.plan.models import Plan, canonical_name, parse_pin
 from orchestrator.report.gpus import gpu_count
@@ -21,13 +21,7 @@ from orchestrator.tables import Column, TableData
 
 CATEGORIES = ("model", "quantization", "parallelism", "engine", "pins", "env", "flags", "bench", "other")
 
-QUANTIZATION_FLAGS = {"quantization", "kv-cache-dtype", "dtype"}
-PARALLELISM_FLAGS = {
-    *PARALLEL_FLAGS,
-    "enable-expert-parallel",
-    "decode-context-parallel-size",
-    "all2all-backend",
-}
+QUANTIZATION_FLAGS = {"quantization", "dtype"}  # and each engine's KV cache dtype flag
 PARALLELISM_ENV = {"CUDA_VISIBLE_DEVICES"}
 # Weight formats a model id may name, most specific first.
 _WEIGHT_FORMATS = ("nvfp4", "mxfp4", "w4a16", "w4a8", "w8a8", "int4", "int8", "fp4", "fp8", "awq", "gptq", "gguf", "bf16", "fp16")
@@ -79,14 +73,28 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
-def _category(path: str) -> str:
+@dataclass(frozen=True)
+class FlagGroups:
+    """The `service.args` flags the two plans' engines name for quantization and parallelism."""
+
+    quantization: frozenset[str]
+    parallelism: frozenset[str]
+
+    @classmethod
+    def of(cls, *plans: Plan) -> FlagGroups:
+        flags = [engine(p.service.engine).flags for p in plans if p.service is not None]
+        kv = {f.kv_dtype for f in flags if f.kv_dtype}
+        return cls(frozenset(QUANTIZATION_FLAGS | kv), frozenset().union(*(f.parallel() for f in flags)))
+
+
+def _category(path: str, groups: FlagGroups) -> str:
     if path in ("service.model", "service.served_model_name") or path.startswith("model."):
         return "model"
     if path.startswith("service.args."):
         flag = flag_name(path.removeprefix("service.args."))
-        if flag in QUANTIZATION_FLAGS:
+        if flag in groups.quantization:
             return "quantization"
-        return "parallelism" if flag in PARALLELISM_FLAGS else "flags"
+        return "parallelism" if flag in groups.parallelism else "flags"
     if path == "service.extra_args":
         return "flags"
     if path in ("service.engine", "service.backend") or path.startswith("service.sim."):
@@ -121,11 +129,12 @@ def _dump(plan: Plan) -> dict[str, Any]:
 def diff_plans(a: Plan, b: Plan) -> list[Change]:
     """Every difference between `a` and `b`, by category then setting."""
     flat_a, flat_b = _flatten(_dump(a)), _flatten(_dump(b))
+    groups = FlagGroups.of(a, b)
     changes: list[Change] = []
     for path in sorted(flat_a.keys() | flat_b.keys()):
         before, after = flat_a.get(path), flat_b.get(path)
         if _canonical(before) != _canonical(after):
-            changes.append(Change(_category(path), _setting(path), show(before), show(after)))
+            changes.append(Change(_category(path, groups), _setting(path), show(before), show(after)))
     pins_a, pins_b = _pins(a), _pins(b)
     for name in sorted(pins_a.keys() | pins_b.keys()):
         if pins_a.get(name) != pins_b.get(name):

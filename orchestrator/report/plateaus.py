@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.engines import engine
 from orchestrator.limits.verdicts import Plateau, plan_facts, plateau
 from orchestrator.runs.reader import HostData, RunData
 from orchestrator.tables import Column, TableData, text
@@ -26,7 +27,8 @@ def plateau_of(run: RunData, host: HostData, knee: tuple[int | None, str], thres
     gpus = facts.get("gpus")
     topology = facts.get("topology")
     found = plan_facts(args, extra, topology if isinstance(topology, str) else None,
-                       len(gpus) if isinstance(gpus, list) else None)
+                       len(gpus) if isinstance(gpus, list) else None,
+                       flags=engine(service.engine if service is not None else "vllm").flags)
     return plateau(host.bench.levels, args, extra, found, threshold, known=knee)
 
 

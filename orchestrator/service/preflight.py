@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from orchestrator import masking
 from orchestrator.engines import engine
-from orchestrator.engines.layout import layout
+from orchestrator.engines.base import Engine
 from orchestrator.errors import PreflightError
 from orchestrator.facts import Facts, Gpu
 from orchestrator.packages import family_mismatches
@@ -105,10 +105,10 @@ def _display_cmdline(words: Sequence[str]) -> str:
     return masking.mask(text if len(text) <= 200 else text[:197] + "...")
 
 
-def required_gpus(args: Mapping[str, ArgValue], extra_args: Sequence[str] = ()) -> int:
-    """GPUs one host needs (engines/layout.py: tensor x pipeline split over the nodes, times
-    the local data parallel replicas)."""
-    return layout(args, extra_args).gpus_per_host
+def required_gpus(server: Engine, args: Mapping[str, ArgValue], extra_args: Sequence[str] = ()) -> int:
+    """GPUs one host needs, in the engine's own flags (engines/layout.py: tensor x pipeline
+    split over the nodes, times the local data parallel replicas)."""
+    return server.layout(args, extra_args).gpus_per_host
 
 
 def visible_gpus(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> int:
@@ -130,14 +130,14 @@ def visible_gpus(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> int:
 
 def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
     assert plan.service is not None
-    gpus = facts.host.gpus
-    if not engine(plan.service.engine).uses_gpus or gpus is None:
+    gpus, server = facts.host.gpus, engine(plan.service.engine)
+    if not server.uses_gpus or gpus is None:
         return []
     cvd = plan.env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and SECRET_REF.search(cvd):
         cvd = None
     visible = visible_gpus(gpus, cvd)
-    needed = required_gpus(plan.service.args, plan.service.extra_args)
+    needed = required_gpus(server, plan.service.args, plan.service.extra_args)
     if visible >= needed:
         return []
     where = f"CUDA_VISIBLE_DEVICES={cvd!r} leaves {visible}" if cvd is not None else f"{visible}"
@@ -146,10 +146,15 @@ def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
             "error",
             f"the service needs {needed} GPUs (tensor x pipeline x data parallel) but {where} "
             f"of the host's {len(gpus)} GPUs visible",
-            "lower service.args.tensor-parallel-size (or pipeline/data parallel size), or list "
-            "more devices in env: CUDA_VISIBLE_DEVICES",
+            f"lower {_sizes(server)}, or list more devices in env: CUDA_VISIBLE_DEVICES",
         )
     ]
+
+
+def _sizes(server: Engine) -> str:
+    """The engine's parallel size flags, as a plan sets them."""
+    named = [server.flags.tensor, server.flags.pipeline, server.flags.data]
+    return " or ".join(f"service.args.{n}" for n in named if n) or "the parallel sizes"
 
 
 def _gpu_busy_findings(plan: Plan, facts: Facts) -> list[Finding]:

@@ -11,6 +11,7 @@ import yaml
 from orchestrator.cluster.gate import ClusterError, Gate, Vote
 from orchestrator.cluster.ray_status import parse_ray_status
 from orchestrator.cluster.topology import build, stop_order, units
+from orchestrator.engines import engine
 from orchestrator.errors import PlanError
 
 # What `ray status` (Ray 2.60) printed for a head with 8 logical GPUs.
@@ -45,7 +46,8 @@ def topology(backend: str = "ray", hosts: tuple[str, ...] = ("a", "b", "c"), hea
     return build(backend=backend, hosts=list(hosts), head=head,  # type: ignore[arg-type]
                  addresses={h: f"10.0.0.{i + 1}" for i, h in enumerate(hosts)},
                  args={"tensor-parallel-size": tp, "pipeline-parallel-size": pp},
-                 gpus_per_node=gpus, ray_port=6379, master_port=29501, ray_args=["--num-cpus=1"])
+                 gpus_per_node=gpus, ray_port=6379, master_port=29501, ray_args=["--num-cpus=1"],
+                 flags=engine("vllm").flags)
 
 
 def test_ray_nodes_and_the_server_flags() -> None:
@@ -86,7 +88,8 @@ def test_layouts_the_nodes_cannot_hold_are_plan_errors(change: dict, says: str) 
 def test_a_hostile_address_is_refused() -> None:
     with pytest.raises(PlanError, match="is not an address"):
         build(backend="ray", hosts=["a"], head=None, addresses={"a": "10.0.0.1;touch /tmp/x"},
-              args={}, gpus_per_node=None, ray_port=6379, master_port=29501, ray_args=[])
+              args={}, gpus_per_node=None, ray_port=6379, master_port=29501, ray_args=[],
+              flags=engine("vllm").flags)
 
 
 def test_units_and_the_order_the_group_goes_down_in() -> None:

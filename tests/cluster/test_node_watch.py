@@ -13,6 +13,7 @@ from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.cluster.gate import Gate
 from orchestrator.cluster.topology import build
 from orchestrator.cluster.watch import parse_unit_state
+from orchestrator.engines import engine
 from orchestrator.output import failure_reason, recap_table
 
 # The end of a Ray node's log that could not start (Ray 2.60, its port inside the workers' range)
@@ -49,7 +50,8 @@ def test_the_gate_says_when_the_head_ended_and_whether_it_failed() -> None:
     topology = build(backend="ray", hosts=["a", "b"], head=None,
                      addresses={"a": "10.0.0.1", "b": "10.0.0.2"},
                      args={"tensor-parallel-size": 8, "pipeline-parallel-size": 2},
-                     gpus_per_node=8, ray_port=6379, master_port=29501, ray_args=[])
+                     gpus_per_node=8, ray_port=6379, master_port=29501, ray_args=[],
+                     flags=engine("vllm").flags)
     gate = Gate(topology, check_gpus=False, timeout=5)
     threading.Timer(0.2, gate.withdraw, args=("a", "its bench step failed: server gone")).start()
     assert gate.ended("a") == (True, "its bench step failed: server gone")  # waited for it

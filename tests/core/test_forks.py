@@ -18,6 +18,7 @@ from fixtures.orchcli import orch
 from orchestrator.apply.forks import DEFAULT_FORKS, run_bounded
 from orchestrator.cluster.gate import Gate, Vote
 from orchestrator.cluster.topology import build
+from orchestrator.engines import engine
 from orchestrator.exit_codes import ExitCode
 
 
@@ -177,7 +178,8 @@ def test_nodes_that_vote_at_a_real_gate_all_finish_when_unbounded() -> None:
     topology = build(backend="ray", hosts=hosts, head=None,
                      addresses={h: f"10.0.0.{i + 1}" for i, h in enumerate(hosts)},
                      args={"tensor-parallel-size": 8, "pipeline-parallel-size": 5},
-                     gpus_per_node=8, ray_port=6379, master_port=29501, ray_args=[])
+                     gpus_per_node=8, ray_port=6379, master_port=29501, ray_args=[],
+                     flags=engine("vllm").flags)
     gate = Gate(topology, check_gpus=False, timeout=10)
 
     def node(host: str) -> bool:

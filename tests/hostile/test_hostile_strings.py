@@ -176,13 +176,15 @@ def test_a_multi_node_servers_words_arrive_unchanged_or_are_refused(
     transport: Transport, value: str, where: str
 ) -> None:
     from orchestrator.cluster.topology import build
+    from orchestrator.engines import engine
     from orchestrator.errors import PlanError
 
     addresses = {"a": "10.0.0.1", "b": value if where == "address" else "10.0.0.2"}
     try:
         topology = build(backend="ray", hosts=["a", "b"], head=None, addresses=addresses,
                          args={}, gpus_per_node=None, ray_port=6379, master_port=29501,
-                         ray_args=[value] if where == "ray_args" else [])
+                         ray_args=[value] if where == "ray_args" else [],
+                         flags=engine("vllm").flags)
     except PlanError:
         assert where == "address"  # an address that is not one is refused where it is loaded
         return

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.engines.layout import layout
+from orchestrator.engines import engine
 from orchestrator.limits.evidence import PlanFacts, gather
 from orchestrator.limits.rules import LIMITERS, knee, limiter
 from orchestrator.limits.topology import layout_links, parse_topology
@@ -52,7 +52,7 @@ def plan_of(case: dict[str, Any]) -> PlanFacts:
     links = None
     if "topology" in plan:
         topo = parse_topology((HERE / "topo" / plan["topology"]).read_text())
-        links = layout_links(topo, layout(plan.get("args") or {}))
+        links = layout_links(topo, engine("vllm").layout(plan.get("args") or {}))
     return PlanFacts(max_num_seqs=plan.get("max_num_seqs"), links=links, gpus=plan.get("gpus"))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.layout import layout
+from orchestrator.engines import engine
 from orchestrator.limits.topology import Link, TopologyError, layout_links, parse_topology
 
 TOPO = Path(__file__).parent / "topo"
@@ -102,13 +102,13 @@ LAYOUTS = [
 def test_layout_links(name: str, args: dict[str, object], visible: list[int] | None,
                       groups: list[tuple[int, ...]], slowest: list[str | None], socket: bool, pcie: bool,
                       missing: tuple[int, ...], short: int) -> None:
-    links = layout_links(parse_topology(read(name)), layout(args), visible)
+    links = layout_links(parse_topology(read(name)), engine("vllm").layout(args), visible)
     assert [g.gpus for g in links.groups] == groups
     assert [g.slowest.text if g.slowest else None for g in links.groups] == slowest
     assert (links.crosses_socket, links.over_pcie, links.missing, links.short) == (socket, pcie, missing, short)
 
 
 def test_layout_links_describe_the_seed() -> None:
-    links = layout_links(parse_topology(read("pcie-8x-l4-phb-sys.txt")), layout({"tensor-parallel-size": 8}))
+    links = layout_links(parse_topology(read("pcie-8x-l4-phb-sys.txt")), engine("vllm").layout({"tensor-parallel-size": 8}))
     assert links.describe() == "TP8 over SYS links"
     assert links.groups[0].crosses_host_bridge

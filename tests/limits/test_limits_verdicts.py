@@ -10,22 +10,25 @@ from pathlib import Path
 
 from test_limits_rules import SEED_GPU, level_of, sweep
 
+from orchestrator.engines import engine
 from orchestrator.limits.verdicts import Judge, plan_facts, plateau_lines, verdict_json, verdict_of
 from orchestrator.runs.records import LevelResult
 
 TOPO = Path(__file__).parent / "topo"
+VLLM = engine("vllm").flags
 
 
 def test_plan_facts_read_args_extra_args_and_the_topology() -> None:
     facts = plan_facts({"tensor_parallel_size": 4, "max-num-seqs": "64"},
                        ["--max-num-batched-tokens=8192", "--max-num-seqs", "96"],
-                       (TOPO / "pcie-8x-l4-phb-sys.txt").read_text(), gpus=8)
+                       (TOPO / "pcie-8x-l4-phb-sys.txt").read_text(), gpus=8, flags=VLLM)
     assert (facts.max_num_seqs, facts.max_num_batched_tokens, facts.gpus) == (96, 8192, 8)  # extra_args win
     assert facts.links is not None and facts.links.tensor == 4 and facts.links.over_pcie
 
 
 def test_a_topology_that_does_not_parse_is_left_out_not_guessed() -> None:
-    facts = plan_facts({"tensor-parallel-size": 8}, (), "NVIDIA-SMI has failed because it couldn't communicate")
+    facts = plan_facts({"tensor-parallel-size": 8}, (), "NVIDIA-SMI has failed because it couldn't communicate",
+                       flags=VLLM)
     assert facts.links is None and facts.max_num_seqs is None
 
 
@@ -46,7 +49,8 @@ def test_the_sweep_plateau_names_the_knee_the_limiter_and_what_to_try() -> None:
     curve = {16: 600.0, 32: 800.0, 64: 1100.0, 128: 1140.0}
     gpu = {**SEED_GPU, "sm_active": 0.3, "pcie_rx_mb_s": 3500, "pcie_tx_mb_s": 3500}
     levels = sweep(curve, {64: {"gpu": gpu}, 128: {"gpu": gpu}})
-    judge = Judge(plan_facts({"tensor-parallel-size": 8}, (), (TOPO / "pcie-8x-l4-phb-sys.txt").read_text()),
+    judge = Judge(plan_facts({"tensor-parallel-size": 8}, (), (TOPO / "pcie-8x-l4-phb-sys.txt").read_text(),
+                             flags=VLLM),
                   {"tensor-parallel-size": 8})
     block = judge.sweep(levels, None)
     assert block["says"] == "interconnect-bound from C=64" and block["knee"] == 64
@@ -67,3 +71,17 @@ def test_a_verdict_block_round_trips() -> None:
     verdict = verdict_of(level_of({"level": {"client_cpu_utilization": 0.95}}))
     again = LevelResult.model_validate({**level_of({}).model_dump(), "limiter": verdict_json(verdict)})
     assert verdict_of(again) == verdict
+
+
+def test_an_sglang_plans_cap_is_read_and_named_by_its_own_flag() -> None:
+    """`max-running-requests` is SGLang's scheduler cap: read from its plan, and the verdict
+    names it (vLLM's `--max-num-seqs` was read and named for every engine before)."""
+    facts = plan_facts({"tp-size": 8, "max-running-requests": 64}, ["--chunked-prefill-size", "4096"],
+                       flags=engine("sglang").flags)
+    assert (facts.max_num_seqs, facts.max_num_batched_tokens) == (64, 4096)
+    capped = level_of({"level": {"max_concurrency": 128, "max_concurrent_requests": 128},
+                       "server": {"max_running": 64, "max_waiting": 64, "max_kv_cache_usage": 0.5}}, 128)
+    verdict = Judge(facts, {"tp-size": 8, "max-running-requests": 64}).level(capped)
+    assert verdict["name"] == "scheduler-cap" and "--max-running-requests 64" in verdict["why"]
+    block = Judge(facts, {"tp-size": 8, "max-running-requests": 64}).sweep([capped], None)
+    assert block["try"][0]["matrix"] == {"service.args.max-running-requests": [128, 256]}

@@ -225,3 +225,25 @@ def test_a_plan_folder_means_its_latest_complete_run(runs: Runs, capsys: pytest.
     # sweep runs beside the suite's other worker): nothing about comparing unlike runs
     measured = (*FLAG_MEANINGS.values(), CAPPED)
     assert data["warnings"] == [w for w in data["warnings"] if w.endswith(measured)]
+
+
+def test_an_sglang_run_is_reported_per_its_own_gpus(runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real run as SGLang would have run it (`tp-size: 8`, its plan.yaml's engine): counted
+    as 8 GPUs in SGLang's own flag (vLLM's names read it as 1, its per-GPU figures 8x too
+    high), and its plateau advised in SGLang's flags."""
+    folder = tmp_path / "runs" / "kimi-nvfp4" / runs.real.name
+    shutil.copytree(runs.real, folder)
+    plan = folder / "plan.yaml"
+    text = plan.read_text().replace("engine: vllm", "engine: sglang")
+    plan.write_text(text.replace("tensor-parallel-size: 8", "tp-size: 8"))
+    assert "engine: sglang" in plan.read_text() and "tp-size: 8" in plan.read_text()
+    top = max(levels(folder).values(), key=lambda level: level["max_concurrency"])
+    capped = {"name": "scheduler-cap", "confidence": "high", "why": "requests waited",
+              "figures": {"max_running": 64.0}}  # as the sweep's judge would have recorded it
+    path = folder / "hosts" / "localhost" / "bench" / f"level-c{top['max_concurrency']}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "limiter": capped}))
+    (series,) = cli_json(capsys, "compare", str(folder), "--json")["series"]
+    assert series["gpus"] == {"count": 8, "source": "plan: TP 8"}
+    assert series["peak_throughput_per_gpu"] == pytest.approx(series["peak_throughput"] / 8)
+    assert [s["matrix"] for s in series["plateau"]["try"]] == [
+        {"service.args.max-running-requests": [128, 256]}]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.engines.layout import layout
+from orchestrator.engines import engine
 from orchestrator.plan.models import Plan
 from orchestrator.report.figures import (
     Point,
@@ -152,6 +152,9 @@ GPU_CASES: list[tuple[str, Plan, list[Any] | None, int | None, str]] = [
     ("service without flags: one GPU", plan({}), [{}] * 8, 1, "plan: no parallelism flags"),
     ("no service: host facts", plan(None), [{"index": 0}, {"index": 1}], 2, "host facts"),
     ("nothing known", plan(None), None, None, "no parallelism in the plan, no GPUs in the host facts"),
+    ("sglang: its own tp-size", plan({"engine": "sglang", "args": {"tp-size": 8}}), None, 8, "plan: TP 8"),
+    ("sglang: DP attention on the TP GPUs", plan({"engine": "sglang", "args": {"tp-size": 8, "dp-size": 8, "enable-dp-attention": True}}), None, 8, "plan: TP 8 x DP 8"),
+    ("sglang: vLLM's short flag is not its", plan({"engine": "sglang", "extra_args": ["-tp", "8"]}), None, 1, "plan: no parallelism flags"),
 ]
 
 
@@ -175,7 +178,7 @@ def test_a_real_server_on_a_host_without_nvidia_smi_has_no_per_gpu_figures() -> 
 
 
 def test_parallel_sizes_ignore_nonsense() -> None:
-    found = layout({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8})
+    found = engine("vllm").layout({"tensor-parallel-size": "eight", "pipeline-parallel-size": 0, "max-num-seqs": 8})
     assert found.sizes == {}
     assert found.invalid == {"tensor-parallel-size": "eight", "pipeline-parallel-size": 0}
     assert visible_devices({"CUDA_VISIBLE_DEVICES": ""}) is None

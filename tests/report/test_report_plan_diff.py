@@ -132,3 +132,24 @@ def test_diff_is_symmetric_and_empty_only_for_equal_plans(
     assert forward == backward
     same = json.dumps([args_a, env_a], sort_keys=True) == json.dumps([args_b, env_b], sort_keys=True)
     assert (not forward) == same
+
+
+def sglang(args: dict[str, Any]) -> Plan:
+    return Plan.model_validate({"name": "s", "service": {"engine": "sglang", "model": "m", "args": args}})
+
+
+def test_an_sglang_plans_flags_are_grouped_by_its_own_names() -> None:
+    """`tp-size` is SGLang's parallelism and `kv-cache-dtype` its quantization; before, only
+    vLLM's names were grouped and SGLang's sizes fell under `flags`, its GPUs counted as 1."""
+    a = sglang({"tp-size": 8, "kv-cache-dtype": "auto", "max-running-requests": 64})
+    b = sglang({"tp-size": 4, "dp-size": 2, "kv-cache-dtype": "fp8_e4m3", "max-running-requests": 128})
+    changes = by_setting(diff_plans(a, b))
+    assert changes["--tp-size"].category == "parallelism"
+    assert changes["--dp-size"].category == "parallelism"
+    assert changes["--kv-cache-dtype"].category == "quantization"
+    assert changes["--max-running-requests"].category == "flags"
+    assert "GPUs used" not in changes  # 8 and 4 x 2
+    spelled = by_setting(diff_plans(a, sglang({"tensor-parallel-size": 8})))  # its alias of tp-size
+    assert spelled["--tensor-parallel-size"].category == "parallelism"
+    wider = by_setting(diff_plans(a, sglang({"tp-size": 8, "dp-size": 2})))
+    assert wider["GPUs used"] == Change("parallelism", "GPUs used", "8 (plan: TP 8)", "16 (plan: TP 8 x DP 2)")

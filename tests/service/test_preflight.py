@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from plan_fixtures import load_plan, make_plan
 
+from orchestrator.engines import engine
 from orchestrator.errors import PreflightError
 from orchestrator.facts import (
     Distribution,
@@ -114,6 +115,28 @@ def test_gpus(args: dict[str, Any], env: dict[str, str], gpus: Any, problem: str
         assert "tensor-parallel-size" in finding.fix
 
 
+@pytest.mark.parametrize(
+    ("args", "gpus", "problem"),
+    [
+        ({"tp-size": 8}, GPUS8[:4], "needs 8 GPUs (tensor x pipeline x data parallel) but 4 of the host's 4"),
+        ({"tp-size": 4, "dp-size": 2}, GPUS8[:4], "needs 8 GPUs"),
+        ({"tp-size": 8, "dp-size": 8, "enable-dp-attention": True}, GPUS8, None),  # DP on the TP GPUs
+        ({"tp-size": 8}, GPUS8, None),
+        ({"tensor-parallel-size": 8}, GPUS8[:4], "needs 8 GPUs"),  # SGLang's alias of tp-size
+    ],
+)  # fmt: skip
+def test_an_sglang_plan_is_counted_in_its_own_flags(args: dict[str, Any], gpus: Any,
+                                                    problem: str | None) -> None:
+    """Read by vLLM's names, `tp-size: 8` was 1 GPU: a host of 4 passed preflight."""
+    findings = preflight(make_plan({"engine": "sglang", "args": args}), {"gpus": gpus})
+    if problem is None:
+        assert findings == []
+        return
+    (finding,) = findings
+    assert finding.level == "error" and problem in finding.message
+    assert "service.args.tp-size" in finding.fix and "tensor-parallel-size" not in finding.fix
+
+
 def test_gpu_check_is_skipped_for_the_simulator() -> None:
     plan = make_plan({"engine": "sim", "args": {"tensor-parallel-size": 8}})
     assert preflight(plan, {"gpus": []}) == []
@@ -132,7 +155,7 @@ def test_gpu_check_is_skipped_for_the_simulator() -> None:
     ],
 )
 def test_required_gpus(args: dict[str, Any], needed: int) -> None:
-    assert required_gpus(args) == needed
+    assert required_gpus(engine("vllm"), args) == needed
 
 
 def test_visible_gpus_accepts_uuids() -> None:

@@ -5,10 +5,12 @@ reads none, so its flags are checked by SGLang at launch, not by preflight) and 
 
 The launch (srt/server_args.py of 0.4.6.post5 and 0.5.2; srt/arg_groups/ of 0.5.23):
 `--model-path`, `--host`, `--port`, `--served-model-name` as orch passes them; parallelism is
-`--tp-size`, `--dp-size`, `--ep-size` in `service.args` (the long names: `--tp` is only an
-argparse abbreviation). SGLang reads its API key only from `--api-key` (no variable), which
-orch never puts on a command line: a plan cannot give it `service.api_key`. It serves /metrics
-on its port only with `--enable-metrics` (service.args.enable-metrics: true).
+`--tp-size`, `--pp-size`, `--dp-size`, `--ep-size` in `service.args` (the long names: `--tp` is
+only an argparse abbreviation), declared with its scheduler cap, batch budget and KV dtype in
+`FLAGS`, which preflight, the report's GPU count and the limiter's advice read. SGLang reads
+its API key only from `--api-key` (no variable), which orch never puts on a command line: a
+plan cannot give it `service.api_key`. It serves /metrics on its port only with
+`--enable-metrics` (service.args.enable-metrics: true).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from orchestrator.engines.base import Engine, MetricNames
+from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.sglang.signatures import SIGNATURES
 from orchestrator.engines.sglang.startup import StartupLog
 
@@ -45,6 +48,25 @@ METRICS = MetricNames(
 )
 
 
+# Its flag vocabulary (srt/server_args.py).
+FLAGS = EngineFlags(
+    tensor="tp-size", pipeline="pp-size", data="dp-size", nodes="nnodes", expert="ep-size",
+    data_local=None,  # none: a node runs the replicas its GPUs hold
+    expert_switch=None,  # none: `ep-size` sets expert parallelism
+    data_in_tensor="enable-dp-attention",  # DP attention: the DP ranks are the TP GPUs
+    # Its aliases (`--tp` is only an argparse abbreviation of `--tp-size`, not read here).
+    aliases={"--tensor-parallel-size": "tp-size", "--pipeline-parallel-size": "pp-size",
+             "--data-parallel-size": "dp-size"},
+    scheduler_cap="max-running-requests",
+    scheduler_default=None,  # none fixed: sized from the KV cache at start-up
+    batch_tokens="chunked-prefill-size", kv_dtype="kv-cache-dtype",
+    kv_fp8="fp8_e4m3",  # its choices name the format (no plain `fp8`)
+    context_length="context-length",
+    api_servers=None,  # one tokenizer manager serves the API; no count of API processes
+    also_parallel=("dcp-size", "attn-cp-size", "moe-a2a-backend"),
+)
+
+
 def launch_argv(model: str, venv_bin: str, pins: Mapping[str, str]) -> list[str]:
     return [f"{venv_bin}/python", "-m", MODULE, "--model-path", model]
 
@@ -60,4 +82,5 @@ ENGINE = Engine(
     api_key_env=None,
     stop_signal="SIGINT",  # uvicorn's graceful shutdown; SGLang then ends its schedulers
     signatures=SIGNATURES,
+    flags=FLAGS,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from orchestrator.engines.base import Engine, FieldProblem
+from orchestrator.engines.vllm import FLAGS as VLLM_FLAGS
 from orchestrator.engines.vllm import METRICS
 from orchestrator.engines.vllm.builds import RESERVED_FLAGS
 from orchestrator.engines.vllm.flag_table import plan_flag_problems
@@ -80,4 +81,5 @@ ENGINE = Engine(
     signatures=SIGNATURES,  # it prints vLLM's texts for the failures it injects
     stand_in_dcgm=STAND_IN_DCGM_PATH,  # its profiles' GPUs, as their DCGM exporter would say
     plan_check=plan_check,
+    flags=VLLM_FLAGS,  # it reads vLLM's flags (the ones its model uses; the rest it ignores)
 )

