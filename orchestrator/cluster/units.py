@@ -35,9 +35,9 @@ def member_steps(plan: Plan, spec: LaunchSpec, secrets: Mapping[str, str], gate:
             env={**spec.env, "VLLM_HOST_IP": node.address}, served_names=[],
             port=topology.ray_port)
         # The head's server goes down before its Ray node (it would die noisily after).
-        also_stop = [stop_command("process", server_paths)]
+        also_stop = [stop_command("process", server_paths, engine=spec.engine)]
         if plan.service.backend in ("auto", "systemd"):
-            also_stop.append(stop_command("systemd", server_paths))
+            also_stop.append(stop_command("systemd", server_paths, engine=spec.engine))
         ray_node = ServiceStep(
             plan, ray_spec, secrets, file_digests=file_digests, force_restart=force_restart,
             unit=RAY_UNIT, member=Member(gate, node, "ray-node", venv_bin, pins, timeout,
