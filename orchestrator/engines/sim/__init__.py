@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from orchestrator.engines.base import Engine, FieldProblem
 from orchestrator.engines.vllm import FLAGS as VLLM_FLAGS
-from orchestrator.engines.vllm import METRICS
+from orchestrator.engines.vllm import METRICS, MULTI_NODE
 from orchestrator.engines.vllm.builds import RESERVED_FLAGS
 from orchestrator.engines.vllm.flag_table import plan_flag_problems
 from orchestrator.engines.vllm.phases import PhaseTracker
@@ -82,4 +82,5 @@ ENGINE = Engine(
     stand_in_dcgm=STAND_IN_DCGM_PATH,  # its profiles' GPUs, as their DCGM exporter would say
     plan_check=plan_check,
     flags=VLLM_FLAGS,  # it reads vLLM's flags (the ones its model uses; the rest it ignores)
+    multi_node=MULTI_NODE,  # its groups join as vLLM's do (sim/cluster.py)
 )
