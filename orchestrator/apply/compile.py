@@ -148,7 +148,7 @@ def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> G
         backend=nodes.backend, hosts=hosts, head=nodes.head, addresses=addresses,
         args=first.service.args, extra_args=first.service.extra_args, gpus_per_node=nodes.gpus, ray_port=nodes.ray_port,
         master_port=nodes.master_port, ray_args=ray_args, know_hosts=know_hosts,
-        flags=engine(first.service.engine).flags)
+        engine=engine(first.service.engine))
     return Gate(topology, check_gpus=engine(first.service.engine).uses_gpus)
 
 

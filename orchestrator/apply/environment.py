@@ -1,8 +1,10 @@
 """The environment of every run, kept in its folder (`hosts/<host>/environment/`):
 
     nvidia-smi-q.txt   `nvidia-smi -q` as the host printed it (where nvidia-smi exists)
-    collect-env.txt    vLLM's `collect-env` (`python -m vllm.collect_env` in the plan's venv),
-                       time-boxed to COLLECT_ENV_TIMEOUT seconds, best effort
+    collect-env.txt    the engine's environment collector (`Engine.env_collector`; vLLM's
+                       `python -m vllm.collect_env` in the plan's venv), time-boxed to
+                       COLLECT_ENV_TIMEOUT seconds, best effort; an engine without one
+                       (SGLang) has none run, and environment.json says so
     environment.json   what was captured and what was not, and why: the driver and CUDA
                        versions and GPU names `nvidia-smi -q` states, collect-env's exit code
                        and seconds; `orch compare` reads it (report/comparability.py)
@@ -32,6 +34,8 @@ from typing import Any
 
 from orchestrator.apply.lock import LockGuard
 from orchestrator.apply.outcome import HostOutcome
+from orchestrator.engines import engine
+from orchestrator.engines.base import EnvCollector
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts
@@ -67,7 +71,8 @@ def _call(transport: Transport, function: str, spec: dict[str, Any], timeout: fl
     return answer
 
 
-def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int) -> dict[str, Any]:
+def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int,
+              collector: EnvCollector | None) -> dict[str, Any]:
     """environment.json from the host's answer (pure): what each capture gave, or why not."""
     record: dict[str, Any] = {}
     smi = answer.get("nvidia_smi") or {}
@@ -82,8 +87,10 @@ def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int) -> dict
             record["nvidia_smi"]["error"] = smi["error"]
     env = answer.get("collect_env") or {}
     rc, seconds = env.get("rc"), env.get("seconds")
-    entry: dict[str, Any] = {"command": "python -m vllm.collect_env (vllm collect-env)",
-                             "timeout_s": timeout}
+    if collector is None:
+        record["collect_env"] = {"command": None, "captured": False, "why": collect_env}
+        return record
+    entry: dict[str, Any] = {"command": collector.command, "timeout_s": timeout}
     if not env.get("started"):
         entry.update(captured=False, why=collect_env)
     elif rc == 0:
@@ -98,7 +105,7 @@ def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int) -> dict
     return record
 
 
-def describe(record: dict[str, Any]) -> str:
+def describe(record: dict[str, Any], collector: EnvCollector | None) -> str:
     """One line for the apply's output."""
     smi, env = record.get("nvidia_smi") or {}, record.get("collect_env") or {}
     if smi.get("captured"):
@@ -107,10 +114,12 @@ def describe(record: dict[str, Any]) -> str:
         said = f"nvidia-smi -q kept ({versions})" if versions else "nvidia-smi -q kept"
     else:
         said = f"no nvidia-smi -q: {smi.get('why', 'not captured')}"
-    if env.get("captured"):
-        said += f"; vllm collect-env kept ({env.get('seconds')} s)"
+    if collector is None:
+        said += f"; {env.get('why', 'no environment collector')}"
+    elif env.get("captured"):
+        said += f"; {collector.label} kept ({env.get('seconds')} s)"
     else:
-        said += f"; no vllm collect-env: {env.get('why', 'not captured')}"
+        said += f"; no {collector.label}: {env.get('why', 'not captured')}"
     return said
 
 
@@ -124,6 +133,17 @@ class EnvironmentCapture:
     _collect_env: dict[str, str] = field(default_factory=dict)  # host -> started, or why not
     _keys: dict[str, str] = field(default_factory=dict)  # host -> what its environment is
     _kept: dict[str, EnvironmentLayout] = field(default_factory=dict)  # an earlier capture, by host
+
+    @property
+    def collector(self) -> EnvCollector | None:
+        """The plan's engine's environment collector (none without a service)."""
+        service = self.plan.service
+        return engine(service.engine).env_collector if service is not None else None
+
+    def _why_none(self) -> str:
+        service = self.plan.service
+        return f"no collector for {service.engine}" if service is not None \
+            else "no collector: the plan has no service"
 
     def _dir(self) -> str:
         venv = self.plan.python.venv if self.plan.python is not None else "~/.orch"
@@ -149,7 +169,12 @@ class EnvironmentCapture:
 
     def _begin(self, transport: Transport) -> None:
         assert self.plan.python is not None
-        spec = {"dir": self._dir(), "venv": self.plan.python.venv, "timeout": self.timeout}
+        collector = self.collector
+        if collector is None:
+            self._collect_env[transport.host] = self._why_none()
+            return
+        spec = {"dir": self._dir(), "venv": self.plan.python.venv, "timeout": self.timeout,
+                "module": collector.module, "package": collector.package}
         try:
             answer = _call(transport, "start_collect_env", spec, timeout=60)
             self._collect_env[transport.host] = str(answer.get("collect_env") or "not started")
@@ -182,13 +207,15 @@ class EnvironmentCapture:
                     shutil.copyfile(source, copy)
             record["kept_from"] = str(earlier.root.parents[2].name)  # that run's folder
             write_file(where.record, dumps(record))
-            return f"as in run {record['kept_from']}, its capture kept; " + describe(record)
+            return f"as in run {record['kept_from']}, its capture kept; " \
+                + describe(record, self.collector)
         if host not in self._collect_env and self.plan.python is not None:
             self._begin(transport)  # after the sweep: it ran on a server already up
-        spec = {"dir": self._dir(), "wait": self.timeout + 5}
+        collector = self.collector
+        spec = {"dir": self._dir(), "wait": self.timeout + 5, "collect": collector is not None}
         answer = _call(transport, "environment_facts", spec, timeout=self.timeout + 60)
         why = self._collect_env.get(host, "not started")
-        record = summarize(answer, collect_env=why, timeout=self.timeout)
+        record = summarize(answer, collect_env=why, timeout=self.timeout, collector=collector)
         record["key"] = self._keys.get(host)
         smi = answer.get("nvidia_smi") or {}
         if smi.get("text"):
@@ -197,7 +224,7 @@ class EnvironmentCapture:
         if env.get("started"):
             write_file(where.collect_env, str(env.get("text") or ""))
         write_file(where.record, dumps(record))
-        return describe(record)
+        return describe(record, collector)
 
 
 def environment_key(facts: Facts) -> str:

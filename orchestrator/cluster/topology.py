@@ -5,9 +5,9 @@ Ray (`backend: ray`): every node runs a Ray node (`ray start --head` on the head
 and the head runs `vllm serve ... --distributed-executor-backend ray`, which places its
 workers on the whole cluster.
 
-vLLM's own multi-process mode (`backend: mp`): every node runs `vllm serve` with `--nnodes N
---node-rank R --master-addr HEAD --master-port P`; the workers add `--headless` (no API
-server). The head serves.
+The engine's own multi-process mode (`backend: mp`): every node runs the server with the
+flags its engine declares (`Engine.multi_node`; vLLM's `--nnodes N --node-rank R --master-addr
+HEAD --master-port P`); the workers add its headless switch (no API server). The head serves.
 
 World size = tensor x pipeline parallel = nodes x GPUs per node.
 """
@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from orchestrator.engines.base import Engine, MultiNode
 from orchestrator.engines.layout import EngineFlags, Layout
 from orchestrator.engines.layout import layout as read_layout
 from orchestrator.errors import PlanError
@@ -50,6 +51,7 @@ class Topology:
     pipeline: int
     ray_port: int
     master_port: int
+    multi_node: MultiNode  # the engine's flags and variable for them
 
     @property
     def head(self) -> Node:
@@ -101,18 +103,24 @@ class Topology:
         return argv + list(node.ray_args)
 
     def server_flags(self, node: Node) -> list[str]:
-        """The `vllm serve` flags that make `node` part of the group."""
+        """The server flags, in its engine's names, that make `node` part of the group."""
+        names = self.multi_node
         if self.backend == "ray":
-            return ["--distributed-executor-backend", "ray"]
-        flags = ["--distributed-executor-backend", "mp", "--nnodes", str(len(self.nodes)),
-                 "--node-rank", str(node.rank), "--master-addr", self.head.address,
-                 "--master-port", str(self.master_port)]
-        return flags + (["--headless"] if node.role == "worker" else [])
+            return [f"--{names.executor}", "ray"]
+        flags = [f"--{names.executor}", "mp", f"--{names.nodes}", str(len(self.nodes)),
+                 f"--{names.rank}", str(node.rank), f"--{names.master_addr}", self.head.address,
+                 f"--{names.master_port}", str(self.master_port)]
+        return flags + ([f"--{names.headless}"] if names.headless and node.role == "worker" else [])
+
+    def node_env(self, node: Node) -> dict[str, str]:
+        """The variable the engine reads its node's own address from (vLLM's VLLM_HOST_IP:
+        Ray placement and NCCL), for the server and for the Ray node beside it."""
+        variable = self.multi_node.host_ip_env
+        return {variable: node.address} if variable else {}
 
     def server_env(self, node: Node) -> dict[str, str]:
-        """vLLM reads the node's own address from VLLM_HOST_IP (Ray placement and NCCL);
-        RAY_ADDRESS names the cluster `ray.init("auto")` joins."""
-        env = {"VLLM_HOST_IP": node.address}
+        """The node's address (`node_env`); RAY_ADDRESS names the cluster `ray.init("auto")` joins."""
+        env = self.node_env(node)
         if self.backend == "ray":
             env["RAY_ADDRESS"] = self.ray_address
         return env
@@ -132,15 +140,27 @@ def layout(args: Mapping[str, object], extra_args: Sequence[str], flags: EngineF
     return found
 
 
+def spanning(engine: Engine) -> MultiNode:
+    """The engine's multi-node flags; a plan error for an engine that declares none."""
+    if engine.multi_node is None:
+        raise PlanError(f"{engine.display} cannot span nodes: engine {engine.name} declares no "
+                        "multi-node flags", field="service.nodes",
+                        expected="no service.nodes (one server per host), or an engine that "
+                                 "declares them (vllm, sim)")
+    return engine.multi_node
+
+
 def build(
     *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
     addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
     ray_port: int, master_port: int, ray_args: Sequence[str] | Mapping[str, Sequence[str]],
-    flags: EngineFlags, know_hosts: bool = True, extra_args: Sequence[str] = (),
+    engine: Engine, know_hosts: bool = True, extra_args: Sequence[str] = (),
 ) -> Topology:
     """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
-    what cannot work: an unknown head, a bad address, a layout the GPUs cannot hold.
-    `ray_args`: one list for every node, or each host's own; `flags`: the engine's names."""
+    what cannot work: an engine that cannot span nodes, an unknown head, a bad address, a
+    layout the GPUs cannot hold. `ray_args`: one list for every node, or each host's own;
+    `engine`: whose flags (its names of the parallel sizes and of the multi-node flags)."""
+    multi_node, flags = spanning(engine), engine.flags
     if head is not None and head not in hosts:
         raise PlanError(f"the head {head!r} is not among the plan's hosts ({', '.join(hosts)})",
                         field="service.nodes.head", expected="one of the plan's hosts")
@@ -176,7 +196,7 @@ def build(
                          tuple(ray_args[h] if isinstance(ray_args, Mapping) else ray_args))
                     for rank, h in enumerate(ordered)),
         gpus_per_node=gpus_per_node, tensor=sizes.tensor, pipeline=sizes.pipeline,
-        ray_port=ray_port, master_port=master_port,
+        ray_port=ray_port, master_port=master_port, multi_node=multi_node,
     )
     if gpus_per_node is not None and know_hosts:  # `orch validate` does not know the hosts
         problem = topology.layout_problem(gpus_per_node)

@@ -32,12 +32,12 @@ def member_steps(plan: Plan, spec: LaunchSpec, secrets: Mapping[str, str], gate:
     if topology.backend == "ray":
         ray_spec = dataclasses.replace(
             spec, engine="ray", model="", argv=topology.ray_node_argv(node, venv_bin),
-            env={**spec.env, "VLLM_HOST_IP": node.address}, served_names=[],
+            env={**spec.env, **topology.node_env(node)}, served_names=[],
             port=topology.ray_port)
         # The head's server goes down before its Ray node (it would die noisily after).
-        also_stop = [stop_command("process", server_paths)]
+        also_stop = [stop_command("process", server_paths, engine=spec.engine)]
         if plan.service.backend in ("auto", "systemd"):
-            also_stop.append(stop_command("systemd", server_paths))
+            also_stop.append(stop_command("systemd", server_paths, engine=spec.engine))
         ray_node = ServiceStep(
             plan, ray_spec, secrets, file_digests=file_digests, force_restart=force_restart,
             unit=RAY_UNIT, member=Member(gate, node, "ray-node", venv_bin, pins, timeout,

@@ -1,4 +1,5 @@
-"""`orch diagnose LOGFILE`: explain a vLLM crash from its log.
+"""`orch diagnose LOGFILE [--engine NAME]`: explain a model server's crash from its log, by
+that engine's crash signatures (vLLM's unless `--engine` names another).
 
 Exit codes: 0 when at least one known signature was found, 1 when none was (the last lines
 are shown instead) or the file cannot be read.
@@ -20,7 +21,12 @@ MAX_BYTES = 4 * 1024 * 1024
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("logfile", type=Path, help="a vLLM (or simulator) log file, '-' for stdin")
+    from orchestrator.engines import LAUNCHABLE
+
+    parser.add_argument("logfile", type=Path, help="a model server's log file, '-' for stdin")
+    parser.add_argument("--engine", choices=sorted(LAUNCHABLE), default="vllm",
+                        help="the engine that wrote the log, as the plan's service.engine "
+                             "names it (default: vllm)")
     parser.add_argument(
         "--lines", type=int, default=30, metavar="N",
         help="log lines to show when nothing is recognised (default 30)",
@@ -36,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.service.diagnosis import diagnose, tail
 
     text = _read(args.logfile)
-    found = diagnose(text)
+    found = diagnose(text, args.engine)
     if args.json:
         payload = {
             "recognised": bool(found),

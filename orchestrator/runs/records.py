@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -90,16 +91,18 @@ class HostFactsRecord(Record):
 
 
 class StartupPhase(Record):
-    """One start-up phase as service/phases.py tracked it: times in seconds since launch,
-    `duration_s` by the controller's clock, `vllm_seconds` as vLLM printed it; the phase's
-    own figures (KV-cache tokens, ...) stay extra keys."""
+    """One start-up phase as an engine's log reader tracked it: times in seconds since launch,
+    `duration_s` by the controller's clock, `engine_seconds` as the engine printed it (read
+    from `vllm_seconds` too, the name before 2026-12); the phase's own figures (KV-cache
+    tokens, ...) stay extra keys."""
 
     phase: str
     label: str = ""
     start_s: float | None = None
     end_s: float | None = None
     duration_s: float | None = None
-    vllm_seconds: float | None = None
+    engine_seconds: float | None = Field(
+        default=None, validation_alias=AliasChoices("engine_seconds", "vllm_seconds"))
 
 
 class Startup(Record):

@@ -191,7 +191,7 @@ _SESSION_LEFT = (
 )
 
 
-def stop_command(backend: Backend, paths: ServicePaths, *, engine: str = "vllm",
+def stop_command(backend: Backend, paths: ServicePaths, *, engine: str,
                  timeout_s: int | None = None, only_if_present: bool = False) -> Command:
     """Stop the service if it runs (SIGINT like vLLM's own Ctrl-C; SIGTERM for a Ray node:
     systemd.stop_policy), then SIGKILL; never fails when it is already stopped. Leaves a

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Diagnosis", "Signature", "diagnose", "explain_death", "tail"]
 
 
-def diagnose(text: str, engine_name: str = "vllm") -> list[Diagnosis]:
+def diagnose(text: str, engine_name: str) -> list[Diagnosis]:
     """What the log `text` of a server of that engine says about its death."""
     return _match(text, engine(engine_name).signatures)
 

@@ -96,7 +96,7 @@ def wait_ready(
     relaunch: Callable[[], None],
     max_restarts: int,
     emit: Emit,
-    engine_name: str = "vllm",
+    engine_name: str,
     still_ours: Callable[[float], None] = lambda wait: None,
 ) -> Readiness:
     """Poll until the server answers a chat, dies for a known cause, or the deadline passes.

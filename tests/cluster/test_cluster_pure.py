@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import yaml
 
 from orchestrator.cluster.gate import ClusterError, Gate, Vote
 from orchestrator.cluster.ray_status import parse_ray_status
-from orchestrator.cluster.topology import build, stop_order, units
+from orchestrator.cluster.topology import Node, build, stop_order, units
 from orchestrator.engines import engine
+from orchestrator.engines.base import MultiNode
 from orchestrator.errors import PlanError
 
 # What `ray status` (Ray 2.60) printed for a head with 8 logical GPUs.
@@ -47,7 +49,7 @@ def topology(backend: str = "ray", hosts: tuple[str, ...] = ("a", "b", "c"), hea
                  addresses={h: f"10.0.0.{i + 1}" for i, h in enumerate(hosts)},
                  args={"tensor-parallel-size": tp, "pipeline-parallel-size": pp},
                  gpus_per_node=gpus, ray_port=6379, master_port=29501, ray_args=["--num-cpus=1"],
-                 flags=engine("vllm").flags)
+                 engine=engine("vllm"))
 
 
 def test_ray_nodes_and_the_server_flags() -> None:
@@ -89,7 +91,7 @@ def test_a_hostile_address_is_refused() -> None:
     with pytest.raises(PlanError, match="is not an address"):
         build(backend="ray", hosts=["a"], head=None, addresses={"a": "10.0.0.1;touch /tmp/x"},
               args={}, gpus_per_node=None, ray_port=6379, master_port=29501, ray_args=[],
-              flags=engine("vllm").flags)
+              engine=engine("vllm"))
 
 
 def test_units_and_the_order_the_group_goes_down_in() -> None:
@@ -229,3 +231,38 @@ def test_each_ray_node_gets_its_own_host_variables_in_ray_args(tmp_path: Path) -
     topology = compiled.gate.topology
     assert topology.ray_node_argv(topology.node("a"), "/v/bin")[-1] == "--node-manager-port=0"
     assert topology.ray_node_argv(topology.node("b"), "/v/bin")[-1] == "--node-manager-port=16399"
+
+
+def test_the_server_flags_and_node_variable_are_the_engines_own() -> None:
+    """cluster/ writes the names the engine declares (`Engine.multi_node`), none of its own."""
+    names = MultiNode(executor="executor", nodes="node-count", rank="rank", master_addr="dist-host",
+                      master_port="dist-port", headless=None, host_ip_env="OTHER_HOST_IP")
+    other = dataclasses.replace(engine("vllm"), multi_node=names)
+    t = build(backend="mp", hosts=["a", "b"], head=None,
+              addresses={"a": "10.0.0.1", "b": "10.0.0.2"}, args={"tensor-parallel-size": 2},
+              gpus_per_node=1, ray_port=6379, master_port=29501, ray_args=[], engine=other)
+    assert t.server_flags(t.node("b")) == [  # no headless switch declared: none written
+        "--executor", "mp", "--node-count", "2", "--rank", "1", "--dist-host", "10.0.0.1",
+        "--dist-port", "29501"]
+    assert t.server_env(t.node("b")) == {"OTHER_HOST_IP": "10.0.0.2"}
+    quiet = dataclasses.replace(other, multi_node=dataclasses.replace(names, host_ip_env=None))
+    assert build(backend="ray", hosts=["a"], head=None, addresses={"a": "10.0.0.1"}, args={},
+                 gpus_per_node=None, ray_port=6379, master_port=29501, ray_args=[],
+                 engine=quiet).node_env(Node("a", 0, "10.0.0.1")) == {}
+
+
+def test_an_engine_without_multi_node_flags_refuses_service_nodes_at_plan_time(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.apply.compile import check
+    from orchestrator.plan.loader import load_plan
+
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump({
+        "name": "pair", "hosts": "all", "python": {"venv": str(tmp_path / "v")},
+        "service": {"engine": "sglang", "model": "m", "args": {"tp-size": 8},
+                    "nodes": {"gpus": 4}}}, sort_keys=False))
+    with pytest.raises(PlanError) as raised:
+        check(load_plan(tmp_path / "plan.yaml"))
+    error = raised.value
+    assert "SGLang cannot span nodes" in error.message and error.field == "service.nodes"
+    assert error.file is not None and error.line is not None

@@ -51,7 +51,7 @@ def test_the_gate_says_when_the_head_ended_and_whether_it_failed() -> None:
                      addresses={"a": "10.0.0.1", "b": "10.0.0.2"},
                      args={"tensor-parallel-size": 8, "pipeline-parallel-size": 2},
                      gpus_per_node=8, ray_port=6379, master_port=29501, ray_args=[],
-                     flags=engine("vllm").flags)
+                     engine=engine("vllm"))
     gate = Gate(topology, check_gpus=False, timeout=5)
     threading.Timer(0.2, gate.withdraw, args=("a", "its bench step failed: server gone")).start()
     assert gate.ended("a") == (True, "its bench step failed: server gone")  # waited for it

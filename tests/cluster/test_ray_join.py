@@ -23,11 +23,14 @@ from orchestrator.cluster.gate import ClusterError
 from orchestrator.cluster.member import wait_for_ray
 from orchestrator.cluster.ray_status import parse_ray_status
 from orchestrator.cluster.topology import Node, Topology
+from orchestrator.engines import engine
 from orchestrator.transport.base import Transport
 from orchestrator.transport.connect import connect
 
 pytestmark = pytest.mark.slow
 PORT = 6379
+MULTI_NODE = engine("vllm").multi_node
+assert MULTI_NODE is not None
 
 
 def _start_head(ray: list[str], host: NetnsHost, temp: str) -> tuple[subprocess.Popen[bytes], bool]:
@@ -108,7 +111,7 @@ def test_a_worker_that_never_joins_is_named_by_host(
     venv, host, transport = head
     nodes = (Node(host.name, 0, host.address), Node("gpu2", 1, "10.255.0.2"))
     topology = Topology("ray", nodes, gpus_per_node=8, tensor=8, pipeline=2, ray_port=PORT,
-                        master_port=29500)
+                        master_port=29500, multi_node=MULTI_NODE)
     with pytest.raises(ClusterError) as raised:
         wait_for_ray(transport, topology, str(venv / "bin"), timeout=1, gpus=16,
                      sleep=lambda _: None)
@@ -120,6 +123,6 @@ def test_a_worker_that_never_joins_is_named_by_host(
 def test_a_formed_cluster_is_not_waited_for(head: tuple[Path, NetnsHost, Transport]) -> None:
     venv, host, transport = head
     alone = Topology("ray", (Node(host.name, 0, host.address),), gpus_per_node=8, tensor=8,
-                     pipeline=1, ray_port=PORT, master_port=29500)
+                     pipeline=1, ray_port=PORT, master_port=29500, multi_node=MULTI_NODE)
     status = wait_for_ray(transport, alone, str(venv / "bin"), timeout=30, gpus=8)
     assert status.active_nodes == 1 and status.gpus == 8

@@ -139,6 +139,22 @@ def test_only_engines_import_an_engines_package() -> None:
     assert outside == []
 
 
+def test_no_parameter_defaults_to_an_engine() -> None:
+    """A caller passes the plan's engine: a default would silently mean vLLM for the others."""
+    defaulted = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                params = node.args.posonlyargs + node.args.args
+                pairs = [*zip(params[len(params) - len(node.args.defaults):], node.args.defaults,
+                              strict=True),
+                         *zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)]
+                defaulted += [f"{module}.{node.name}({arg.arg}={default.value!r})"
+                              for arg, default in pairs if arg.arg.startswith("engine")
+                              and isinstance(default, ast.Constant) and isinstance(default.value, str)]
+    assert defaulted == []
+
+
 @pytest.mark.parametrize("module", sorted(set(MODULES) - DATA_TABLES))
 def test_modules_and_functions_stay_small(module: str) -> None:
     text = MODULES[module].read_text()

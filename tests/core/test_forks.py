@@ -179,7 +179,7 @@ def test_nodes_that_vote_at_a_real_gate_all_finish_when_unbounded() -> None:
                      addresses={h: f"10.0.0.{i + 1}" for i, h in enumerate(hosts)},
                      args={"tensor-parallel-size": 8, "pipeline-parallel-size": 5},
                      gpus_per_node=8, ray_port=6379, master_port=29501, ray_args=[],
-                     flags=engine("vllm").flags)
+                     engine=engine("vllm"))
     gate = Gate(topology, check_gpus=False, timeout=10)
 
     def node(host: str) -> bool:

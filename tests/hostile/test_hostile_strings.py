@@ -184,7 +184,7 @@ def test_a_multi_node_servers_words_arrive_unchanged_or_are_refused(
         topology = build(backend="ray", hosts=["a", "b"], head=None, addresses=addresses,
                          args={}, gpus_per_node=None, ray_port=6379, master_port=29501,
                          ray_args=[value] if where == "ray_args" else [],
-                         flags=engine("vllm").flags)
+                         engine=engine("vllm"))
     except PlanError:
         assert where == "address"  # an address that is not one is refused where it is loaded
         return

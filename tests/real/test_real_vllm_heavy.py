@@ -136,14 +136,14 @@ def test_real_start_up_logs_are_read_and_diagnosed(venv: Path, tiny_model: Path)
     tracker.feed(log.splitlines(), 1.0)
     assert tracker.facts["vllm_version"] == "0.17.1"  # from vLLM's logo banner
     assert tracker.facts["model"] == str(tiny_model)
-    (diagnosis,) = [d for d in diagnose(log) if d.level == "error"]
+    (diagnosis,) = [d for d in diagnose(log, "vllm") if d.level == "error"]
     assert diagnosis.key == "unknown-attention-backend"
     assert "TRITON_MLA" in diagnosis.details["choices"]
 
     plain = _cpu_serve(venv, "moonshotai/Kimi-K2.5", "--port", str(free_port()),
                        env={"VLLM_DISABLE_LOG_LOGO": "1", "HF_HUB_ETAG_TIMEOUT": "1"})
     assert "vLLM server version 0.17.1, serving model moonshotai/Kimi-K2.5" in plain
-    (diagnosis,) = [d for d in diagnose(plain) if d.level == "error"]
+    (diagnosis,) = [d for d in diagnose(plain, "vllm") if d.level == "error"]
     assert diagnosis.key == "hub-unreachable"
     assert diagnosis.details["model"] == "moonshotai/Kimi-K2.5"
 
@@ -158,7 +158,7 @@ def test_the_real_flashinfer_mismatch_text(venv: Path) -> None:
     finally:
         subprocess.run([*install, str(wheel("flashinfer-cubin", FLASHINFER))], check=True)
     assert crashed.returncode != 0
-    (diagnosis,) = diagnose(crashed.stderr)
+    (diagnosis,) = diagnose(crashed.stderr, "vllm")
     assert diagnosis.key == "flashinfer-cubin-mismatch"
     assert diagnosis.fix.startswith(f"pin flashinfer-cubin=={FLASHINFER} in install.packages")
 

@@ -108,3 +108,14 @@ def test_every_record_written_reads_back_equal(tmp_path: Path) -> None:
     kept = [json.loads(line) for line in folder.layout.events.read_text().splitlines()]
     assert kept == written_events
     assert kept[1] == {"ts": kept[1]["ts"], **events[1].to_json()}
+
+
+def test_an_old_startup_json_with_vllm_seconds_still_reads(tmp_path: Path) -> None:
+    """startup.json written before the engines' summaries shared `engine_seconds`."""
+    path = tmp_path / "startup.json"
+    path.write_text(json.dumps({"url": "http://127.0.0.1:8000", "seconds": 20.0, "phases": [
+        {"phase": "weights", "label": "loading weights", "start_s": 1.0, "end_s": 18.0,
+         "duration_s": 17.0, "vllm_seconds": 16.5}]}))
+    startup = read_record(path, Startup)
+    assert startup.phases[0].engine_seconds == 16.5
+    assert "vllm_seconds" not in startup.phases[0].model_dump()

@@ -40,7 +40,7 @@ def test_a_reused_pid_is_neither_alive_nor_signalled(tmp_path: Path) -> None:
         local = LocalTransport("local")
         state, _ = parse_watch(local.run(watch_command("process", paths, 0)).stdout)
         assert state == "stopped" or state == "dead"
-        local.run(stop_command("process", paths, timeout_s=1))
+        local.run(stop_command("process", paths, engine="vllm", timeout_s=1))
         time.sleep(0.2)
         assert stranger.poll() is None  # still running: never signalled
         assert Path(paths.stopped_marker).exists()
@@ -63,7 +63,7 @@ def test_stop_kills_the_group_it_started_even_when_the_leader_is_gone(tmp_path: 
     stat = Path(f"/proc/{leader.pid}/stat")
     assert not stat.exists()
     Path(paths.pidfile).write_text(f"{leader.pid} 12345\n")
-    LocalTransport("local").run(stop_command("process", paths, timeout_s=2))
+    LocalTransport("local").run(stop_command("process", paths, engine="vllm", timeout_s=2))
     deadline = time.monotonic() + 5
     while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -96,7 +96,7 @@ def test_what_a_dead_leader_left_of_its_group_is_seen_then_stopped(tmp_path: Pat
             (worker, ("VLLM::Worker",))]
         assert describe_survivors(facts.service.survivors) == \
             f"1 process of its group live on: pid {worker} VLLM::Worker"
-        transport.run(stop_command("process", paths, timeout_s=1))
+        transport.run(stop_command("process", paths, engine="vllm", timeout_s=1))
         # the stop returned once nothing of the group remained
         assert not Path(f"/proc/{worker}").exists() or \
             Path(f"/proc/{worker}/stat").read_text().split(") ")[1][0] == "Z"
@@ -123,7 +123,7 @@ def test_stop_ends_the_whole_session_even_what_left_its_group(tmp_path: Path) ->
     start = Path(f"/proc/{leader.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     Path(paths.pidfile).write_text(f"{leader.pid} {start}\n")
     try:
-        LocalTransport("local").run(stop_command("process", paths, timeout_s=1))
+        LocalTransport("local").run(stop_command("process", paths, engine="vllm", timeout_s=1))
         leader.wait(timeout=5)
         gone = not Path(f"/proc/{worker}").exists() or \
             Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

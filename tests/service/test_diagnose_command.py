@@ -80,3 +80,18 @@ def test_stdin_through_the_real_cli() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "flashinfer-cubin-mismatch" in result.stdout
+
+
+def test_engine_option_reads_the_log_by_that_engines_signatures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An SGLang log is diagnosed by SGLang's crash texts, not vLLM's."""
+    log = tmp_path / "sglang.log"
+    log.write_text("[2026-11-30 09:00:01] Load weight begin.\n"
+                   "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                   "Current value: mem_fraction_static=0.5\n")
+    assert main(["diagnose", str(log), "--json"]) == 1  # vLLM's signatures do not know it
+    capsys.readouterr()
+    assert main(["diagnose", str(log), "--engine", "sglang", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["diagnoses"]
+    assert [d["key"] for d in found if d["level"] == "error"] == ["kv_pool"]

@@ -309,7 +309,7 @@ REAL_CASES = [
 @pytest.mark.parametrize(("name", "key", "cause", "fix", "earlier"), REAL_CASES,
                          ids=[c[1] for c in REAL_CASES])
 def test_real_vllm_failures(name: str, key: str, cause: str, fix: str, earlier: str | None) -> None:
-    (diagnosis,) = [d for d in diagnose((LOGS / name).read_text()) if d.level == "error"]
+    (diagnosis,) = [d for d in diagnose((LOGS / name).read_text(), "vllm") if d.level == "error"]
     assert diagnosis.key == key
     assert cause in diagnosis.cause and fix in diagnosis.fix
     if earlier:
@@ -319,7 +319,7 @@ def test_real_vllm_failures(name: str, key: str, cause: str, fix: str, earlier: 
 
 @pytest.mark.parametrize(("log", "key", "details", "fix"), CASES, ids=[c[1] for c in CASES])
 def test_signature(log: str, key: str, details: dict[str, object], fix: str) -> None:
-    found = diagnose(log)
+    found = diagnose(log, "vllm")
     assert [d.key for d in found] == [key], [d.key for d in found]
     diagnosis = found[0]
     assert fix in diagnosis.fix
@@ -345,7 +345,7 @@ def test_unknown_env_is_a_warning_after_the_error_and_names_the_replacement() ->
         W + "RuntimeError: flashinfer-cubin version (0.6.3) does not match flashinfer version "
         "(0.6.4). Please install the same version of both packages.",
     )
-    found = diagnose(log)
+    found = diagnose(log, "vllm")
     assert [(d.key, d.level) for d in found] == [
         ("flashinfer-cubin-mismatch", "error"),
         ("unknown-vllm-env", "warning"),
@@ -360,7 +360,7 @@ def test_the_last_attempt_is_the_evidence() -> None:
                   "version (0.6.4). Please install the same version of both packages.")
     second = crash(W + "RuntimeError: flashinfer-cubin version (0.6.3) does not match flashinfer "
                    "version (0.6.4). Please install the same version of both packages.")
-    (diagnosis,) = diagnose(first + second)
+    (diagnosis,) = diagnose(first + second, "vllm")
     assert diagnosis.details["installed"] == "0.6.3"
 
 
@@ -369,7 +369,7 @@ def test_engine_config_line_mentioning_trust_remote_code_is_not_a_crash() -> Non
         "(EngineCore_DP0 pid=1) INFO 03-02 09:14:31 [core.py:97] Initializing a V1 LLM engine "
         "(v0.17.1) with config: model='m', trust_remote_code=True, dtype=torch.bfloat16\n"
     )
-    assert diagnose(healthy) == []
+    assert diagnose(healthy, "vllm") == []
 
 
 @pytest.fixture
@@ -381,18 +381,18 @@ def secret() -> Iterator[str]:
 
 def test_evidence_and_tail_are_masked(secret: str) -> None:
     log = crash(A + f"OSError: [Errno 98] Address already in use (token {secret})")
-    (diagnosis,) = diagnose(log)
+    (diagnosis,) = diagnose(log, "vllm")
     assert secret not in diagnosis.evidence_line and "***" in diagnosis.evidence_line
     assert all(secret not in line for line in tail(log))
 
 
 def test_nothing_recognised_gives_nothing_and_the_tail() -> None:
     log = "\n".join(f"line {i}" for i in range(100)) + "\n\n"
-    assert diagnose(log) == []
+    assert diagnose(log, "vllm") == []
     assert tail(log, 3) == ["line 97", "line 98", "line 99"]
 
 
 @given(st.text(max_size=400), st.sampled_from([c[0] for c in CASES]))
 def test_noise_around_a_crash_never_hides_or_breaks_it(noise: str, log: str) -> None:
-    expected = [d.key for d in diagnose(log)]
-    assert [d.key for d in diagnose(noise + "\n" + log + "\n" + noise)][:1] == expected[:1]
+    expected = [d.key for d in diagnose(log, "vllm")]
+    assert [d.key for d in diagnose(noise + "\n" + log + "\n" + noise, "vllm")][:1] == expected[:1]

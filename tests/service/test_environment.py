@@ -63,8 +63,9 @@ def _smi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
 
 
-def _capture(tmp_path: Path, venv: Path, timeout: int = 20) -> tuple[dict[str, object], Path, list[Event]]:
-    plan = make_plan(python={"venv": str(venv)})
+def _capture(tmp_path: Path, venv: Path, timeout: int = 20,
+             engine: str = "vllm") -> tuple[dict[str, object], Path, list[Event]]:
+    plan = make_plan({"engine": engine}, python={"venv": str(venv)})
     folder = RunFolder.create("env", "0" * 8, root=tmp_path / "runs")
     capture = EnvironmentCapture(plan, folder, timeout=timeout)
     transport, said = LocalTransport("local"), []
@@ -138,3 +139,14 @@ def test_beside_a_server_already_up_collect_env_waits_for_the_sweep_to_end(
     capture.finish(transport, facts, outcome, said.append, LockGuard(outcome.host))
     env = read_record(folder.host("local").environment)["collect_env"]
     assert isinstance(env, dict) and env["captured"] is True
+
+
+def test_an_engine_without_a_collector_runs_none_and_says_so(tmp_path: Path, venv: Path) -> None:
+    """SGLang declares no collector: vLLM's is not run for it (the venv holds one), and the
+    output an earlier vLLM run left in the venv's folder is not taken for its own."""
+    _capture(tmp_path / "first", venv)  # vLLM's collect-env ran and left its files
+    record, where, said = _capture(tmp_path / "second", venv, engine="sglang")
+    assert record["collect_env"] == {"command": None, "captured": False,
+                                     "why": "no collector for sglang"}
+    assert not (where / "collect-env.txt").exists()
+    assert isinstance(said[0], StageEvent) and said[0].message.endswith("; no collector for sglang")

@@ -4,6 +4,7 @@ three, and an engine's flags are never read by another engine's names."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -54,15 +55,17 @@ def test_the_topology_reads_extra_args_too_and_refuses_nonsense() -> None:
     common: dict[str, Any] = dict(backend="ray", hosts=["a", "b"], head=None,
                                   addresses={"a": "10.0.0.1", "b": "10.0.0.2"}, gpus_per_node=4,
                                   ray_port=6379, master_port=29501, ray_args=[])
-    vllm, sglang = engine("vllm").flags, engine("sglang").flags
-    topology = build(args={}, extra_args=["-tp", "8"], flags=vllm, **common)
+    # SGLang's names, with vLLM's multi-node flags lent (SGLang declares none of its own)
+    vllm = engine("vllm")
+    sglang = dataclasses.replace(engine("sglang"), multi_node=vllm.multi_node)
+    topology = build(args={}, extra_args=["-tp", "8"], engine=vllm, **common)
     assert (topology.tensor, topology.pipeline, topology.gpus_needed_per_node()) == (8, 1, 4)
     with pytest.raises(PlanError, match="tensor-parallel-size must be a positive whole number"):
-        build(args={"tensor-parallel-size": "eight"}, flags=vllm, **common)
-    topology = build(args={"tp-size": 4, "pp-size": 2}, flags=sglang, **common)  # its own names
+        build(args={"tensor-parallel-size": "eight"}, engine=vllm, **common)
+    topology = build(args={"tp-size": 4, "pp-size": 2}, engine=sglang, **common)  # its own names
     assert (topology.tensor, topology.pipeline, topology.gpus_needed_per_node()) == (4, 2, 4)
     with pytest.raises(PlanError, match="tp-size must be a positive whole number") as caught:
-        build(args={"tp-size": "eight"}, flags=sglang, **common)
+        build(args={"tp-size": "eight"}, engine=sglang, **common)
     assert caught.value.field == "service.args.tp-size"
 
 
@@ -70,7 +73,7 @@ def test_two_nodes_at_one_address_is_a_plan_error_before_anything_starts() -> No
     common: dict[str, Any] = dict(backend="ray", hosts=["n1", "n2"], head=None, gpus_per_node=8,
                                   ray_port=6379, master_port=29501, ray_args=[],
                                   args={"tensor-parallel-size": 8, "pipeline-parallel-size": 2},
-                                  flags=engine("vllm").flags)
+                                  engine=engine("vllm"))
     with pytest.raises(PlanError, match=r"nodes n1 and n2 share the address 127\.0\.0\.1"):
         build(addresses={"n1": "127.0.0.1", "n2": "127.0.0.1"}, **common)
     build(addresses={"n1": "10.0.0.1", "n2": "10.0.0.2"}, **common)

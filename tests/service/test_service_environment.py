@@ -46,7 +46,7 @@ def test_the_service_gets_the_base_and_the_plans_env_only(transport: Transport, 
         raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         environ = dict(item.decode().split("=", 1) for item in raw if item)
     finally:
-        transport.run(stop_command("process", paths, timeout_s=2))
+        transport.run(stop_command("process", paths, engine="vllm", timeout_s=2))
     assert environ["NCCL_P2P_LEVEL"] == "SYS"
     assert environ["VLLM_API_KEY"] == "sk-mapped-only-as-VLLM_API_KEY"
     assert "AWS_SECRET_ACCESS_KEY" not in environ and "ORCH_API_KEY" not in environ

@@ -18,6 +18,7 @@ from fixtures.renaming_proxy import renaming_proxy
 from plan_fixtures import make_plan
 
 from orchestrator.engines import engine
+from orchestrator.engines.startup_summary import KEYS
 from orchestrator.errors import PlanError
 from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.launch import render_launch
@@ -123,3 +124,13 @@ def test_orch_bench_reads_sglangs_metric_names(tmp_path: Path) -> None:
     assert server["source"] == "sglang"
     # read through SGLang's names: the token counter's delta and the running gauge
     assert server["delta_generation_tokens"] > 0 and "max_running" in server
+
+
+@pytest.mark.parametrize("name", ["vllm", "sim", "sglang"])
+def test_every_engines_startup_summary_has_the_same_keys(name: str) -> None:
+    """One builder (engines/startup_summary.py) writes every engine's startup.json entries:
+    the same keys, `engine_seconds` for what the engine printed (vLLM's was `vllm_seconds`)."""
+    reader = engine(name).startup(0.0)
+    reader.feed([], 0.0)
+    entries = reader.summary()
+    assert entries and [list(entry)[:6] for entry in entries] == [list(KEYS)] * len(entries)

@@ -148,7 +148,7 @@ def test_every_injected_startup_crash_is_diagnosed(tmp_path: Path) -> None:
         for kind, sim in sims.items():
             assert sim.wait_exit(timeout=30) != 0, kind
             key, fix = EXPECTED[kind]
-            found = diagnose(sim.log())
+            found = diagnose(sim.log(), "sim")
             assert found, f"{kind}: nothing recognised in\n{sim.log()[-2000:]}"
             assert found[0].key == key, (kind, [d.key for d in found])
             assert fix in found[0].fix

@@ -83,4 +83,11 @@ ENGINE = Engine(
     stop_signal="SIGINT",  # uvicorn's graceful shutdown; SGLang then ends its schedulers
     signatures=SIGNATURES,
     flags=FLAGS,
+    # None: orch's topology does not start it on several nodes yet (SGLang joins a group by
+    # `--nnodes`, `--node-rank` and `--dist-init-addr HOST:PORT`: address and port in one
+    # flag, not the shape `MultiNode` declares).
+    multi_node=None,
+    # None: not wired yet (SGLang has `python -m sglang.check_env`; orch has not read its
+    # output), so a run says it has no collector rather than running vLLM's.
+    env_collector=None,
 )

@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.engines import startup_summary
+
 ORDER = ("process", "weights", "kv_cache", "cuda_graphs", "api_server", "ready")
 LABELS = {"process": "starting", "weights": "loading weights", "kv_cache": "allocating KV cache",
           "cuda_graphs": "capturing CUDA graphs", "api_server": "starting the API server",
@@ -124,17 +126,4 @@ class StartupLog:
         return Status(latest.name, label, max(0.0, at - self.origin), self.ready)
 
     def summary(self) -> list[dict[str, Any]]:
-        origin = self.origin or 0.0
-        out: list[dict[str, Any]] = []
-        for name in ORDER:
-            record = self.phases.get(name)
-            if record is None:
-                continue
-            end = record.ended_at
-            out.append({
-                "phase": name, "label": LABELS[name], "start_s": round(record.started_at - origin, 3),
-                "end_s": None if end is None else round(end - origin, 3),
-                "duration_s": None if end is None else round(end - record.started_at, 3),
-                "engine_seconds": record.engine_seconds, **record.details,
-            })
-        return out
+        return startup_summary.summary(self.phases, ORDER, LABELS, self.origin)

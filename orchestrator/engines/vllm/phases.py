@@ -21,7 +21,7 @@ kernels, KV cache dtype, CUDA graphs, fallbacks) are read from the same lines in
 `facts["kernels"]`.
 
 Times are the controller's clock at `feed` (so their precision is the poll interval); the
-durations vLLM prints itself are kept beside them (`vllm_seconds`). A phase whose start marker
+durations vLLM prints itself are kept beside them (`engine_seconds`). A phase whose start marker
 is missing (e.g. no compile cache line) starts when the previous phase ended; starting a
 phase closes every earlier one still open. Tensor-parallel workers print some markers once
 each: repeats extend the phase while no later phase has begun, and keep the largest
@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.engines import startup_summary
 from orchestrator.engines.vllm.kernels import KernelLog
 
 ORDER = ("process", "weights", "compile", "kv_cache", "cuda_graphs", "api_server", "ready")
@@ -60,7 +61,7 @@ class PhaseRecord:
     name: str
     started_at: float
     ended_at: float | None = None
-    vllm_seconds: float | None = None
+    engine_seconds: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
     progress: str | None = None
 
@@ -222,7 +223,7 @@ class PhaseTracker:
             self.phases[name] = record
         return record
 
-    def _end(self, name: str, now: float, vllm_seconds: float | None = None) -> PhaseRecord:
+    def _end(self, name: str, now: float, engine_seconds: float | None = None) -> PhaseRecord:
         record = self.phases.get(name)
         if record is None:
             record = PhaseRecord(name=name, started_at=self._last_boundary(name, now))
@@ -230,8 +231,8 @@ class PhaseTracker:
             self.phases[name] = record
         if record.ended_at is None or not self._later_began(name):
             record.ended_at = now
-        if vllm_seconds is not None:
-            record.vllm_seconds = max(vllm_seconds, record.vllm_seconds or 0.0)
+        if engine_seconds is not None:
+            record.engine_seconds = max(engine_seconds, record.engine_seconds or 0.0)
         record.progress = None
         return record
 
@@ -359,26 +360,5 @@ class PhaseTracker:
         )
 
     def summary(self) -> list[dict[str, Any]]:
-        """One JSON-able entry per phase reached, in start-up order; times in seconds since
-        launch, `duration_s` by the controller's clock, `vllm_seconds` as vLLM printed it."""
-        origin = self.origin or 0.0
-        out: list[dict[str, Any]] = []
-        for name in ORDER:
-            record = self.phases.get(name)
-            if record is None:
-                continue
-            entry: dict[str, Any] = {
-                "phase": name,
-                "label": record.label,
-                "start_s": round(record.started_at - origin, 3),
-                "end_s": None if record.ended_at is None else round(record.ended_at - origin, 3),
-                "duration_s": (
-                    None
-                    if record.ended_at is None
-                    else round(record.ended_at - record.started_at, 3)
-                ),
-                "vllm_seconds": record.vllm_seconds,
-            }
-            entry.update(record.details)
-            out.append(entry)
-        return out
+        """One JSON-able entry per phase reached, in start-up order (engines/startup_summary.py)."""
+        return startup_summary.summary(self.phases, ORDER, LABELS, self.origin)
