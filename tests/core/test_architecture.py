@@ -6,6 +6,7 @@ are types only and do not count."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,3 +149,19 @@ def test_modules_and_functions_stay_small(module: str) -> None:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == [], f"{module}: split into named steps"
+
+
+# A module path in prose: `orchestrator/...` (a .py file or a folder ending in `/`), or a
+# .py path relative to orchestrator/ starting at one of its folders (`plan/loader.py`).
+_FOLDERS = "|".join(sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()))
+_NAMED_PATH = re.compile(
+    rf"(?<![\w/.-])(?:orchestrator/(?:\w+/)*(?:\w+\.py\b)?|(?:{_FOLDERS})/(?:\w+/)*\w+\.py\b)")
+
+
+def test_every_module_path_named_in_docs_and_docstrings_exists() -> None:
+    texts = [*sorted(ROOT.parent.glob("docs/*.md")), ROOT.parent / "README.md", *MODULES.values()]
+    stale = [f"{text.relative_to(ROOT.parent)}:{number}: {path}" for text in texts
+             for number, line in enumerate(text.read_text().splitlines(), 1)
+             for path in _NAMED_PATH.findall(line)
+             if not (ROOT.parent / path).exists() and not (ROOT / path).exists()]
+    assert stale == []
