@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.transport",),
     ("orchestrator.facts",),
     ("orchestrator.packages", "orchestrator.steps"),
-    ("orchestrator.runs", "orchestrator.matrix.record"),
+    ("orchestrator.runs", "orchestrator.matrix.matrix_file"),
     ("orchestrator.server_client", "orchestrator.bench"),
     ("orchestrator.limits",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
     ENGINE_PACKAGES := ("orchestrator.engines.vllm", "orchestrator.engines.sim",
