@@ -165,3 +165,24 @@ def test_every_module_path_named_in_docs_and_docstrings_exists() -> None:
              for path in _NAMED_PATH.findall(line)
              if not (ROOT.parent / path).exists() and not (ROOT / path).exists()]
     assert stale == []
+
+
+def _defined(path: Path) -> set[str]:
+    """The functions, classes and module-level names a module defines (not imports)."""
+    tree = ast.parse(path.read_text())
+    names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_every_name_a_doc_places_in_a_module_is_defined_there() -> None:
+    """`plan/secrets.py: is_private` in a doc or docstring: the module defines the name."""
+    texts = [*sorted(ROOT.parent.glob("docs/*.md")), ROOT.parent / "README.md", *MODULES.values()]
+    placed = {(text.relative_to(ROOT.parent), path, name) for text in texts
+              for path, name in re.findall(r"`(?:orchestrator/)?((?:\w+/)+\w+\.py): (\w+)`",
+                                           text.read_text())}
+    missing = [f"{text}: `{path}: {name}`" for text, path, name in sorted(placed)
+               if not (ROOT / path).exists() or name not in _defined(ROOT / path)]
+    assert missing == []
