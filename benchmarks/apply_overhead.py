@@ -304,7 +304,7 @@ def print_cluster(rows: list[tuple[int, str, float, float, dict[str, int]]], rep
 
 def real_files(venv: Path, pins: list[str]) -> int:
     """How many RECORD entries the pinned distributions have (what a probe checks)."""
-    from orchestrator.facts.record import record_rows
+    from orchestrator.facts.installed_files import record_rows
 
     site = next((venv / "lib").glob("python*/site-packages"))
     total = 0

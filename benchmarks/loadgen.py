@@ -53,7 +53,7 @@ from stream_server import running_stream_server
 
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.stamping import stamping_loop
 from orchestrator.bench.stats import percentile
 

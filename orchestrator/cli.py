@@ -36,8 +36,8 @@ class CommandModule(Protocol):
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("orchestrator.commands.validate", "check plan files"),
     "schema": ("orchestrator.commands.schema", "print the plan's JSON Schema"),
-    "plan": ("orchestrator.commands.converge", "show what apply would change (check mode)"),
-    "apply": ("orchestrator.commands.converge", "converge hosts to a plan and write a run folder"),
+    "plan": ("orchestrator.commands.plan_apply", "show what apply would change (check mode)"),
+    "apply": ("orchestrator.commands.plan_apply", "converge hosts to a plan and write a run folder"),
     "status": ("orchestrator.commands.service", "show the service state on each host"),
     "logs": ("orchestrator.commands.service", "print the service log"),
     "stop": ("orchestrator.commands.service", "stop the service"),

@@ -107,7 +107,6 @@ THROUGHPUTS: tuple[Metric, ...] = (
     Metric("output_tokens_per_s_per_w", "tok/s/W", "Output throughput per watt", "tok/s/W",
            "throughput", True, "output throughput / the GPUs' mean total power during the level"),
 )
-ENERGY = ("output_tokens_per_joule", "output_tokens_per_s_per_w")
 
 # Figures of the level that are the host's, not its requests' (a sampler's `level_figures`:
 # bench/server_cpu.py). No Metric: never moved to model time (a CPU second per wall second is

@@ -30,7 +30,7 @@ from orchestrator.facts import Facts
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
-from orchestrator.runs.records import Startup
+from orchestrator.runs.run_records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control

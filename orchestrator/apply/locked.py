@@ -19,7 +19,7 @@ from orchestrator.plan.loader import LoadedPlan
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.reader import frozen_set, list_runs, model_record, read_meta
-from orchestrator.runs.records import Meta
+from orchestrator.runs.run_records import Meta
 
 SHOWN = 5  # differences a refused --resume names before "and N more"
 
@@ -141,7 +141,7 @@ def resumable(which: str, plan_name: str, root: Path) -> Path:
                              hint="apply without --resume to start a new run")
         return unfinished[0]
     path = Path(which)
-    if (path / "matrix.json").is_file():  # matrix/record.py's FILE
+    if (path / "matrix.json").is_file():  # matrix/matrix_file.py's FILE
         raise UsageError(f"--resume {which}: that is a matrix run, and plan {plan_name} has no "
                          "matrix", hint="resume it with the plan that has the matrix")
     read_meta(path)  # a RunFolderError says what is wrong with it

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from orchestrator.events import StepEnd
 from orchestrator.facts import Facts
-from orchestrator.runs.records import HostSteps
+from orchestrator.runs.run_records import HostSteps
 
 StepStatus = Literal["ok", "changed", "pending", "failed", "skipped"]
 

@@ -40,7 +40,7 @@ from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runs.layout import refuse_inside_run
-from orchestrator.runs.records import HostFactsRecord
+from orchestrator.runs.run_records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
 
 

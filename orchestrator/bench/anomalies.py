@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 DROP_TOLERANCE = 0.01
 SPREAD_LIMIT = 0.10

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 
 from orchestrator.bench.http_stream import Endpoint, StreamConnection, open_connection
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 
 _perf_ns = time.perf_counter_ns
 # Kept connections found dead on reuse, with no good reuse between them, before the client

@@ -57,7 +57,6 @@ from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.bench.scrape import fetch
 from orchestrator.bench.server_metrics import Scraper, rejected_problem
 
-DEFAULT_PORT = 9400
 FIELDS = {
     "DCGM_FI_DEV_POWER_USAGE": "power_w",
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.sse_bytes import extended_chunk_size, lf_line_ends
 from orchestrator.bench.sse_events import Shape, classify, read_shaped, whole_chunks
 from orchestrator.bench.stamping import ArrivalClock, clock_of

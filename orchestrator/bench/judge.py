@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 
 class Judge(Protocol):

@@ -16,7 +16,7 @@ from orchestrator.bench.judge import Judge
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.load import RequestRun, Shape, Stop, run_requests
 from orchestrator.bench.progress import progress_events
-from orchestrator.bench.record import (
+from orchestrator.bench.request_record import (
     METRIC_DEFINITIONS,
     RequestMetrics,
     derive,
@@ -25,13 +25,13 @@ from orchestrator.bench.record import (
 )
 from orchestrator.bench.results import normalized
 from orchestrator.bench.samplers import Sampler, Snapshot
+from orchestrator.bench.server_info import ServerInfo
 from orchestrator.bench.stats import relative_spread, summarize
-from orchestrator.bench.target import ServerInfo
 from orchestrator.bench.tokens import TokenCounter
 from orchestrator.bench.workload import Workload
 from orchestrator.events import Emit
 from orchestrator.plan.models import Bench
-from orchestrator.runs.records import LevelResult, RepeatResult
+from orchestrator.runs.run_records import LevelResult, RepeatResult
 
 
 @dataclass(frozen=True)

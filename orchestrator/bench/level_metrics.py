@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.bench.record import RequestMetrics
+from orchestrator.bench.request_record import RequestMetrics
 from orchestrator.bench.stats import summarize
 from orchestrator.metrics import (
     BY_NAME,

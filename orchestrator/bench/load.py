@@ -19,7 +19,7 @@ from typing import Literal
 
 from orchestrator.bench.arrivals import arrival_offsets
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.workload import Workload
 
 _perf_ns = time.perf_counter_ns

@@ -24,7 +24,7 @@ from orchestrator.metrics import (
     percentile_stat_key,
     stat_key,
 )
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 _HEAD = (
     "level",

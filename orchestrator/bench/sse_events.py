@@ -21,7 +21,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.sse_bytes import data_of, json_string_body
 from orchestrator.masking import mask_bytes
 

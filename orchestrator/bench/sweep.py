@@ -34,10 +34,10 @@ from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec
 from orchestrator.bench.load import Stop, stop_unless
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.samplers import Sampler, check_blocks
+from orchestrator.bench.server_info import ServerInfo, probe_server
 from orchestrator.bench.server_metrics import Scraper
 from orchestrator.bench.stamping import run_on_stamping_loop
 from orchestrator.bench.table import render_table
-from orchestrator.bench.target import ServerInfo, probe_server
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
 from orchestrator.errors import RunFolderError
@@ -46,7 +46,7 @@ from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.reader import read_record
-from orchestrator.runs.records import LevelResult, SweepSummary
+from orchestrator.runs.run_records import LevelResult, SweepSummary
 from orchestrator.runs.writer import write_level, write_sweep
 from orchestrator.tables import to_rich
 

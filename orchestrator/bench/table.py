@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bench.anomalies import capped
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 from orchestrator.tables import Column, TableData
 
 _PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)_e2el_ms$")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.errors import BenchError
 
 if TYPE_CHECKING:

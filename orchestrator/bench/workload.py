@@ -187,7 +187,7 @@ def request_body(prompt: Prompt, config: Bench, model: str | None) -> dict[str, 
         body["max_tokens"] = limit
     body["stream"] = True
     # continuous_usage_stats: vLLM then puts the output tokens so far in every chunk, so
-    # each chunk says how many tokens it brought (TTFT and ITL per token, record.py);
+    # each chunk says how many tokens it brought (TTFT and ITL per token, request_record.py);
     # servers without it ignore the key
     body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if config.ignore_eos:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-# The keys every entry has, in order (startup.json, runs/records.py `StartupPhase`).
+# The keys every entry has, in order (startup.json, runs/run_records.py `StartupPhase`).
 KEYS = ("phase", "label", "start_s", "end_s", "duration_s", "engine_seconds")
 
 

@@ -11,10 +11,10 @@ from orchestrator.facts.files import FileFacts
 from orchestrator.facts.gpus import Gpu, GpuApp
 from orchestrator.facts.guards import Guard
 from orchestrator.facts.host import HostFacts
+from orchestrator.facts.installed_files import RecordFacts
 from orchestrator.facts.probe import build_stdin, probe
 from orchestrator.facts.processes import Process
 from orchestrator.facts.program import program_source
-from orchestrator.facts.record import RecordFacts
 from orchestrator.facts.request import ProbeRequest
 from orchestrator.facts.service import OtherInstance, PortFacts, ServiceFacts
 from orchestrator.facts.venv import Distribution, VenvFacts

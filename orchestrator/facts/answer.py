@@ -11,8 +11,8 @@ from orchestrator.errors import ProbeError
 from orchestrator.facts.files import FileFacts
 from orchestrator.facts.guards import Guard
 from orchestrator.facts.host import HostFacts
+from orchestrator.facts.installed_files import RecordFacts
 from orchestrator.facts.program import discovered
-from orchestrator.facts.record import RecordFacts
 from orchestrator.facts.service import ServiceFacts
 from orchestrator.facts.venv import VenvFacts
 from orchestrator.facts.vllm import VllmFacts

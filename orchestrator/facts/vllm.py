@@ -178,7 +178,7 @@ def vllm_facts(venv: str, builds: str, cli: bool = False) -> Optional[Dict[str, 
 
 
 def gather_vllm(request: Dict[str, Any], answer: Dict[str, Any]) -> None:
-    """`request["vllm"]`: the regex of vLLM's builds (engines/vllm.py), when asked."""
+    """`request["vllm"]`: the regex of vLLM's builds (engines/vllm/builds.py), when asked."""
     if request.get("venv") and request.get("vllm"):
         answer["vllm"] = vllm_facts(request["venv"], request["vllm"], True)
 

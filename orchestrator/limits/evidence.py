@@ -29,7 +29,7 @@ from orchestrator.bench.gpu_ranges import out_of_range
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.limits.topology import LayoutLinks
 from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 # In a level's `gpu_telemetry` block (all GPUs, `mean_<key>` or `<key>`), per GPU:
 PCIE_RX = "pcie_rx_mb_s"  # PCIe receive, MB/s (nvidia-smi dmon -s t / DCGM_FI_PROF_PCIE_RX_BYTES)

@@ -43,7 +43,7 @@ from orchestrator.bench.anomalies import CPU_LIMIT, MIN_SCRAPES
 from orchestrator.bench.auto import knee_of_sweep
 from orchestrator.limits.evidence import Evidence, PlanFacts, gather
 from orchestrator.plan.models import AutoSweep
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 LIMITERS = ("client-bound", "scheduler-cap", "kv-cache-bound", "host-cpu-bound", "interconnect-bound",
             "compute-bound", "memory-bandwidth-bound", "not-enough-evidence")

@@ -21,7 +21,7 @@ from orchestrator.limits.advice import Suggestion, advice
 from orchestrator.limits.evidence import PlanFacts, gather
 from orchestrator.limits.rules import KNEE_THRESHOLD, Knee, Verdict, knee, limiter
 from orchestrator.limits.topology import TopologyError, layout_links, parse_topology
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 
 def plan_facts(args: Mapping[str, object], extra_args: Sequence[str] = (),

@@ -77,7 +77,7 @@ def history(root: Path, plan_name: str) -> History:
     """The start-ups, sweeps and installs recorded by the plan's earlier runs."""
     from orchestrator.runs.layout import RunLayout
     from orchestrator.runs.reader import plan_runs, read_meta, read_record
-    from orchestrator.runs.records import HostSteps
+    from orchestrator.runs.run_records import HostSteps
 
     found = History()
     startups: list[float] = []

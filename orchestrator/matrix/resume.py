@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 from orchestrator.errors import RunFolderError, UsageError
-from orchestrator.matrix import record as records
+from orchestrator.matrix import matrix_file
 from orchestrator.matrix.expand import MatrixPlan, Variant
-from orchestrator.matrix.record import MatrixRecord, VariantEntry
+from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.runs.layout import RunLayout
 
 # `<UTC time>-<hash8>` (runs/layout.py run_folder_name), `-N` for a second in one second
@@ -25,8 +25,8 @@ def resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
     """The matrix folder `--resume` continues: the one named, or the plan's latest that did
     not complete."""
     if which == "latest":
-        unfinished = [f for f in reversed(records.matrices(root, matrix.name))
-                      if records.read(f).status != "complete"]
+        unfinished = [f for f in reversed(matrix_file.matrices(root, matrix.name))
+                      if matrix_file.read(f).status != "complete"]
         if not unfinished:
             raise UsageError(f"--resume: plan {matrix.name} has no unfinished matrix run under "
                              f"{root}", hint="apply without --resume to start a new one")
@@ -36,12 +36,12 @@ def resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
         raise UsageError(f"--resume {which}: no such folder",
                          hint=f"orch runs lists the runs; --resume alone takes the plan's latest "
                               f"unfinished matrix run under {root}")
-    folder = records.folder_of(given)
-    if not records.is_matrix(folder):
-        raise UsageError(f"--resume {which}: not a matrix run (no {records.FILE}); plan "
+    folder = matrix_file.folder_of(given)
+    if not matrix_file.is_matrix(folder):
+        raise UsageError(f"--resume {which}: not a matrix run (no {matrix_file.FILE}); plan "
                          f"{matrix.name} has a matrix, and --resume takes its matrix folder",
                          hint=_owner_hint(folder, matrix, root))
-    record = records.read(folder)
+    record = matrix_file.read(folder)
     if record.plan != matrix.name:
         raise UsageError(f"--resume {which}: that matrix run is of plan {record.plan!r}, not "
                          f"{matrix.name!r}")
@@ -53,9 +53,9 @@ def resumable(which: str, matrix: MatrixPlan, root: Path) -> Path:
 def _owner_hint(folder: Path, matrix: MatrixPlan, root: Path) -> str:
     """Which matrix run lists `folder` as a variant's run, when one does."""
     if RunLayout(folder).meta.is_file():
-        for candidate in reversed(records.matrices(root, matrix.name)):
+        for candidate in reversed(matrix_file.matrices(root, matrix.name)):
             try:
-                listed = records.read(candidate).variants
+                listed = matrix_file.read(candidate).variants
             except RunFolderError:
                 continue
             for entry in listed:
@@ -79,7 +79,7 @@ def check_same(record: MatrixRecord, matrix: MatrixPlan, folder: Path) -> None:
         elif variant is None and entry is not None:
             said.append(f"variant {index} ({entry.label}) is gone")
         elif entry is not None and variant is not None:
-            if records.same_values(entry.values, variant.values):
+            if matrix_file.same_values(entry.values, variant.values):
                 if entry.digest != variant.loaded.digest:
                     edited.append(_plan_change(entry, variant))
                     said.append(f"variant {index} ({entry.label}): {edited[-1]}")
@@ -117,7 +117,7 @@ def bind_runs(folder: Path, record: MatrixRecord) -> None:
     """Point each variant's `run` at its folder beside the matrix folder (found from there,
     whatever the working folder), and refuse one edited to lead elsewhere or to another
     variant's run."""
-    where = folder / records.FILE
+    where = folder / matrix_file.FILE
     for position, entry in enumerate(record.variants):
         if not entry.run:
             continue

@@ -2,7 +2,7 @@
 
 apply runs the variants in the order that installs and restarts least (`run_order`), each a
 normal apply (converge, replace the service, wait, smoke, sweep, collect) in its own run
-folder, listed with its values in the matrix run's `matrix.json` (matrix/record.py). A
+folder, listed with its values in the matrix run's `matrix.json` (matrix/matrix_file.py). A
 variant that fails is recorded with its cause and the next one runs (`--fail-fast` stops
 there); Ctrl-C marks the matrix interrupted, and `--resume` skips the variants that finished
 and resumes the one that was cut (its finished levels kept, as a run's resume does).
@@ -25,11 +25,10 @@ from orchestrator.console import make_console
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.exit_codes import ExitCode
 from orchestrator.holder import Holder
-from orchestrator.matrix import record as records
-from orchestrator.matrix import resume
+from orchestrator.matrix import matrix_file, resume
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
+from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.matrix.preview import TAKES, changes, listing
-from orchestrator.matrix.record import MatrixRecord, VariantEntry
 from orchestrator.runs.layout import MatrixLayout, RunLayout
 from orchestrator.runs.writer import lock_folder, name_holder
 from orchestrator.tables import Column, TableData, to_rich
@@ -139,16 +138,16 @@ def _open(console: Console, matrix: MatrixPlan, options: ApplyOptions, order: li
     apply still runs is not resumed beside it."""
     holder = Holder.me(None, "apply")
     if options.resume is None:
-        folder = records.new_folder(options.runs_dir, matrix.name, matrix.base.digest)
+        folder = matrix_file.new_folder(options.runs_dir, matrix.name, matrix.base.digest)
         lock = lock_folder(MatrixLayout(folder).lock, folder)
         name_holder(lock, dataclasses.replace(holder, run=str(folder)), MatrixLayout(folder).lock)
         record = _new_record(matrix, order, chosen, options)
-        records.write(folder, records.started(record))
+        matrix_file.write(folder, matrix_file.started(record))
         return folder, record, lock
     folder = resume.resumable(options.resume, matrix, options.runs_dir)
     lock = lock_folder(MatrixLayout(folder).lock, folder)
     try:
-        record = records.read(folder)
+        record = matrix_file.read(folder)
         resume.check_same(record, matrix, folder)
         resume.bind_runs(folder, record)
         if record.status == "complete":  # it completed while this apply waited for it
@@ -158,7 +157,7 @@ def _open(console: Console, matrix: MatrixPlan, options: ApplyOptions, order: li
         os.close(lock)
         raise
     name_holder(lock, dataclasses.replace(holder, run=str(folder)), MatrixLayout(folder).lock)
-    records.resumed(folder, record)
+    matrix_file.resumed(folder, record)
     console.print(f"resuming the matrix run in {folder}", soft_wrap=True, markup=False)
     return folder, record, lock
 
@@ -168,7 +167,7 @@ def _apply(console: Console, matrix: MatrixPlan, options: ApplyOptions, order: l
     running = [v for v in order if v.index in chosen]
     console.print(f"matrix {matrix.name}: {len(running)} of {len(order)} variants, in this "
                   f"order: {', '.join(str(v.index) for v in running)}; matrix run: "
-                  f"{folder / records.FILE}", soft_wrap=True, markup=False)
+                  f"{folder / matrix_file.FILE}", soft_wrap=True, markup=False)
     previous = None
     failed = 0
     for position, variant in enumerate(running, 1):
@@ -187,7 +186,7 @@ def _apply(console: Console, matrix: MatrixPlan, options: ApplyOptions, order: l
                           "here", markup=False)
             break
     complete = all(record.variant(i).status == "complete" for i in chosen)
-    records.finish(folder, record, "complete" if complete else "failed")
+    matrix_file.finish(folder, record, "complete" if complete else "failed")
     _recap(console, record, folder)
     return ExitCode.OK if complete else ExitCode.ERROR
 
@@ -224,11 +223,11 @@ def _run_variant(console: Console, matrix: MatrixPlan, variant: Variant, entry: 
     started = time.monotonic()
     resume = entry.run if entry.run and _exists(entry.run) else None
     entry.status, entry.cause = "running", None
-    records.write(folder, record)
+    matrix_file.write(folder, record)
 
     def on_folder(path: Path) -> None:
         entry.run = str(path)
-        records.write(folder, record)
+        matrix_file.write(folder, record)
 
     variant_options = dataclasses.replace(
         options, sets=[*options.sets, *variant.sets], resume=resume, on_folder=on_folder)
@@ -236,14 +235,14 @@ def _run_variant(console: Console, matrix: MatrixPlan, variant: Variant, entry: 
     try:
         code = execute(variant_options)
     except KeyboardInterrupt:
-        entry.status, entry.seconds = "interrupted", records.elapsed(started)
-        records.finish(folder, record, "interrupted")
+        entry.status, entry.seconds = "interrupted", matrix_file.elapsed(started)
+        matrix_file.finish(folder, record, "interrupted")
         console.print(f"matrix interrupted in variant {variant.index}; resume it with: orch "
                       f"apply {options.plan} --resume {folder}", soft_wrap=True, markup=False)
         raise
     except OrchError as error:
         code, cause = ExitCode.ERROR, str(error).splitlines()[0]
-    entry.seconds = records.elapsed(started)
+    entry.seconds = matrix_file.elapsed(started)
     if code == ExitCode.OK:
         entry.status = "complete"
     else:
@@ -251,7 +250,7 @@ def _run_variant(console: Console, matrix: MatrixPlan, variant: Variant, entry: 
         entry.cause = cause or _cause(entry.run) or f"apply exited {code}"
         console.print(f"variant {variant.index} ({matrix.label(variant)}) failed: "
                       f"{entry.cause}", soft_wrap=True, markup=False, style="red")
-    records.write(folder, record)
+    matrix_file.write(folder, record)
     return entry.status == "complete"
 
 
@@ -281,7 +280,7 @@ def _cause(run: str | None) -> str | None:
         return None
     from orchestrator.runs.layout import RunLayout
     from orchestrator.runs.reader import read_meta, read_record
-    from orchestrator.runs.records import HostSteps
+    from orchestrator.runs.run_records import HostSteps
 
     try:
         for host in read_meta(Path(run)).hosts:
@@ -321,5 +320,5 @@ def _recap(console: Console, record: MatrixRecord, folder: Path) -> None:
         table.add([str(entry.index), entry.label, status, entry.run or "-",
                    f"{entry.seconds:.1f}s" if entry.seconds is not None else "-"])
     console.print(to_rich(table, console.width))
-    console.print(f"matrix run: {folder / records.FILE}; compare the variants with: orch "
+    console.print(f"matrix run: {folder / matrix_file.FILE}; compare the variants with: orch "
                   f"compare {folder}", soft_wrap=True, markup=False)

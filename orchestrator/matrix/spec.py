@@ -25,7 +25,6 @@ from orchestrator.errors import PlanError
 from orchestrator.matrix.objective import EXAMPLE, ObjectiveError, parse_objective
 from orchestrator.plan.layers import parse_set
 
-RESERVED = ("include", "exclude", "objective")
 NOT_AXES = ("name", "matrix", "extends")  # the variants of a matrix share its name
 MAX_VARIANTS = 256
 

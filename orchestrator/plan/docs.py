@@ -1,5 +1,5 @@
 """Human descriptions of the plan models: the reference page, the JSON Schema, and the
-"expected ..." phrases of error messages. All generated from the models in `models.py`.
+"expected ..." phrases of error messages. All generated from the models in `models/`.
 
 Regenerate the committed reference with:
 
@@ -263,7 +263,7 @@ def render_reference() -> str:
     out = [
         "# Plan reference",
         "",
-        f"<!-- Generated from orchestrator/plan/models.py by `{REGENERATE}`. Do not edit. -->",
+        f"<!-- Generated from orchestrator/plan/models/ by `{REGENERATE}`. Do not edit. -->",
         "",
         "Every key a plan file may hold, section by section. Unknown keys are errors. Strings may",
         "use `${vars.NAME}` (filled in from `vars:` when the plan is loaded) and `${env:NAME}` (a",

@@ -33,8 +33,7 @@ from orchestrator.plan.variables import ReferenceProblem
 HOST_REF = re.compile(r"\$\$\{host\.|\$\{host\.([A-Za-z_][A-Za-z0-9_-]*)\}")
 _WHOLE = re.compile(r"\$\{host\.([A-Za-z_][A-Za-z0-9_-]*)\}")
 _MISSPELT = re.compile(r"\$\{\s*(hosts?|HOST|Host)\s*[.:]")
-BUILTINS = ("name", "address")
-# Where a reference may stand: the fields marked HOST_VARS in plan/models.py (the parts of a
+# Where a reference may stand: the fields marked HOST_VARS in plan/models/ (the parts of a
 # plan that reach one host and may differ).
 ALLOWED = patterns(Plan, host_vars)
 

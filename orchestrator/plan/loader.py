@@ -299,7 +299,7 @@ def _substitute(data: dict[str, Any], positions: Positions) -> dict[str, Any]:
 
 def _local_path_fields(data: dict[str, Any]) -> list[FieldPath]:
     """Paths of the fields that name files on the controller: those marked CONTROLLER_PATH in
-    plan/models.py (templates, datasets, tokenizers)."""
+    plan/models/ (templates, datasets, tokenizers)."""
     return [path for pattern in patterns(Plan, controller_path) for path in expand(data, pattern)]
 
 

@@ -1,5 +1,5 @@
 """What a plan field means beyond its type, said on the field itself (`Annotated[..., MARK]` in
-plan/models.py) and read back from the model, instead of lists kept beside it:
+plan/models/) and read back from the model, instead of lists kept beside it:
 
 - CONTROLLER_PATH: a file on the controller, anchored to the plan file that names it (the
   loader makes it absolute: templates, datasets, tokenizers);

@@ -17,7 +17,7 @@ from orchestrator.errors import RunFolderError
 from orchestrator.report.figures import Point, concurrency_points
 from orchestrator.report.series import Series
 from orchestrator.runs.reader import read_requests
-from orchestrator.runs.records import RequestRow
+from orchestrator.runs.run_records import RequestRow
 
 KNEE, HIGHEST = "knee", "highest level"
 

@@ -26,7 +26,7 @@ from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.bench.auto import knee_of_sweep
 from orchestrator.metrics import THROUGHPUTS
 from orchestrator.report.percentiles import level_percentiles
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 DEFAULT_KNEE_THRESHOLD = 0.05
 

@@ -19,7 +19,7 @@ from typing import Any
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.level_table import MISSING
 from orchestrator.report.series import Series
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 from orchestrator.tables import Column, TableData
 
 SAMPLED = "nvidia-smi"

@@ -20,7 +20,7 @@ from typing import Any
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import chosen_level
 from orchestrator.report.series import Series
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 SERVER_GAUGES = ("kv_cache_usage", "running", "waiting")
 

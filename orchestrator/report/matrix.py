@@ -20,9 +20,9 @@ from typing import Any
 
 from orchestrator.bench.level_metrics import slo_is_set
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix import record as records
+from orchestrator.matrix import matrix_file
+from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.matrix.objective import Objective, parse_objective
-from orchestrator.matrix.record import MatrixRecord, VariantEntry
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import read_distributions
@@ -108,8 +108,8 @@ def matrix_ref(ref: str, root: Path) -> Path | None:
     """The matrix folder `ref` names: the folder or its matrix.json, or a plan (a name or a
     plan file) whose runs hold a matrix run (its latest). None: not a matrix."""
     path = Path(ref)
-    if records.is_matrix(path):
-        return records.folder_of(path)
+    if matrix_file.is_matrix(path):
+        return matrix_file.folder_of(path)
     name = ref
     if path.suffix in (".yaml", ".yml") and path.is_file():
         from orchestrator.runs.reader import plan_name_of_file
@@ -119,7 +119,7 @@ def matrix_ref(ref: str, root: Path) -> Path | None:
         name, root = path.name, path.parent
     if "/" in name:
         return None
-    found = records.matrices(root, name)
+    found = matrix_file.matrices(root, name)
     return found[-1] if found else None
 
 
@@ -220,7 +220,7 @@ def _load_variant(folder: Path, entry: VariantEntry) -> RunData | None:
 
 def compare_matrix(folder: Path, *, model_time: bool = True,
                    host: str | None = None) -> MatrixComparison:
-    record = records.read(folder)
+    record = matrix_file.read(folder)
     entries = sorted(record.variants, key=lambda v: v.index)
     runs = [(entry, _load_variant(folder, entry)) for entry in entries]
     with_results = [(e, r) for e, r in runs if r is not None and r.benches]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.report.series import Series
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 GAUGES = ("kv_cache_usage", "running", "waiting")
 

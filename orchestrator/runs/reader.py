@@ -1,5 +1,5 @@
 """The one reader of run folders: meta, resolved plan, host facts, frozen package sets and
-benchmark results, as the typed records of `records.py` (paths from `layout.py`).
+benchmark results, as the typed records of `run_records.py` (paths from `layout.py`).
 
 Nothing here writes. A run reference (sources.py `resolve_run`) is a run folder, a plan name (its
 latest complete run with benchmark results), a plan's folder under the runs root, or a plan
@@ -28,7 +28,7 @@ from orchestrator.plan.models import Plan
 from orchestrator.runs.json_reader import REPAIR as _REPAIR
 from orchestrator.runs.json_reader import not_a_figure, parse_json
 from orchestrator.runs.layout import BenchLayout, RunLayout
-from orchestrator.runs.records import (
+from orchestrator.runs.run_records import (
     HostFactsRecord,
     LevelResult,
     Meta,

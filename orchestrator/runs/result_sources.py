@@ -28,7 +28,7 @@ from orchestrator.errors import RunFolderError
 from orchestrator.runs.json_reader import Refused, loads, position
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.reader import BenchData, HostData, RunData, load_bench
-from orchestrator.runs.records import LevelResult, Meta, SweepSummary
+from orchestrator.runs.run_records import LevelResult, Meta, SweepSummary
 
 # The keys every `vllm bench serve --save-result` object of a generation benchmark holds.
 VLLM_KEYS = ("date", "backend", "model_id", "num_prompts", "request_rate", "max_concurrency",

@@ -28,7 +28,7 @@ from orchestrator.errors import LockBusy, RunFolderError
 from orchestrator.events import Event
 from orchestrator.holder import Holder, describe_text
 from orchestrator.runs.layout import BenchLayout, HostLayout, RunLayout, run_folder_name
-from orchestrator.runs.records import (
+from orchestrator.runs.run_records import (
     DiagnosisRecord,
     HostFactsRecord,
     HostSteps,

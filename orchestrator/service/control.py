@@ -25,7 +25,7 @@ from orchestrator.holder import describe_text
 from orchestrator.inventory import Inventory
 from orchestrator.packages import pin_drift
 from orchestrator.plan.models import Plan
-from orchestrator.runs.records import Startup
+from orchestrator.runs.run_records import Startup
 from orchestrator.server_client import ServerClient
 from orchestrator.service.backends import (
     Backend,
@@ -35,8 +35,8 @@ from orchestrator.service.backends import (
     stop_command,
     watch_command,
 )
+from orchestrator.service.host_state import last_kernels, other_port, record_of
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
-from orchestrator.service.record import last_kernels, other_port, record_of
 from orchestrator.service.step import ServiceStep, choose_backend, registry_note, service_request
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, quoted

@@ -16,7 +16,7 @@ SECRET_SHOWN = "(secret)"
 
 def _split(argv: list[str]) -> tuple[list[str], str, list[str]]:
     """(program, model, the rest) of `PROGRAM... serve MODEL ...` or of a server module's
-    `PYTHON -m MODULE --model MODEL ...` (engines/vllm.py launches both)."""
+    `PYTHON -m MODULE --model MODEL ...` (engines/vllm/ launches both)."""
     if "serve" in argv:
         serve = argv.index("serve")
         return argv[:serve + 1], argv[serve + 1] if serve + 1 < len(argv) else "", argv[serve + 2:]

@@ -7,7 +7,7 @@ files, and for the simulator the orch build). A different fingerprint, or a dead
 is a change; anything else is converged. Preflight findings that would make the launch fail
 block the step before anything is started.
 
-What the host keeps of the running server is record.py's; `orch sim serve`'s wheel is
+What the host keeps of the running server is host_state.py's; `orch sim serve`'s wheel is
 orch_wheel.py's.
 """
 
@@ -31,9 +31,7 @@ from orchestrator.service.backends import (
     start_command,
     stop_command,
 )
-from orchestrator.service.launch import LaunchSpec, render_env_file, spec_hash
-from orchestrator.service.preflight import preflight
-from orchestrator.service.record import (
+from orchestrator.service.host_state import (
     ServiceRecord,
     last_startup_s,
     other_port,
@@ -42,6 +40,8 @@ from orchestrator.service.record import (
     restart_diff,
     venv_of,
 )
+from orchestrator.service.launch import LaunchSpec, render_env_file, spec_hash
+from orchestrator.service.preflight import preflight
 from orchestrator.service.systemd import render_unit
 from orchestrator.steps.base import Change, Finding, Step, StepPlan, Upload
 from orchestrator.transport.base import Transport

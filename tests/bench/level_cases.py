@@ -12,10 +12,10 @@ from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.level import Context, LevelRun, LevelSpec, Repeat, compose
 from orchestrator.bench.load import RequestRun, Stop
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.samplers import Snapshot
+from orchestrator.bench.server_info import ServerInfo
 from orchestrator.bench.server_metrics import Scraper
-from orchestrator.bench.target import ServerInfo
 from orchestrator.bench.workload import Workload
 from orchestrator.plan.models import Bench
 

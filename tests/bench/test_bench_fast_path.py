@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.bench.http_stream import StreamConnection
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.sse_events import classify, read_shaped, whole_chunks
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.bench.http_stream import StreamConnection, parse_target
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.errors import BenchError
 
 HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"

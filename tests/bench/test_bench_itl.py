@@ -21,7 +21,7 @@ import pytest
 from stream_server import chunk_sizes, running_stream_server
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from orchestrator.bench.record import RequestRecord, derive, token_gaps_ms, token_times_ns
+from orchestrator.bench.request_record import RequestRecord, derive, token_gaps_ms, token_times_ns
 from orchestrator.bench.sweep import run_sweep
 from orchestrator.bench.tokens import TokenCounter
 from orchestrator.bench.workload import PREFIX_WORDS, Workload

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.http_stream import parse_target
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 
 DROP_AFTER_S = 0.3
 ANSWER = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n'

@@ -10,7 +10,7 @@ from orchestrator.bench.level_metrics import (
     peak_tokens_per_second,
     summarize_level,
 )
-from orchestrator.bench.record import RequestRecord, derive
+from orchestrator.bench.request_record import RequestRecord, derive
 from orchestrator.plan.models import Slo
 
 MS = 1_000_000

@@ -15,9 +15,9 @@ from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 
 from orchestrator.bench.level import LevelRun, LevelSpec
+from orchestrator.bench.server_info import ServerInfo
 from orchestrator.bench.sweep import SweepResult
-from orchestrator.bench.target import ServerInfo
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
 

@@ -20,7 +20,7 @@ from orchestrator.bench.anomalies import (
 from orchestrator.bench.arrivals import arrival_offsets, requests_for_rate
 from orchestrator.bench.results import csv_columns, csv_row, normalized, render_csv
 from orchestrator.bench.table import render_table
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 from orchestrator.tables import TableData, to_rich
 
 
@@ -245,7 +245,7 @@ def test_failures_are_noted_and_the_table_fits_80_columns() -> None:
 def test_the_progress_line_counts_requests_tokens_and_failures() -> None:
     from orchestrator.bench.load import RequestRun
     from orchestrator.bench.progress import progress_of
-    from orchestrator.bench.record import RequestRecord
+    from orchestrator.bench.request_record import RequestRecord
     from orchestrator.live_view import progress_line
 
     run = RequestRun(origin_ns=1_000_000_000)

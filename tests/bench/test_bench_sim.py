@@ -18,7 +18,7 @@ from orchestrator.bench.auto import knee_of_curve
 from orchestrator.bench.sweep import SweepResult, run_sweep
 from orchestrator.bench.workload import DEFAULT_PROMPT
 from orchestrator.plan.models import Bench
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 from orchestrator.sim.profiles import get_profile
 from orchestrator.sim.scheduler import Scheduler, Sequence
 from orchestrator.sim.testing import running_simulator

@@ -12,7 +12,7 @@ from fixtures.orchcli import orch
 from fixtures.strict_server import strict_server
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from orchestrator.bench.record import RequestRecord, derive
+from orchestrator.bench.request_record import RequestRecord, derive
 from orchestrator.bench.sse_bytes import json_string_body
 from orchestrator.bench.tokens import decode_text, load_tokenizer
 

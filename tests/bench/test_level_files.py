@@ -20,7 +20,7 @@ from orchestrator.bench.table import render_table
 from orchestrator.report.comparison import compare_runs
 from orchestrator.runs.layout import BenchLayout
 from orchestrator.runs.reader import load_bench, read_record
-from orchestrator.runs.records import LevelResult, RepeatResult
+from orchestrator.runs.run_records import LevelResult, RepeatResult
 from orchestrator.runs.writer import RunFolder, write_level
 from orchestrator.tables import to_rich
 

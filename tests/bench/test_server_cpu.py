@@ -39,7 +39,7 @@ from orchestrator.bench.sweep import run_sweep
 from orchestrator.limits.evidence import gather
 from orchestrator.metrics import BY_NAME, HOST_FIGURES
 from orchestrator.plan.models import Bench, Plan
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 from orchestrator.service.backends import ServicePaths, main_pid
 from orchestrator.service.launch import render_launch
 from orchestrator.service.step import ServiceStep

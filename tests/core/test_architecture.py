@@ -6,6 +6,7 @@ are types only and do not count."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.transport",),
     ("orchestrator.facts",),
     ("orchestrator.packages", "orchestrator.steps"),
-    ("orchestrator.runs", "orchestrator.matrix.record"),
+    ("orchestrator.runs", "orchestrator.matrix.matrix_file"),
     ("orchestrator.server_client", "orchestrator.bench"),
     ("orchestrator.limits",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
     ENGINE_PACKAGES := ("orchestrator.engines.vllm", "orchestrator.engines.sim",
@@ -164,3 +165,40 @@ def test_modules_and_functions_stay_small(module: str) -> None:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == [], f"{module}: split into named steps"
+
+
+# A module path in prose: `orchestrator/...` (a .py file or a folder ending in `/`), or a
+# .py path relative to orchestrator/ starting at one of its folders (`plan/loader.py`).
+_FOLDERS = "|".join(sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()))
+_NAMED_PATH = re.compile(
+    rf"(?<![\w/.-])(?:orchestrator/(?:\w+/)*(?:\w+\.py\b)?|(?:{_FOLDERS})/(?:\w+/)*\w+\.py\b)")
+
+
+def test_every_module_path_named_in_docs_and_docstrings_exists() -> None:
+    texts = [*sorted(ROOT.parent.glob("docs/*.md")), ROOT.parent / "README.md", *MODULES.values()]
+    stale = [f"{text.relative_to(ROOT.parent)}:{number}: {path}" for text in texts
+             for number, line in enumerate(text.read_text().splitlines(), 1)
+             for path in _NAMED_PATH.findall(line)
+             if not (ROOT.parent / path).exists() and not (ROOT / path).exists()]
+    assert stale == []
+
+
+def _defined(path: Path) -> set[str]:
+    """The functions, classes and module-level names a module defines (not imports)."""
+    tree = ast.parse(path.read_text())
+    names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_every_name_a_doc_places_in_a_module_is_defined_there() -> None:
+    """`plan/secrets.py: is_private` in a doc or docstring: the module defines the name."""
+    texts = [*sorted(ROOT.parent.glob("docs/*.md")), ROOT.parent / "README.md", *MODULES.values()]
+    placed = {(text.relative_to(ROOT.parent), path, name) for text in texts
+              for path, name in re.findall(r"`(?:orchestrator/)?((?:\w+/)+\w+\.py): (\w+)`",
+                                           text.read_text())}
+    missing = [f"{text}: `{path}: {name}`" for text, path, name in sorted(placed)
+               if not (ROOT / path).exists() or name not in _defined(ROOT / path)]
+    assert missing == []

@@ -21,7 +21,7 @@ from fixtures.sshd import free_port
 
 from orchestrator.limits.evidence import gather
 from orchestrator.limits.rules import limiter
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,10 +24,10 @@ from fixtures.orchcli import orch
 from fixtures.tmpfs import small_tmpfs
 
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix import record as records
-from orchestrator.matrix.record import MatrixRecord, VariantEntry
+from orchestrator.matrix import matrix_file
+from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.records import HostFactsRecord, LevelResult, SweepSummary
+from orchestrator.runs.run_records import HostFactsRecord, LevelResult, SweepSummary
 from orchestrator.runs.writer import RunFolder, write_level, write_sweep
 
 pytestmark = pytest.mark.slow
@@ -73,17 +73,17 @@ def test_a_full_disk_leaves_a_runs_records_whole(small_disk: Path) -> None:
 
 
 def test_a_full_disk_leaves_a_matrix_record_whole(small_disk: Path) -> None:
-    folder = records.new_folder(small_disk / "runs", "mx", "0" * 64)
+    folder = matrix_file.new_folder(small_disk / "runs", "mx", "0" * 64)
     record = MatrixRecord(plan="mx", variants=[VariantEntry(index=1, label="a=1", values={})])
-    records.write(folder, record)
-    before = (folder / records.FILE).read_bytes()
+    matrix_file.write(folder, record)
+    before = (folder / matrix_file.FILE).read_bytes()
     _fill(small_disk)
     record.variants = [VariantEntry(index=i, label="v" * 200, values={"a": i})
                        for i in range(1, 200)]
     with pytest.raises(RunFolderError, match="No space left on device"):
-        records.write(folder, record)
-    assert (folder / records.FILE).read_bytes() == before
-    assert records.read(folder).variants[0].label == "a=1"
+        matrix_file.write(folder, record)
+    assert (folder / matrix_file.FILE).read_bytes() == before
+    assert matrix_file.read(folder).variants[0].label == "a=1"
     assert _temporaries(small_disk) == []
 
 
@@ -209,7 +209,7 @@ def test_resume_from_another_folder_keeps_the_finished_variants(tmp_path: Path) 
     assert f"resuming the run in {second}" in said
     assert sorted(p.name for p in folder.parent.iterdir()) == runs_before  # no new run folder
     assert json.loads((second / "meta.json").read_text())["status"] == "complete"
-    assert records.read(folder).status == "complete"
+    assert matrix_file.read(folder).status == "complete"
 
 
 def test_compare_of_a_matrix_from_another_folder_finds_its_variants(tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_compare_of_a_matrix_from_another_folder_finds_its_variants(tmp_path: Pa
     first = orch("apply", plan, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     (folder,) = (tmp_path / "runs" / "mq-atomic").glob("matrix-*")
-    for entry in records.read(folder).variants:  # results, as a sweep writes them
+    for entry in matrix_file.read(folder).variants:  # results, as a sweep writes them
         assert entry.run is not None
         write_level(RunLayout(tmp_path / entry.run).host(HOST).bench, _level("c1", 1), [])
     elsewhere = tmp_path / "elsewhere"

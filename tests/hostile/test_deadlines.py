@@ -19,7 +19,7 @@ from fixtures.orchcli import orch
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.dcgm import not_serving
 from orchestrator.bench.http_stream import TEXT_CAP, parse_target
-from orchestrator.bench.record import RequestRecord
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.server_client import MAX_TEXT, ServerClient
 
 pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test

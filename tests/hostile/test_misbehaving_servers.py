@@ -24,7 +24,7 @@ from fixtures.sshd import free_port
 from orchestrator.bench.dcgm import DcgmSampler, answers, parse_dcgm
 from orchestrator.bench.server_metrics import parse_checked
 from orchestrator.limits.evidence import gather
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 pytestmark = pytest.mark.slow  # servers and orch processes: seconds a test
 

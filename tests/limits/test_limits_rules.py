@@ -15,7 +15,7 @@ from orchestrator.engines import engine
 from orchestrator.limits.evidence import PlanFacts, gather
 from orchestrator.limits.rules import LIMITERS, knee, limiter
 from orchestrator.limits.topology import layout_links, parse_topology
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 HERE = Path(__file__).parent
 CASES = yaml.safe_load((HERE / "limiter_cases.yaml").read_text())

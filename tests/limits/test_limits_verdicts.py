@@ -12,7 +12,7 @@ from test_limits_rules import SEED_GPU, level_of, sweep
 
 from orchestrator.engines import engine
 from orchestrator.limits.verdicts import Judge, plan_facts, plateau_lines, verdict_json, verdict_of
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 TOPO = Path(__file__).parent / "topo"
 VLLM = engine("vllm").flags

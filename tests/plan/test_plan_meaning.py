@@ -1,4 +1,4 @@
-"""A field's meaning is said on the field (plan/meaning.py marks in plan/models.py); the lists
+"""A field's meaning is said on the field (plan/meaning.py marks in plan/models/); the lists
 the loader and the host variables used to keep beside the model are read back from it."""
 
 from __future__ import annotations

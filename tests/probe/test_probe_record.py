@@ -15,7 +15,7 @@ import pytest
 from fixtures.wheels import make_wheel
 
 from orchestrator.facts import Facts, ProbeRequest, probe
-from orchestrator.facts.record import RACY_WINDOW_NS, RECORD_CACHE, record_rows
+from orchestrator.facts.installed_files import RACY_WINDOW_NS, RECORD_CACHE, record_rows
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.transport import connect
 

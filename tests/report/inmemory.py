@@ -8,7 +8,7 @@ from typing import Any
 
 from orchestrator.plan.models import Bench, Plan
 from orchestrator.runs.reader import BenchData, HostData, RunData
-from orchestrator.runs.records import LevelResult, Meta, SweepSummary
+from orchestrator.runs.run_records import LevelResult, Meta, SweepSummary
 
 BASE_CONFIG = Bench().model_dump(mode="json")
 

@@ -31,7 +31,7 @@ from orchestrator.bench.samplers import Sampler
 from orchestrator.bench.sweep import run_sweep
 from orchestrator.facts.host import host_facts
 from orchestrator.plan.loader import LoadedPlan, load_plan
-from orchestrator.runs.records import HostFactsRecord
+from orchestrator.runs.run_records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service.launch import render_launch
 

@@ -16,7 +16,7 @@ from inmemory import run
 from orchestrator.bench.cli import GOODPUT_KEYS
 from orchestrator.bench.gpu_telemetry import energy_figures
 from orchestrator.bench.level_metrics import summarize_level
-from orchestrator.bench.record import METRIC_DEFINITIONS, RequestRecord, derive
+from orchestrator.bench.request_record import METRIC_DEFINITIONS, RequestRecord, derive
 from orchestrator.bench.results import csv_columns, normalized, render_csv
 from orchestrator.metrics import (
     CHOOSABLE,
@@ -32,7 +32,7 @@ from orchestrator.metrics import (
 from orchestrator.plan.models import Bench, LatencyMetric, Slo
 from orchestrator.report.compare_tables import comparison_tables
 from orchestrator.report.comparison import compare
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 MS = 1_000_000
 PERCENTILES = (50.0, 99.0)

@@ -21,7 +21,7 @@ from orchestrator.report.figures import (
     single_stream,
 )
 from orchestrator.report.gpus import gpu_count, visible_devices
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 
 def result(c: float, tok_s: float, *, e2el: float = 1000.0, mode: str = "batch", **extra: Any) -> LevelResult:

@@ -27,7 +27,7 @@ from orchestrator.report.gpu_levels import gpu_level, gpu_levels, gpu_table, tel
 from orchestrator.report.knee_timeline import knee_timelines
 from orchestrator.report.plots import comparison_plots
 from orchestrator.report.timeline_plots import timeline_figure
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ from runmaker import SIM_PLANS, Server, record_run, running_sims, sim_plan
 
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.cli import main
-from orchestrator.matrix import record as records
-from orchestrator.matrix.record import MatrixRecord, VariantEntry
+from orchestrator.matrix import matrix_file
+from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.report.matrix import compare_matrix, matrix_table
 from orchestrator.report.matrix_plots import METRICS, matrix_figure, matrix_plots, variant_lines
 from orchestrator.transport.local import LocalTransport
@@ -40,8 +40,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
                       sets=[f"name={PLAN}", f"service.args.max-num-seqs={seqs}", "bench.max_tokens=256",
                             "service.sim.startup_time_scale=0.001"])
              for seqs in SEQS]  # fmt: skip
-    folder = records.new_folder(root, PLAN, "0" * 64)
-    record = records.started(MatrixRecord(plan=PLAN, axes=["service.args.max-num-seqs"],
+    folder = matrix_file.new_folder(root, PLAN, "0" * 64)
+    record = matrix_file.started(MatrixRecord(plan=PLAN, axes=["service.args.max-num-seqs"],
                                           varying=["service.args.max-num-seqs"], objective=OBJECTIVE))  # fmt: skip
     with pytest.MonkeyPatch.context() as patch, running_sims(plans) as servers:
         patch.setenv("PATH", f"{install(root.parent / 'gpu-bin')}:{os.environ['PATH']}")
@@ -54,7 +54,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 sets=[f"service.args.max-num-seqs={seqs}"], status="complete", run=str(path)))  # fmt: skip
     record.variants.append(VariantEntry(index=3, label="max-num-seqs=0", values={"service.args.max-num-seqs": 0},
                                         status="failed", cause=FAILED_CAUSE))  # fmt: skip
-    records.finish(folder, record, "failed")
+    matrix_file.finish(folder, record, "failed")
     return folder
 
 
@@ -109,9 +109,9 @@ def test_without_an_objective_or_slos_the_variants_rank_by_peak_throughput(
         matrix: Path, tmp_path: Path) -> None:
     """No `matrix.objective`, and the plans set no latency objective (bench.slo only has its
     attainment default): the best is the highest peak, not "no goodput recorded"."""
-    record = records.read(matrix)
-    plain = records.new_folder(tmp_path / "runs", PLAN, "1" * 64)
-    records.finish(plain, MatrixRecord(plan=PLAN, axes=record.axes, varying=record.varying,
+    record = matrix_file.read(matrix)
+    plain = matrix_file.new_folder(tmp_path / "runs", PLAN, "1" * 64)
+    matrix_file.finish(plain, MatrixRecord(plan=PLAN, axes=record.axes, varying=record.varying,
                                        variants=record.variants), "failed")
     compared = compare_matrix(plain)
     assert compared.basis == "peak throughput (no objective given)"

@@ -13,7 +13,7 @@ from orchestrator.report.comparison import compare
 from orchestrator.report.latency_tables import latency_table
 from orchestrator.report.percentiles import available, level_percentiles
 from orchestrator.report.plots import percentile_figure
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 
 def with_percentiles(c: int, ttft: dict[str, float], **extra: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from orchestrator.report.comparison import compare, compare_runs
 from orchestrator.report.plots import comparison_plots
 from orchestrator.report.server_load import server_level, server_levels
 from orchestrator.report.server_plots import server_figure
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 
 pytestmark = pytest.mark.slow
 

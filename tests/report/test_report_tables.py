@@ -14,7 +14,7 @@ from orchestrator.plan.models import Plan
 from orchestrator.report.compare_tables import comparison_tables, with_ratio
 from orchestrator.report.comparison import compare
 from orchestrator.runs.reader import BenchData, HostData, RunData
-from orchestrator.runs.records import LevelResult, Meta, SweepSummary
+from orchestrator.runs.run_records import LevelResult, Meta, SweepSummary
 from orchestrator.tables import Column, TableData, split_groups, to_html, to_rich
 
 

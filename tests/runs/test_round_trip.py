@@ -16,7 +16,7 @@ from orchestrator.runs.reader import (
     read_record,
     read_requests,
 )
-from orchestrator.runs.records import (
+from orchestrator.runs.run_records import (
     HostFactsRecord,
     HostSteps,
     LevelResult,

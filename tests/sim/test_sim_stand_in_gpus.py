@@ -15,7 +15,7 @@ from orchestrator.bench.gpu_figures import summarize_samples
 from orchestrator.bench.samplers import Snapshot
 from orchestrator.limits.evidence import gather
 from orchestrator.limits.rules import limiter
-from orchestrator.runs.records import LevelResult
+from orchestrator.runs.run_records import LevelResult
 from orchestrator.sim.dcgm_stand_in import STAND_IN_DCGM_PATH, render
 from orchestrator.sim.gpus import GpuMeter, steady
 from orchestrator.sim.profiles import KIMI_INT4, KIMI_NVFP4, MINIMAX_EP, PROFILES, Profile

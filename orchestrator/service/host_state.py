@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.facts import OtherInstance, ServiceFacts
-from orchestrator.runs.records import Startup
+from orchestrator.runs.run_records import Startup
 from orchestrator.service import spec_diff
 from orchestrator.service.backends import Backend
 from orchestrator.steps.base import Finding

@@ -10,7 +10,7 @@ statistics (`p99_ttft_ms`, `std_itl_ms`, ...) stay as extra keys (`figure()` rea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     AliasChoices,
@@ -25,9 +25,6 @@ from pydantic import (
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-RunStatus = Literal["incomplete", "complete", "failed", "interrupted"]
 
 
 class Meta(Record):
