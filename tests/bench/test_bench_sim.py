@@ -238,8 +238,12 @@ def test_a_level_the_server_capped_says_what_ran(tmp_path: Path) -> None:
               metrics_interval=0.1, warmup=0)
     c4, c1 = level(tmp_path, "c4"), level(tmp_path, "c1")
     seen = c4["effective_concurrency"]
-    assert seen["asked"] == 4 and seen["max_running"] == 2 and seen["max_waiting"] == 2
+    # The simulator counts its queue live: a request sent in the moment between one finishing
+    # and the next step's schedule waits as a third (1 running, 3 waiting), which a scrape on
+    # a loaded machine can catch.
+    waited = int(seen["max_waiting"])
+    assert seen["asked"] == 4 and seen["max_running"] == 2 and waited in (2, 3)
     assert seen["client_in_flight"] == 4  # the client held its four: the server capped them
     assert "capped" in c4["flags"]
-    assert capped(LevelResult.model_validate(c4)) == "4 asked, at most 2 running, 2 waiting"
+    assert capped(LevelResult.model_validate(c4)) == f"4 asked, at most 2 running, {waited} waiting"
     assert "capped" not in c1["flags"] and c1["effective_concurrency"]["max_running"] == 1

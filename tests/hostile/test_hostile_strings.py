@@ -145,7 +145,9 @@ def test_paths_and_names_the_loader_accepts_stay_safe(value: str, where: str) ->
                 "file": plan.files[0].path if plan.files else "",
                 "collect": plan.collect[0].path if plan.collect else "",
                 "name": plan.service.name}[where]
-    assert set(accepted) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+@/-")
+    # names.py lets a name hold `:` (a systemd unit name may); a host path never does
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+@/-"
+    assert set(accepted) <= set(safe + (":" if where == "name" else ""))
     assert ".." not in accepted.split("/")
     state = ServicePaths.for_venv(plan.python.venv, plan.service.name).state_dir
     assert state.startswith(plan.python.venv.rstrip("/") + "/.orch/service/")
