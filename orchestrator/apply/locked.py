@@ -15,6 +15,7 @@ from orchestrator import local_files
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.holder import printable
 from orchestrator.inventory import Inventory
+from orchestrator.plan.layers import dotted
 from orchestrator.plan.loader import LoadedPlan
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import RunLayout
@@ -178,7 +179,7 @@ def _differences(ran: Path, written: str | None, resolved: str) -> str:
     if written is None:
         return f"its digest differs from the run's ({ran} is missing)"
     try:
-        before, after = _flat(yaml.safe_load(written)), _flat(yaml.safe_load(resolved))
+        before, after = dotted(yaml.safe_load(written)), dotted(yaml.safe_load(resolved))
     except yaml.YAMLError:
         return f"the plan as resolved now differs from {ran}"
     said = [f"{key}: {_shown(before.get(key))} -> {_shown(after.get(key))}"
@@ -186,16 +187,6 @@ def _differences(ran: Path, written: str | None, resolved: str) -> str:
     more = f"; and {len(said) - SHOWN} more" if len(said) > SHOWN else ""
     return ", ".join(said[:SHOWN]) + more if said else \
         f"the plan as resolved now differs from {ran}"
-
-
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    """A plan's settings by dotted path (`bench.max_tokens`), lists as whole values."""
-    if not isinstance(data, dict) or (prefix and not data):
-        return {prefix: data} if prefix else {}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def _shown(value: Any) -> str:

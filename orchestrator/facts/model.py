@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 from orchestrator import masking
 from orchestrator.facts.fact import Fact, as_int, as_str
 from orchestrator.facts.model_trust import (
+    MODEL_MAX_FILES,
     model_commit_problem,
     model_files_problem,
     model_folders_problem,
@@ -86,11 +87,6 @@ print(json.dumps({"commit": info.sha, "files": [
     {"path": s.rfilename, "size": s.size, "sha256": s.lfs.sha256 if s.lfs else None,
      "blob": s.blob_id} for s in siblings]}))
 """
-
-
-# The most files orch takes from one model's listing (the hub's, or a record's): a real
-# model has tens (Kimi-K2.5: ~70 shards); 300,000 cost `orch plan` 390 MiB and 5.5 s.
-MAX_MODEL_FILES = 10_000
 
 
 def model_places(spec: Dict[str, Any]) -> Dict[str, str]:
@@ -160,7 +156,7 @@ def _model_resolve(spec: Dict[str, Any]) -> Dict[str, Any]:
         env["HF_TOKEN"] = spec["token"]
     env.pop("HF_HUB_OFFLINE", None)
     asked = {k: spec[k] for k in ("repo", "revision", "allow", "ignore")}
-    asked["max_files"] = MAX_MODEL_FILES
+    asked["max_files"] = MODEL_MAX_FILES
     try:
         done = subprocess.run([python, "-c", MODEL_RESOLVE], input=json.dumps(asked).encode(),
                               capture_output=True, env=env, timeout=90)
@@ -387,11 +383,6 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
     entry = answer.get("model")
     if not isinstance(entry, dict):
         return
-    listed = entry.get("files")
-    if isinstance(listed, list) and len(listed) > MAX_MODEL_FILES:  # the host's side did not cap it
-        entry = {**entry, "files": None, "hub": entry.get("hub") or "the host's record",
-                 "hub_error": f"the listing holds {len(listed)} files, more than orch takes from "
-                              f"one model ({MAX_MODEL_FILES})", "hub_error_kind": "listing"}
     places = entry.get("places") or {}
     space = entry.get("space") or [None, None]
     refused = _refused(entry)

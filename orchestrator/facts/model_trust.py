@@ -18,6 +18,9 @@ from typing import Any, List, Optional
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
 MODEL_MAX_FILE_SIZE = 100 * 10 ** 12  # 100 TB: beyond any file a hub serves
+# Files in one model's listing: a real model has tens (Kimi-K2.5 about 70 shards); a listing
+# of 300,000 cost `orch plan` 390 MiB and 5.5 s.
+MODEL_MAX_FILES = 10_000
 
 
 def model_shown(value: Any) -> str:
@@ -70,6 +73,9 @@ def model_files_problem(files: Any) -> Optional[str]:
     """The first reason a file list (the hub's, or a record's) cannot be used as it stands."""
     if not isinstance(files, list):
         return "the file list is not a list"
+    if len(files) > MODEL_MAX_FILES:
+        return (f"the listing holds {len(files)} files, more than orch takes from one model "
+                f"({MODEL_MAX_FILES})")
     for entry in files:
         problem = model_entry_problem(entry)
         if problem is not None:

@@ -43,6 +43,17 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
     return result
 
 
+def dotted(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A plan's leaves by dotted path (`bench.max_tokens`), lists as whole values; an empty
+    map has none (so `{}` and a map of keys compare key by key)."""
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(dotted(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: data}
+
+
 def set_argument(text: str) -> str:
     """How a `--set` argument is named in messages and origins."""
     return f"--set {text}"

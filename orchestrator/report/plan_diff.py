@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.engines import engine
 from orchestrator.names import flag_name
+from orchestrator.plan.layers import dotted
 from orchestrator.plan.models import Plan, canonical_name, parse_pin
 from orchestrator.report.gpus import gpu_count
 from orchestrator.tables import Column, TableData
@@ -60,17 +61,6 @@ def weight_format(model: str) -> str | None:
 def _canonical(value: Any) -> str:
     """Type-aware equality: `true` and `1` render different flags, so they differ here."""
     return json.dumps(value, sort_keys=True, default=str)
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted paths to leaves; an empty map has none (so `{}` and a map of keys compare
-    key by key)."""
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: data}
 
 
 @dataclass(frozen=True)
@@ -128,7 +118,7 @@ def _dump(plan: Plan) -> dict[str, Any]:
 
 def diff_plans(a: Plan, b: Plan) -> list[Change]:
     """Every difference between `a` and `b`, by category then setting."""
-    flat_a, flat_b = _flatten(_dump(a)), _flatten(_dump(b))
+    flat_a, flat_b = dotted(_dump(a)), dotted(_dump(b))
     groups = FlagGroups.of(a, b)
     changes: list[Change] = []
     for path in sorted(flat_a.keys() | flat_b.keys()):

@@ -131,7 +131,7 @@ def test_a_plain_result_still_reads(tmp_path: Path) -> None:
 # -- a model listing of too many files --------------------------------------------------------
 
 COMMIT = "a" * 40
-MANY = 10_001  # over the cap (facts/model.py MAX_MODEL_FILES), as a 300,000-file listing is
+MANY = 10_001  # over the cap (facts/model_trust.py MODEL_MAX_FILES), as a 300,000-file listing is
 
 
 def _listing(count: int) -> bytes:
