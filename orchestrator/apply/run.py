@@ -72,7 +72,9 @@ class ApplyOptions:
                                   f"{DEFAULT_FORKS})")
 
 
-def execute(options: ApplyOptions) -> int:
+def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
+    """The apply (or plan) of `options`; `loaded` is its plan when the caller has loaded it
+    already (from the same file, overlays and sets), so that no apply loads its plan twice."""
     if not options.check:  # `orch plan` writes no run folder: any --runs-dir will do
         refuse_inside_run(options.runs_dir, "--runs-dir")  # a new run never lands in one
     console = make_console(stderr=options.json_lines)  # --json: stdout is events only
@@ -81,7 +83,8 @@ def execute(options: ApplyOptions) -> int:
     if options.locked is not None:
         plan_path, locked = load_locked(options.locked)
     assert plan_path is not None
-    loaded = load_plan(plan_path, options.overlays, options.sets)
+    if loaded is None:
+        loaded = load_plan(plan_path, options.overlays, options.sets)
     # before any connection: a missing one fails now, named with where it is used
     secrets = resolve_secrets(loaded.plan, origins=loaded.field_origins)
     inventory = load_inventory(options.inventory)

@@ -91,15 +91,19 @@ def _converge(args: argparse.Namespace) -> int:
     )
     if (options.plan is None) == (options.locked is None):
         args.parser.error("give a PLAN, or --locked RUN_FOLDER (which holds its plan)")
-    if options.plan is not None:
-        from orchestrator.matrix.expand import load_matrix
+    if options.plan is None:
+        return execute(options)  # --locked: the plan is the locked run's, loaded there
+    from orchestrator.matrix.expand import matrix_of
+    from orchestrator.plan.loader import load_plan
 
-        matrix = load_matrix(options.plan, options.overlays, options.sets)
-        if matrix is not None:
-            from orchestrator.matrix.run import apply_matrix, plan_matrix
+    # loaded once: whether it has a matrix, and (without one) the plan the apply runs
+    loaded = load_plan(options.plan, options.overlays, options.sets)
+    matrix = matrix_of(loaded, options.plan, options.overlays, options.sets)
+    if matrix is not None:
+        from orchestrator.matrix.run import apply_matrix, plan_matrix
 
-            if options.check:
-                return plan_matrix(matrix, options, limit=args.limit_variants)
-            return apply_matrix(matrix, options, fail_fast=args.fail_fast,
-                                limit=args.limit_variants)
-    return execute(options)
+        if options.check:
+            return plan_matrix(matrix, options, limit=args.limit_variants)
+        return apply_matrix(matrix, options, fail_fast=args.fail_fast,
+                            limit=args.limit_variants)
+    return execute(options, loaded)

@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.plan.loader import LoadedPlan
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             loaded = load_plan(path, args.overlay, args.sets)
             check(loaded)  # what apply would compile: launch command, files, steps
-            variants = _variants(loaded.plan.matrix is not None, path, args)
+            variants = _variants(loaded, path, args)
         except PlanError as error:
             if args.debug:
                 raise
@@ -64,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _variants(has_matrix: bool, path: Path, args: argparse.Namespace) -> int | None:
+def _variants(loaded: LoadedPlan, path: Path, args: argparse.Namespace) -> int | None:
     """How many variants the plan's matrix makes, each checked (None: no matrix)."""
-    if not has_matrix:
+    if loaded.plan.matrix is None:
         return None
-    from orchestrator.matrix.expand import load_matrix
+    from orchestrator.matrix.expand import matrix_of
 
-    matrix = load_matrix(path, args.overlay, args.sets)
+    matrix = matrix_of(loaded, path, args.overlay, args.sets)
     return len(matrix.variants) if matrix is not None else None

@@ -167,7 +167,13 @@ def load_matrix(path: Path | str, overlays: Sequence[Path | str] = (),
                 sets: Sequence[str] = (), *, check: bool = True) -> MatrixPlan | None:
     """The plan's variants, each loaded (and compiled, with `check`); None when the plan
     has no matrix. Raises one PlanError for the first invalid variant."""
-    base = load_plan(path, overlays, sets)
+    return matrix_of(load_plan(path, overlays, sets), path, overlays, sets, check=check)
+
+
+def matrix_of(base: LoadedPlan, path: Path | str, overlays: Sequence[Path | str] = (),
+              sets: Sequence[str] = (), *, check: bool = True) -> MatrixPlan | None:
+    """As `load_matrix`, for a plan already loaded (`base`, from these very layers): a
+    command that loaded the plan learns whether it has a matrix without loading it again."""
     matrix = base.plan.matrix
     if matrix is None:
         return None

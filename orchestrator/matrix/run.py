@@ -116,7 +116,8 @@ def plan_matrix(matrix: MatrixPlan, options: ApplyOptions, *, limit: str | None 
     first = run_order(matrix.variants)[0]
     console.print(f"\nthe first variant ({matrix.label(first)}), as apply would find the hosts "
                   "now:", markup=False)
-    return execute(dataclasses.replace(options, sets=[*options.sets, *first.sets]))
+    return execute(dataclasses.replace(options, sets=[*options.sets, *first.sets]),
+                   first.loaded)
 
 
 def apply_matrix(matrix: MatrixPlan, options: ApplyOptions, *, fail_fast: bool = False,
@@ -233,7 +234,7 @@ def _run_variant(console: Console, matrix: MatrixPlan, variant: Variant, entry: 
         options, sets=[*options.sets, *variant.sets], resume=resume, on_folder=on_folder)
     cause = None
     try:
-        code = execute(variant_options)
+        code = execute(variant_options, variant.loaded)
     except KeyboardInterrupt:
         entry.status, entry.seconds = "interrupted", matrix_file.elapsed(started)
         matrix_file.finish(folder, record, "interrupted")
