@@ -7,7 +7,8 @@
                        (SGLang) has none run, and environment.json says so
     environment.json   what was captured and what was not, and why: the driver and CUDA
                        versions and GPU names `nvidia-smi -q` states, collect-env's exit code
-                       and seconds; `orch compare` reads it (report/comparability.py)
+                       and seconds (its types and reader: runs/environment_record.py;
+                       `orch compare` reads it, report/comparability.py)
 
 A re-apply that changed nothing on the host (no step changed; the same packages, kernel, OS,
 GPUs and driver as the plan's last run that captured them, its `key`) keeps that capture:
@@ -43,6 +44,12 @@ from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.facts.probe import HOST_PYTHON
 from orchestrator.facts.program import call_stdin
 from orchestrator.plan.models import Plan
+from orchestrator.runs.environment_record import (
+    CollectEnvCapture,
+    EnvironmentRecord,
+    NvidiaSmiCapture,
+    read_environment,
+)
 from orchestrator.runs.layout import EnvironmentLayout, RunLayout
 from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.transport.base import Transport
@@ -72,54 +79,59 @@ def _call(transport: Transport, function: str, spec: dict[str, Any], timeout: fl
 
 
 def summarize(answer: dict[str, Any], *, collect_env: str, timeout: int,
-              collector: EnvCollector | None) -> dict[str, Any]:
+              collector: EnvCollector | None) -> EnvironmentRecord:
     """environment.json from the host's answer (pure): what each capture gave, or why not."""
-    record: dict[str, Any] = {}
-    smi = answer.get("nvidia_smi") or {}
+    return EnvironmentRecord(nvidia_smi=_smi_capture(answer.get("nvidia_smi") or {}),
+                             collect_env=_collect_env_capture(answer.get("collect_env") or {},
+                                                              collect_env, timeout, collector))
+
+
+def _smi_capture(smi: dict[str, Any]) -> NvidiaSmiCapture:
     if not smi.get("found"):
-        record["nvidia_smi"] = {"captured": False, "why": "no nvidia-smi on the host's PATH"}
-    elif smi.get("error") and not smi.get("text"):
-        record["nvidia_smi"] = {"captured": False, "why": f"nvidia-smi -q failed: {smi['error']}"}
-    else:
-        record["nvidia_smi"] = {"captured": True, "file": SMI_FILE,
-                                **parse_nvidia_smi_q(str(smi.get("text") or ""))}
-        if smi.get("error"):
-            record["nvidia_smi"]["error"] = smi["error"]
-    env = answer.get("collect_env") or {}
+        return NvidiaSmiCapture(captured=False, why="no nvidia-smi on the host's PATH")
+    if smi.get("error") and not smi.get("text"):
+        return NvidiaSmiCapture(captured=False, why=f"nvidia-smi -q failed: {smi['error']}")
+    capture = NvidiaSmiCapture(captured=True, file=SMI_FILE,
+                               **parse_nvidia_smi_q(str(smi.get("text") or "")))
+    if smi.get("error"):
+        capture.error = smi["error"]
+    return capture
+
+
+def _collect_env_capture(env: dict[str, Any], why: str, timeout: int,
+                         collector: EnvCollector | None) -> CollectEnvCapture:
     rc, seconds = env.get("rc"), env.get("seconds")
     if collector is None:
-        record["collect_env"] = {"command": None, "captured": False, "why": collect_env}
-        return record
-    entry: dict[str, Any] = {"command": collector.command, "timeout_s": timeout}
+        return CollectEnvCapture(command=None, captured=False, why=why)
+    said: dict[str, Any]  # only what applies: the file holds the keys given
     if not env.get("started"):
-        entry.update(captured=False, why=collect_env)
+        said = {"captured": False, "why": why}
     elif rc == 0:
-        entry.update(captured=True, file=COLLECT_ENV_FILE, seconds=seconds)
+        said = {"captured": True, "file": COLLECT_ENV_FILE, "seconds": seconds}
     elif rc == 124 or rc is None:
-        entry.update(captured=False, file=COLLECT_ENV_FILE,
-                     why=f"did not finish within {timeout} s (best effort; its partial output kept)")
+        said = {"captured": False, "file": COLLECT_ENV_FILE,
+                "why": f"did not finish within {timeout} s (best effort; its partial output kept)"}
     else:
-        entry.update(captured=False, file=COLLECT_ENV_FILE, seconds=seconds,
-                     why=f"exited {rc} (its output kept)")
-    record["collect_env"] = entry
-    return record
+        said = {"captured": False, "file": COLLECT_ENV_FILE, "seconds": seconds,
+                "why": f"exited {rc} (its output kept)"}
+    return CollectEnvCapture(command=collector.command, timeout_s=timeout, **said)
 
 
-def describe(record: dict[str, Any], collector: EnvCollector | None) -> str:
+def describe(record: EnvironmentRecord, collector: EnvCollector | None) -> str:
     """One line for the apply's output."""
-    smi, env = record.get("nvidia_smi") or {}, record.get("collect_env") or {}
-    if smi.get("captured"):
-        versions = ", ".join(f"{label} {smi[key]}" for key, label in
-                             (("driver_version", "driver"), ("cuda_version", "CUDA")) if smi.get(key))
+    smi, env = record.nvidia_smi or NvidiaSmiCapture(), record.collect_env or CollectEnvCapture()
+    if smi.captured:
+        versions = ", ".join(f"{label} {value}" for value, label in
+                             ((smi.driver_version, "driver"), (smi.cuda_version, "CUDA")) if value)
         said = f"nvidia-smi -q kept ({versions})" if versions else "nvidia-smi -q kept"
     else:
-        said = f"no nvidia-smi -q: {smi.get('why', 'not captured')}"
+        said = f"no nvidia-smi -q: {smi.why or 'not captured'}"
     if collector is None:
-        said += f"; {env.get('why', 'no environment collector')}"
-    elif env.get("captured"):
-        said += f"; {collector.label} kept ({env.get('seconds')} s)"
+        said += f"; {env.why or 'no environment collector'}"
+    elif env.captured:
+        said += f"; {collector.label} kept ({env.seconds} s)"
     else:
-        said += f"; no {collector.label}: {env.get('why', 'not captured')}"
+        said += f"; no {collector.label}: {env.why or 'not captured'}"
     return said
 
 
@@ -199,15 +211,15 @@ class EnvironmentCapture:
         where = folder.host(host).environment
         earlier = self._kept.get(host)
         if earlier is not None:
-            record = read_record(earlier)
+            record = read_environment(earlier)
             for source, copy in ((earlier.nvidia_smi, where.nvidia_smi),
                                  (earlier.collect_env, where.collect_env)):
                 if source.is_file():
                     where.root.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, copy)
-            record["kept_from"] = str(earlier.root.parents[2].name)  # that run's folder
-            write_file(where.record, dumps(record))
-            return f"as in run {record['kept_from']}, its capture kept; " \
+            record.kept_from = str(earlier.root.parents[2].name)  # that run's folder
+            write_file(where.record, dumps(record.to_json()))
+            return f"as in run {record.kept_from}, its capture kept; " \
                 + describe(record, self.collector)
         if host not in self._collect_env and self.plan.python is not None:
             self._begin(transport)  # after the sweep: it ran on a server already up
@@ -216,14 +228,14 @@ class EnvironmentCapture:
         answer = _call(transport, "environment_facts", spec, timeout=self.timeout + 60)
         why = self._collect_env.get(host, "not started")
         record = summarize(answer, collect_env=why, timeout=self.timeout, collector=collector)
-        record["key"] = self._keys.get(host)
+        record.key = self._keys.get(host)
         smi = answer.get("nvidia_smi") or {}
         if smi.get("text"):
             write_file(where.nvidia_smi, str(smi["text"]))
         env = answer.get("collect_env") or {}
         if env.get("started"):
             write_file(where.collect_env, str(env.get("text") or ""))
-        write_file(where.record, dumps(record))
+        write_file(where.record, dumps(record.to_json()))
         return describe(record, collector)
 
 
@@ -243,16 +255,7 @@ def earlier_capture(folder: RunFolder, host: str, key: str) -> EnvironmentLayout
                   reverse=True)
     for run in runs[:20]:
         where = RunLayout(run).host(host).environment
-        record = read_record(where)
-        if record:
-            return where if record.get("key") == key else None
+        record = read_environment(where)
+        if record.to_json():
+            return where if record.key == key else None
     return None
-
-
-def read_record(where: EnvironmentLayout) -> dict[str, Any]:
-    """A run folder's environment.json (empty when it has none)."""
-    try:
-        data = json.loads(where.record.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -19,6 +19,7 @@ from orchestrator.engines.kernels import fallbacks_of, short_fallback
 from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
+from orchestrator.runs.environment_record import EnvironmentRecord, read_environment
 from orchestrator.runs.layout import RunLayout
 from orchestrator.runs.reader import model_record, weights_of
 
@@ -125,12 +126,10 @@ def kernels_of(s: Series) -> dict[str, Any]:
     return kernels if isinstance(kernels, dict) else {}
 
 
-def environment_of(s: Series) -> dict[str, Any]:
-    """The run's environment.json (apply/environment.py): nvidia-smi -q's versions,
+def environment_of(s: Series) -> EnvironmentRecord:
+    """The run's environment.json (runs/environment_record.py): nvidia-smi -q's versions,
     collect-env; empty for a run without one."""
-    from orchestrator.apply.environment import read_record
-
-    return read_record(RunLayout(s.run.path).host(s.host.name).environment)
+    return read_environment(RunLayout(s.run.path).host(s.host.name).environment)
 
 
 def _environment(series: Sequence[Series]) -> list[str]:
@@ -147,8 +146,6 @@ def _environment(series: Sequence[Series]) -> list[str]:
         gpus = host(s, "gpus")
         return [g.get("name") for g in gpus if isinstance(g, dict)] if gpus else None
 
-    def smi(s: Series, key: str) -> Any:
-        return (environment_of(s).get("nvidia_smi") or {}).get(key)
 
     out = []
     weights = [weights_of(model_record(s.run.path, s.host.name)) for s in series]
@@ -158,7 +155,7 @@ def _environment(series: Sequence[Series]) -> list[str]:
     for what, read in (("the kernel", lambda s: host(s, "kernel")),
                        ("the OS", lambda s: host(s, "os")),
                        ("the GPU driver", driver), ("the GPUs", gpu_names),
-                       ("the CUDA version", lambda s: smi(s, "cuda_version"))):
+                       ("the CUDA version", lambda s: environment_of(s).cuda_version)):
         values = [read(s) for s in series]
         if None not in values:
             found = _differs(series, values, what, "the environment is not the same")

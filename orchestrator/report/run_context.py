@@ -15,6 +15,7 @@ from orchestrator.report.comparability import environment_of, kernels_of
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.level_table import MISSING
 from orchestrator.report.series import Series
+from orchestrator.runs.environment_record import EnvironmentRecord
 from orchestrator.runs.layout import RunLayout
 from orchestrator.tables import Column, TableData, text, to_html
 
@@ -137,9 +138,9 @@ def _gpus(facts: dict[str, Any] | None) -> str:
     return ", ".join(f"{count}x {name}" for name, count in names.items())
 
 
-def _driver(facts: dict[str, Any] | None, smi: dict[str, Any]) -> str:
-    if smi.get("driver_version"):
-        return str(smi["driver_version"])
+def _driver(facts: dict[str, Any] | None, environment: EnvironmentRecord) -> str:
+    if environment.driver_version:
+        return environment.driver_version
     drivers = sorted({str(g.get("driver")) for g in (facts or {}).get("gpus") or () if isinstance(g, dict)})
     return ", ".join(drivers) or MISSING
 
@@ -173,8 +174,8 @@ def kernels_table(comparison: Comparison) -> TableData:
                           if k else MISSING for k in kernels])
     row("vLLM", [vllm_build(s) or MISSING for s in comparison.series])
     row("GPUs", [_gpus(f) for f in facts])
-    row("Driver", [_driver(f, (e.get("nvidia_smi") or {})) for f, e in zip(facts, environments, strict=True)])
-    row("CUDA", [str((e.get("nvidia_smi") or {}).get("cuda_version") or MISSING) for e in environments])
+    row("Driver", [_driver(f, e) for f, e in zip(facts, environments, strict=True)])
+    row("CUDA", [e.cuda_version or MISSING for e in environments])
     row("Kernel", [str((f or {}).get("kernel") or MISSING) for f in facts])
     row("OS", [str((f or {}).get("os") or MISSING) for f in facts])
     row("collect-env", [_collect_env(e) for e in environments])
@@ -196,10 +197,10 @@ def _kv(kernels: dict[str, Any]) -> str:
     return text + (f", {kernels['kv_cache_layout']} layout" if kernels.get("kv_cache_layout") else "")
 
 
-def _collect_env(environment: dict[str, Any]) -> str:
-    entry = environment.get("collect_env")
-    if not isinstance(entry, dict):
+def _collect_env(environment: EnvironmentRecord) -> str:
+    entry = environment.collect_env
+    if entry is None:
         return MISSING
-    if entry.get("captured"):
-        return f"kept ({entry.get('seconds')} s)"
-    return f"not kept: {entry.get('why', '?')}"
+    if entry.captured:
+        return f"kept ({entry.seconds} s)"
+    return f"not kept: {entry.why or '?'}"

@@ -23,3 +23,28 @@ def test_plan_on_this_machine_imports_no_http_or_ssh_client() -> None:
     imported = _imported("plan", "plans/sim/kimi-nvfp4.yaml")
     assert "orchestrator.apply.run" in imported  # the measurement sees orch's own imports
     assert [name for name in HEAVY if name in imported] == []
+
+
+VLLM_RESULTS = ROOT / "tests" / "report" / "vllm_results"
+HOST_STACK = ("orchestrator.transport", "orchestrator.facts", "orchestrator.inventory",
+              "orchestrator.apply")  # SSH, the probe, inventories, the apply's stages
+
+
+def _host_stack(imported: set[str]) -> list[str]:
+    return sorted(name for name in imported
+                  if any(name == top or name.startswith(f"{top}.") for top in HOST_STACK))
+
+
+def test_compare_reads_run_folders_without_the_host_stack() -> None:
+    """`orch compare` reads results and run folders (runs/): it never connects to a host."""
+    imported = _imported("compare", str(VLLM_RESULTS / "vllm-c1.json"),
+                         str(VLLM_RESULTS / "vllm-c4.json"))
+    assert _host_stack(imported) == []
+    assert "orchestrator.runs.environment_record" in imported  # each run's environment read
+
+
+def test_report_reads_run_folders_without_the_host_stack(tmp_path: Path) -> None:
+    imported = _imported("report", str(VLLM_RESULTS / "vllm-c1.json"),
+                         str(VLLM_RESULTS / "vllm-c4.json"), "-o", str(tmp_path / "page.html"))
+    assert _host_stack(imported) == []
+    assert {"orchestrator.report.html_report", "orchestrator.runs.environment_record"} <= imported

