@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.apply", "orchestrator.output", "orchestrator.live_view"),
     ("orchestrator.report",),
     ("orchestrator.matrix",),
+    ("orchestrator.init",),  # orch init's work: it checks its files with the apply's compile
     ("orchestrator.commands", "orchestrator.cli", "orchestrator.cli_hints",
      "orchestrator.bench.cli"),
 ]

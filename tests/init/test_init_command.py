@@ -1,5 +1,5 @@
 """`orch init` through the real CLI: flags, defaults, hostile values, no overwrite, and the
-questions answered on a real pseudo-terminal."""
+questions answered on a real pseudo-terminal (the pure rendering: test_init_documents.py)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from fixtures import zygote
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from orchestrator.commands.init_plan import (
-    HostArg,
-    InitSpec,
-    parse_host_arg,
-    render_inventory,
-    render_plan,
-)
 from orchestrator.inventory import load_inventory
 from orchestrator.plan.loader import load_plan
 from tests.fixtures.orchcli import orch
@@ -177,28 +167,6 @@ def test_existing_files_are_kept_without_force(tmp_path: Path) -> None:
     assert "overwrote plans/mine.yaml" in forced.stdout
     assert load_plan(plan_file).plan.name == "mine"
     assert [p.name for p in (tmp_path / "plans").iterdir()] == ["mine.yaml"]  # no temporary
-
-
-# --- the pure rendering -----------------------------------------------------------------------
-
-@settings(max_examples=150, deadline=None)
-@given(text=st.text(min_size=1, max_size=40))
-def test_any_text_reads_back_as_itself(text: str) -> None:
-    # The command refuses line breaks and `${`; the renderer must not depend on that.
-    spec = InitSpec(name="p", target=HostArg("gpu1", user="u"), model=text,
-                    served_model_name=text, identity_file=text, jump=text, vllm_version=text)
-    plan = yaml.safe_load(render_plan(spec))
-    assert plan["service"]["model"] == text and plan["vars"]["vllm_version"] == text
-    host = yaml.safe_load(render_inventory(spec))["hosts"]["gpu1"]
-    assert host["identity_file"] == text and host["jump"] == text
-
-
-def test_host_grammar() -> None:
-    assert parse_host_arg("localhost") == HostArg(None)
-    assert parse_host_arg("gpu1") == HostArg("gpu1")
-    assert parse_host_arg("ubuntu@gpu1.example.com:2222") == HostArg("gpu1.example.com", "ubuntu", 2222)
-    assert parse_host_arg("[fe80::1]:22") == HostArg("fe80::1", None, 22)
-    assert parse_host_arg("u@localhost") == HostArg("localhost", "u")  # SSH to this machine
 
 
 # --- questions on a terminal ------------------------------------------------------------------
