@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from plan_fixtures import load_plan, make_plan
+from fixtures.service_plans import load_plan, make_plan
 
 from orchestrator.engines import engine
 from orchestrator.errors import PreflightError

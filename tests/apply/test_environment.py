@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from plan_fixtures import make_plan
+from fixtures.service_plans import make_plan
 
 from orchestrator.apply.environment import EnvironmentCapture, read_record
 from orchestrator.apply.lock import LockGuard
