@@ -1,6 +1,6 @@
 """What happens during a run, as it happens: small typed events.
 
-The runner, the phases after converge, readiness and the benchmark sweep emit them;
+The runner, the stages after converge, readiness and the benchmark sweep emit them;
 `output.Reporter` renders them for a person (or as JSON lines with `--json`), and the run
 folder keeps each one in `events.jsonl` (`to_json()`, the same form). An event that is not
 `kept` (a level's progress, several a second) is only shown live, never written or printed
@@ -73,12 +73,13 @@ class HostEnd(Event):
 @dataclass(frozen=True)
 class StageEvent(Event):
     """A stage after converge (ready, smoke, bench, collect, environment), a lock wait, or
-    start-up progress. Its `phase` field and `kind` keep their names in events.jsonl."""
+    start-up progress. In events.jsonl: `"event": "stage"` with its `stage` (records written
+    before 2026-12 say `"event": "phase"` and `phase`)."""
 
-    phase: str = ""
+    stage: str = ""
     status: str = "running"  # running, ok, changed, failed, skipped
     message: str = ""
-    kind: ClassVar[str] = "phase"
+    kind: ClassVar[str] = "stage"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The live view of a run on a terminal: one line per host still at work, with its step or
-phase, the latest thing it said (a start-up phase, a shard count) and how long it has been
+stage, the latest thing it said (a start-up phase, a shard count) and how long it has been
 at it, and below them the benchmark level being measured (requests done, tokens streamed),
 redrawn four times a second below the lines of what has finished.
 
@@ -75,7 +75,7 @@ class HostBoard:
             elif isinstance(event, Retry):
                 row.said = f"retry {event.attempt}: {event.error}"
             elif isinstance(event, StageEvent) and event.status == "running":
-                self._doing(row, event.phase, now)
+                self._doing(row, event.stage, now)
                 row.said = event.message
             elif isinstance(event, StepEnd | StageEvent):
                 row.said = ""

@@ -1,4 +1,4 @@
-"""What the user sees while a run goes: one line per finished step and phase, on a terminal
+"""What the user sees while a run goes: one line per finished step and stage, on a terminal
 a live line per host for what is in progress (live_view.py; elsewhere each progress message
 is a line of its own), a recap table at the end; or, with `--json`, one JSON event per
 line on stdout.
@@ -107,7 +107,7 @@ class Reporter:
         if isinstance(event, StageEvent):
             if event.status == "running" and not event.message:
                 return None
-            text = prefix + Text(f"{event.phase:<10} ") + Text(
+            text = prefix + Text(f"{event.stage:<10} ") + Text(
                 f"{event.status:<8}", style=_STYLE.get(event.status, ""))
             if event.message:
                 text += Text(f" {event.message}")
@@ -116,7 +116,7 @@ class Reporter:
 
 
 def level_line(event: LevelEnd) -> Text:
-    """A finished benchmark level, under its phase's line (no host: one sweep runs at a
+    """A finished benchmark level, under its stage's line (no host: one sweep runs at a
     time); the figures of the sweep's table."""
     note = " (partial)" if event.partial else ""
     if event.output_throughput is None or event.mean_e2el_ms is None:
@@ -128,7 +128,7 @@ def level_line(event: LevelEnd) -> Text:
 
 
 def recap_table(outcomes: list[HostOutcome], *, title: str = "recap") -> Table:
-    """One row per host: its status, steps and phases by result, round trips, time. The
+    """One row per host: its status, steps and stages by result, round trips, time. The
     `changed` column of `orch apply` is `pending` in `orch plan` (check mode)."""
     labels = ["ok", "pending" if title == "plan" else "changed", "failed", "skipped"]
     table = Table(title=title, title_justify="left")

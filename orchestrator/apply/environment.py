@@ -15,7 +15,7 @@ GPUs and driver as the plan's last run that captured them, its `key`) keeps that
 its files are copied into the new run folder on the controller, no command is run on the
 host (a no-op re-apply stays at its one round trip and does not wait for collect-env).
 
-Otherwise, two phases of an apply, around the others: `start` launches collect-env in the background
+Otherwise, two stages of an apply, around the others: `start` launches collect-env in the background
 on the host (it imports torch: seconds, on a busy CPU host half a minute) when the server is
 about to start up (minutes on a GPU host: over by the time it serves), else `finish` runs it
 after the benchmark, so that it never competes with a measurement; `finish` runs
@@ -201,10 +201,10 @@ class EnvironmentCapture:
         try:
             said = self._finish(transport, self.folder)
         except OrchError as error:  # never fatal: the run is what it is without it
-            emit(StageEvent(host, phase="environment", status="warning",
+            emit(StageEvent(host, stage="environment", status="warning",
                             message=f"not captured: {error}"))
             return
-        emit(StageEvent(host, phase="environment", status="ok", message=said))
+        emit(StageEvent(host, stage="environment", status="ok", message=said))
 
     def _finish(self, transport: Transport, folder: RunFolder) -> str:
         host = transport.host

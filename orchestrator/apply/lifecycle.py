@@ -79,7 +79,7 @@ class Lifecycle:
                         if outcome.failed or name in self.skip:
                             why = "--skip" if name in self.skip else "an earlier stage failed"
                             outcome.steps.append(StepOutcome(step=name, status="skipped"))
-                            emit(StageEvent(outcome.host, phase=name, status="skipped",
+                            emit(StageEvent(outcome.host, stage=name, status="skipped",
                                             message=why))
                         else:
                             self._stage(outcome, emit, name, body)
@@ -103,18 +103,18 @@ class Lifecycle:
 
     def _stage(self, outcome: HostOutcome, emit: Emit, name: str, body: Any) -> None:
         started = time.monotonic()
-        emit(StageEvent(outcome.host, phase=name, status="running"))
+        emit(StageEvent(outcome.host, stage=name, status="running"))
         try:
             message = body() or ""
             step = StepOutcome(step=name, status="ok", seconds=time.monotonic() - started)
-            emit(StageEvent(outcome.host, phase=name, status="ok",
+            emit(StageEvent(outcome.host, stage=name, status="ok",
                             message=f"{message} ({step.seconds:.1f}s)".strip()))
         except OrchError as error:
             step = StepOutcome(step=name, status="failed", seconds=time.monotonic() - started,
                                error=str(error))
             if isinstance(error, LockBusy):  # another took the locks: exit 75, as at a step
                 outcome.exit_code = error.exit_code
-            emit(StageEvent(outcome.host, phase=name, status="failed", message=str(error)))
+            emit(StageEvent(outcome.host, stage=name, status="failed", message=str(error)))
         outcome.steps.append(step)
 
 
@@ -122,7 +122,7 @@ class Lifecycle:
         if self.folder is not None:
             self.folder.write_startup(host, startup)
 
-    # -- phases -----------------------------------------------------------------------
+    # -- stages -----------------------------------------------------------------------
 
     def _ready(self, transport: Transport, base_url: str, outcome: HostOutcome, emit: Emit,
                guard: LockGuard) -> str:
@@ -142,7 +142,7 @@ class Lifecycle:
                 self._startup(outcome.host, Startup(already_running=True, url=base_url))
             return f"{base_url} serves {done.model} (already running)"
         if self.resume:
-            emit(StageEvent(outcome.host, phase="ready", status="changed",
+            emit(StageEvent(outcome.host, stage="ready", status="changed",
                             message="the server was started again: the figures of this "
                                     "resumed run span two start-ups"))
         ready = done.readiness

@@ -244,8 +244,14 @@ def check_python_function(
         return [f"python_function: the harness failed (exit {proc.returncode}): {tail}"]
     if "error" in answer:
         return [f"python_function: {answer['error']}"]
+    return _judge_calls(expect, answer["results"], calls)
+
+
+def _judge_calls(expect: PythonFunctionExpect, results: list[dict[str, Any]],
+                 calls: list[CallResult] | None) -> list[str]:
+    """Each call's result against what it should return; the records go to `calls`."""
     failures: list[str] = []
-    for call, result in zip(expect.calls, answer["results"], strict=True):
+    for call, result in zip(expect.calls, results, strict=True):
         expected = json.loads(json.dumps(call.returns))
         shown = f"{expect.name}({', '.join(json.dumps(a) for a in call.args)})"
         record = CallResult(args=list(call.args), expected=expected)

@@ -10,9 +10,12 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from orchestrator.metrics import OBJECTIVES
+
+if TYPE_CHECKING:
+    from orchestrator.plan.models import Bench
 
 
 def _levels(text: str) -> list[int] | str:
@@ -263,6 +266,26 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError("--dataset-name random makes synthetic prompts: give it without "
                              "--dataset and --prompt")
         data.setdefault("input_len", VLLM_RANDOM_INPUT_LEN)
+    finite = _rate_levels(args, data)
+    if not finite and ("arrivals" in data or "burstiness" in data):
+        raise UsageError("--arrivals and --burstiness shape open-loop arrivals: give a finite "
+                         "--request-rate too")
+    if "auto" in data and data.get("concurrency") != "auto":
+        raise UsageError("--auto-threshold and --auto-max-concurrency tune --concurrency auto")
+    if args.goodput:
+        data["slo"] = dict(args.goodput)
+    if args.ignore_eos:
+        data["ignore_eos"] = True
+    if args.no_metrics:
+        data["metrics_interval"] = None
+    return data
+
+
+def _rate_levels(args: argparse.Namespace, data: dict[str, Any]) -> list[float]:
+    """vllm bench serve's --request-rate and --max-concurrency as levels in `data`; returns
+    the finite rates."""
+    from orchestrator.errors import UsageError
+
     rates: list[float] | None = args.request_rate
     caps: list[int] | None = args.max_concurrency
     if caps is not None and "concurrency" in data:
@@ -284,47 +307,52 @@ def bench_config(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError("--request-rate inf without --max-concurrency sends --num-prompts "
                              "at once: give it as a count")
         data.update(mode="batch", concurrency=[prompts], requests_per_level=prompts)
-    if not finite and ("arrivals" in data or "burstiness" in data):
-        raise UsageError("--arrivals and --burstiness shape open-loop arrivals: give a finite "
-                         "--request-rate too")
-    if "auto" in data and data.get("concurrency") != "auto":
-        raise UsageError("--auto-threshold and --auto-max-concurrency tune --concurrency auto")
-    if args.goodput:
-        data["slo"] = dict(args.goodput)
-    if args.ignore_eos:
-        data["ignore_eos"] = True
-    if args.no_metrics:
-        data["metrics_interval"] = None
-    return data
+    return finite
 
 
-def run(args: argparse.Namespace) -> int:
+def _config(args: argparse.Namespace) -> Bench:
+    """The arguments' `bench:` section, validated; a bad value names its flag."""
     from pydantic import ValidationError
 
-    from orchestrator import masking
-    from orchestrator.bench.sweep import run_sweep
-    from orchestrator.console import make_console, shown
     from orchestrator.errors import UsageError
-    from orchestrator.limits.verdicts import Judge, plateau_lines
-    from orchestrator.output import Reporter
     from orchestrator.plan.models import Bench
-    from orchestrator.plan.secrets import header_problem
-    from orchestrator.runs.layout import refuse_inside_run
 
     try:
-        config = Bench.model_validate(bench_config(args))
+        return Bench.model_validate(bench_config(args))
     except ValidationError as error:
         problems = "; ".join(
             f"{flag_of(tuple(str(p) for p in e['loc']))}: {e['msg']}" for e in error.errors()
         )
         raise UsageError(f"invalid benchmark options: {problems}") from None
-    masking.register_url(args.url)
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key in --api-key-env's variable, registered for masking; one that cannot go in a
+    header is a usage error."""
+    from orchestrator import masking
+    from orchestrator.errors import UsageError
+    from orchestrator.plan.secrets import header_problem
+
     api_key = os.environ.get(args.api_key_env) or None
     if api_key:
         masking.register(api_key)
         if problem := header_problem(api_key):
             raise UsageError(f"--api-key-env {args.api_key_env}: the API key in "
                              f"{args.api_key_env} cannot be sent: {problem}")
+    return api_key
+
+
+def run(args: argparse.Namespace) -> int:
+    from orchestrator import masking
+    from orchestrator.bench.sweep import run_sweep
+    from orchestrator.console import make_console, shown
+    from orchestrator.limits.verdicts import Judge, plateau_lines
+    from orchestrator.output import Reporter
+    from orchestrator.runs.layout import refuse_inside_run
+
+    config = _config(args)
+    masking.register_url(args.url)
+    api_key = _api_key(args)
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     refuse_inside_run(out, "--result-dir")  # a run's own bench/ is its apply's record
     console = make_console()

@@ -289,22 +289,10 @@ class StreamConnection(asyncio.Protocol):
                     pieces.append(whole[0])
                     pos = whole[1]
                     continue
-            eol = data.find(b"\r\n", pos)
-            if eol < 0:
-                self._pending = data[pos:]
+            size, pos = self._size_line(data, pos)
+            if size is None:
                 break
-            size_text = data[pos:eol]
-            pos = eol + 2
-            try:
-                size = int(size_text, 16)
-            except ValueError:  # chunk extensions (`;name=value`) or garbage
-                size = extended_chunk_size(size_text)
-            if size < 0:
-                self._record_fail("bad_response", f"bad chunk size {mask_bytes(size_text, 40)!r}")
-                self.reusable = False
-                finished = True
-                break
-            if size == 0:
+            if size <= 0:  # the last chunk, or a bad size (recorded)
                 finished = True
                 break
             left = size
@@ -315,6 +303,23 @@ class StreamConnection(asyncio.Protocol):
             self._keep_body(b"".join(pieces))
         if finished:
             self._after_last_chunk(data[pos:], now)
+
+    def _size_line(self, data: bytes, pos: int) -> tuple[int | None, int]:
+        """The chunk size on the line at `pos` and where its bytes begin; None: the line is
+        not all here yet (kept for the next read); below 0: a bad size, recorded."""
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            self._pending = data[pos:]
+            return None, pos
+        size_text = data[pos:eol]
+        try:
+            size = int(size_text, 16)
+        except ValueError:  # chunk extensions (`;name=value`) or garbage
+            size = extended_chunk_size(size_text)
+        if size < 0:
+            self._record_fail("bad_response", f"bad chunk size {mask_bytes(size_text, 40)!r}")
+            self.reusable = False
+        return size, eol + 2
 
     def _after_last_chunk(self, rest: bytes, now: int) -> None:
         if self._record is not None and self._record.error_kind == "bad_response":

@@ -241,23 +241,29 @@ def token_times_ns(record: RequestRecord) -> list[int]:
     return out
 
 
-def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
-    """Metrics of one record; times relative to `origin_ns` (the level's start)."""
-    ns_ms = 1e-6
-    tokens = record.token_ns
-    counted = len(tokens)
+def _token_counts(record: RequestRecord) -> tuple[int, str, int]:
+    """Its output tokens, where that count comes from (the server's usage, the tokenizer,
+    counted chunks) and how many of them are reasoning."""
     if record.completion_tokens is not None:
         output, source = record.completion_tokens, "usage"
     elif record.tokenized_tokens is not None:
         output, source = record.tokenized_tokens, "tokenizer"
     else:
-        output, source = counted, "counted"
+        output, source = len(record.token_ns), "counted"
     if record.usage_reasoning_tokens is not None:
         reasoning = record.usage_reasoning_tokens
     elif source == "tokenizer" and record.tokenized_reasoning_tokens is not None:
         reasoning = record.tokenized_reasoning_tokens
     else:
         reasoning = min(record.reasoning_chunks, output)
+    return output, source, reasoning
+
+
+def derive(record: RequestRecord, origin_ns: int) -> RequestMetrics:
+    """Metrics of one record; times relative to `origin_ns` (the level's start)."""
+    ns_ms = 1e-6
+    tokens = record.token_ns
+    output, source, reasoning = _token_counts(record)
     per_token = metered(record)
     first_ns = record.metered_ns[0] if per_token else (tokens[0] if tokens else 0)
     ttft = (first_ns - record.start_ns) * ns_ms if first_ns else None

@@ -150,24 +150,12 @@ def spanning(engine: Engine) -> MultiNode:
     return engine.multi_node
 
 
-def build(
-    *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
-    addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
-    ray_port: int, master_port: int, ray_args: Sequence[str] | Mapping[str, Sequence[str]],
-    engine: Engine, know_hosts: bool = True, extra_args: Sequence[str] = (),
-) -> Topology:
-    """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
-    what cannot work: an engine that cannot span nodes, an unknown head, a bad address, a
-    layout the GPUs cannot hold. `ray_args`: one list for every node, or each host's own;
-    `engine`: whose flags (its names of the parallel sizes and of the multi-node flags)."""
-    multi_node, flags = spanning(engine), engine.flags
-    if head is not None and head not in hosts:
-        raise PlanError(f"the head {head!r} is not among the plan's hosts ({', '.join(hosts)})",
-                        field="service.nodes.head", expected="one of the plan's hosts")
-    ordered = [head or hosts[0]] + [h for h in hosts if h != (head or hosts[0])]
+def _check_addresses(ordered: list[str], addresses: Mapping[str, str]) -> None:
+    """Each node's address is an address, and its own (a `${host.` reference stands in for
+    one at `orch validate`, which has no inventory)."""
     for host in ordered:
         if "${host." in addresses[host]:
-            continue  # `orch validate`: no inventory, the reference stands in
+            continue
         if not _ADDRESS.fullmatch(addresses[host]):
             raise PlanError(f"node {host}: {addresses[host]!r} is not an address",
                             field="service.nodes.address",
@@ -185,6 +173,24 @@ def build(
                 field="service.nodes.address",
                 expected="${host.address} (the default) or a host variable naming each "
                          "node's address")
+
+
+def build(
+    *, backend: Literal["ray", "mp"], hosts: list[str], head: str | None,
+    addresses: Mapping[str, str], args: Mapping[str, object], gpus_per_node: int | None,
+    ray_port: int, master_port: int, ray_args: Sequence[str] | Mapping[str, Sequence[str]],
+    engine: Engine, know_hosts: bool = True, extra_args: Sequence[str] = (),
+) -> Topology:
+    """The topology of `hosts` (the plan's hosts, in inventory order), located errors for
+    what cannot work: an engine that cannot span nodes, an unknown head, a bad address, a
+    layout the GPUs cannot hold. `ray_args`: one list for every node, or each host's own;
+    `engine`: whose flags (its names of the parallel sizes and of the multi-node flags)."""
+    multi_node, flags = spanning(engine), engine.flags
+    if head is not None and head not in hosts:
+        raise PlanError(f"the head {head!r} is not among the plan's hosts ({', '.join(hosts)})",
+                        field="service.nodes.head", expected="one of the plan's hosts")
+    ordered = [head or hosts[0]] + [h for h in hosts if h != (head or hosts[0])]
+    _check_addresses(ordered, addresses)
     sizes = layout(args, extra_args, flags)
     if sizes.data > 1:
         raise PlanError("data parallelism across nodes is not supported by service.nodes yet",

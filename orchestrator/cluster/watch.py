@@ -12,7 +12,7 @@ When the head's run failed, the worker looks at its own processes once, in one r
 - its host does not answer: the worker's run fails, `cut off during the apply` with the
   transport's words (its logs cannot be collected either);
 - a process of it is dead: a failed `node` step names the process and the last line of its
-  log, and the collect phase after it brings the log into the run folder (hosts/<node>/);
+  log, and the collect stage after it brings the log into the run folder (hosts/<node>/);
 - everything of it runs: the failure was the head's own; nothing is added.
 
 When the head's run succeeded, nothing is asked (no round trip): the group served to the end.
@@ -91,7 +91,7 @@ class NodeWatch:
         step = StepOutcome(step="node", status="failed", seconds=time.monotonic() - started,
                            error=why)
         outcome.steps.append(step)
-        emit(StageEvent(self.host, phase="node", status="failed", message=why))
+        emit(StageEvent(self.host, stage="node", status="failed", message=why))
 
     def _watch_forming(self, transport: Transport, head: str, rays: list[ServiceStep]) -> None:
         """Until the group formed or the head's run ended: a Ray node of this worker that

@@ -44,9 +44,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                  "(default: the plan's latest unfinished run): finished "
                                  "benchmark levels are kept, the rest run; only with the plan "
                                  "it ran, never while another apply writes it")
-        parser.add_argument("--skip", action="append", default=[], metavar="PHASE",
+        parser.add_argument("--skip", action="append", default=[], metavar="STAGE",
                             choices=["service", "smoke", "bench"],
-                            help="skip a phase after converge: service, smoke or bench "
+                            help="skip a stage after converge: service, smoke or bench "
                              "(repeatable; service skips all three)")
         parser.add_argument("--fail-fast", action="store_true",
                             help="a plan with a matrix: stop at the first variant that fails "

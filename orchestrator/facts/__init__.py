@@ -7,6 +7,7 @@ its pure parser). program.py assembles the program from the modules; docs/concep
 """
 
 from orchestrator.facts.answer import Facts, parse_answer
+from orchestrator.facts.engine_build import EngineBuild
 from orchestrator.facts.files import FileFacts
 from orchestrator.facts.gpus import Gpu, GpuApp
 from orchestrator.facts.guards import Guard
@@ -18,10 +19,10 @@ from orchestrator.facts.program import program_source
 from orchestrator.facts.request import ProbeRequest
 from orchestrator.facts.service import OtherInstance, PortFacts, ServiceFacts
 from orchestrator.facts.venv import Distribution, VenvFacts
-from orchestrator.facts.vllm import VllmFacts
 
 __all__ = [
     "Distribution",
+    "EngineBuild",
     "Facts",
     "FileFacts",
     "Gpu",
@@ -35,7 +36,6 @@ __all__ = [
     "RecordFacts",
     "ServiceFacts",
     "VenvFacts",
-    "VllmFacts",
     "build_stdin",
     "parse_answer",
     "probe",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import ProbeError
+from orchestrator.facts.engine_build import EngineBuild
 from orchestrator.facts.files import FileFacts
 from orchestrator.facts.guards import Guard
 from orchestrator.facts.host import HostFacts
@@ -15,7 +16,6 @@ from orchestrator.facts.installed_files import RecordFacts
 from orchestrator.facts.program import discovered
 from orchestrator.facts.service import ServiceFacts
 from orchestrator.facts.venv import VenvFacts
-from orchestrator.facts.vllm import VllmFacts
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Facts:
     venv: VenvFacts | None = None
     record: dict[str, RecordFacts] = field(default_factory=dict)
     record_stats: dict[str, int] = field(default_factory=dict)  # files checked, hashed
-    vllm: VllmFacts | None = None  # when asked for and vLLM is installed
+    engine_build: EngineBuild | None = None  # when asked for and the engine is installed
     files: dict[str, FileFacts] = field(default_factory=dict)
     service: ServiceFacts | None = None
     guards: dict[str, Guard] = field(default_factory=dict)  # command name -> its guard

@@ -17,8 +17,8 @@ class ProbeRequest:
     record: list[str] = field(default_factory=list)
     verify_all: bool = False  # hash every RECORD file, ignoring the host's stat cache
     # The engine's builds (Engine.builds, a regex of distributions): the installed one's
-    # version and flag names (parsers, backends).
-    vllm: str | None = None
+    # version and flag names (parsers, backends), `Facts.engine_build`.
+    engine_builds: str | None = None
     files: dict[str, str | None] = field(default_factory=dict)  # path -> desired sha256
     service: dict[str, Any] | None = None
     guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # command -> creates/unless
@@ -37,7 +37,7 @@ class ProbeRequest:
             interpreter=self.interpreter or other.interpreter,
             record=sorted({*self.record, *other.record}),
             verify_all=self.verify_all or other.verify_all,
-            vllm=self.vllm or other.vllm,
+            engine_builds=self.engine_builds or other.engine_builds,
             files={**self.files, **other.files},
             service=other.service or self.service,
             guards={**self.guards, **other.guards},
@@ -52,7 +52,7 @@ class ProbeRequest:
             "interpreter": self.interpreter,
             "record": self.record,
             "verify_all": self.verify_all,
-            "vllm": self.vllm,
+            "engine_builds": self.engine_builds,
             "files": [{"path": p, "sha256": d} for p, d in sorted(self.files.items())],
             "service": self.service,
             "guards": self.guards,

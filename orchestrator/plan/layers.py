@@ -62,6 +62,15 @@ def set_argument(text: str) -> str:
 def parse_set(text: str) -> tuple[list[str], Any]:
     """'a.b=c' -> (['a', 'b'], 'c'), the value read as a YAML scalar or flow collection."""
     name = set_argument(text)
+    path, index = _set_path(text, name)
+    raw = text[index + 1 :]
+    if raw.strip() == "":
+        return path, ""
+    return path, _set_value(raw, name, 6 + index + 1)
+
+
+def _set_path(text: str, name: str) -> tuple[list[str], int]:
+    """The dotted path before '=' (a segment may be quoted) and where the '=' is."""
     path: list[str] = []
     segment: list[str] = []
     index = 0
@@ -96,26 +105,27 @@ def parse_set(text: str) -> tuple[list[str], Any]:
     if not segment and not quoted_segment:
         raise _set_error(name, "empty segment in the path", 6 + index)
     path.append("".join(segment))
-    raw = text[index + 1 :]
-    if raw.strip() == "":
-        return path, ""
+    return path, index
+
+
+def _set_value(raw: str, name: str, column: int) -> Any:
+    """The value after '=', read as YAML; too deep or binary is an error at `column`."""
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise _set_error(name, f"the value is not valid YAML: {problem}", 6 + index + 1) from None
+        raise _set_error(name, f"the value is not valid YAML: {problem}", column) from None
     except RecursionError:  # `[[[[...]]]]` 60,000 deep: PyYAML's parser recurses
         value = None
         deep = True
     else:
         deep = _deeper_than(value, MAX_SET_DEPTH)
     if deep:
-        raise _set_error(name, f"the value nests deeper than {MAX_SET_DEPTH} levels",
-                         6 + index + 1)
+        raise _set_error(name, f"the value nests deeper than {MAX_SET_DEPTH} levels", column)
     if _holds_bytes(value):
         raise _set_error(name, "a !!binary value cannot stand in a plan: write it as text",
-                         6 + index + 1)
-    return path, value
+                         column)
+    return value
 
 
 MAX_SET_DEPTH = 64  # as a plan file's own nesting

@@ -218,27 +218,32 @@ def _load_variant(folder: Path, entry: VariantEntry) -> RunData | None:
         return None
 
 
+def _variant_series(with_results: list[tuple[VariantEntry, RunData]], model_time: bool,
+                    host: str | None) -> tuple[dict[int, Series], Comparison | None]:
+    """Each variant's series under its label, by index, and their comparison (None: none
+    has results)."""
+    series_by_index: dict[int, Series] = {}
+    all_series = []
+    for entry, run in with_results:
+        found = build_series([run], model_time=model_time, host=host)
+        if found:
+            labelled = replace(found[0], label=entry.label)
+            series_by_index[entry.index] = labelled
+            all_series.append(labelled)
+    if not all_series:
+        return series_by_index, None
+    distributions, problems = read_distributions(all_series)
+    return series_by_index, Comparison(all_series, comparability_warnings(all_series) + problems,
+                                       distributions)
+
+
 def compare_matrix(folder: Path, *, model_time: bool = True,
                    host: str | None = None) -> MatrixComparison:
     record = matrix_file.read(folder)
     entries = sorted(record.variants, key=lambda v: v.index)
     runs = [(entry, _load_variant(folder, entry)) for entry in entries]
     with_results = [(e, r) for e, r in runs if r is not None and r.benches]
-    series_by_index: dict[int, Series] = {}
-    comparison = None
-    if with_results:
-        all_series = []
-        for entry, run in with_results:
-            assert run is not None
-            found = build_series([run], model_time=model_time, host=host)
-            if found:
-                labelled = replace(found[0], label=entry.label)
-                series_by_index[entry.index] = labelled
-                all_series.append(labelled)
-        if all_series:
-            distributions, problems = read_distributions(all_series)
-            comparison = Comparison(all_series, comparability_warnings(all_series) + problems,
-                                    distributions)
+    series_by_index, comparison = _variant_series(with_results, model_time, host)
     objective = parse_objective(record.objective) if record.objective else None
     any_plan = next((r.plan for _, r in with_results if r is not None and r.plan), None)
     slo = any_plan.bench.slo if any_plan is not None and any_plan.bench is not None else None

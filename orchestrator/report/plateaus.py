@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.engines import engine
+from orchestrator.engines import known
+from orchestrator.engines.layout import EngineFlags
 from orchestrator.limits.verdicts import Plateau, plan_facts, plateau
 from orchestrator.runs.reader import HostData, RunData
 from orchestrator.tables import Column, TableData, text
@@ -26,9 +27,12 @@ def plateau_of(run: RunData, host: HostData, knee: tuple[int | None, str], thres
     facts = host.facts or {}
     gpus = facts.get("gpus")
     topology = facts.get("topology")
+    # The run's engine names the flags; a plan-less bench of an unknown server has none, and
+    # the advice then says what to change in words rather than in one engine's flags.
+    named = known(service.engine if service is not None else run.engine or "")
     found = plan_facts(args, extra, topology if isinstance(topology, str) else None,
                        len(gpus) if isinstance(gpus, list) else None,
-                       flags=engine(service.engine if service is not None else "vllm").flags)
+                       flags=named.flags if named is not None else EngineFlags())
     return plateau(host.bench.levels, args, extra, found, threshold, known=knee)
 
 

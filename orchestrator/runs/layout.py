@@ -10,7 +10,7 @@ folder is spelt anywhere else.
         facts.json                   HostFactsRecord: what the probe found
         freeze.txt                   the venv's packages, `name==version` (--locked reads it)
         model.json                   the model's weights: repo, revision, commit, files (--locked)
-        steps.json                   HostSteps: every step and phase and its outcome
+        steps.json                   HostSteps: every step and stage and its outcome
         startup.json                 Startup: readiness, phases, restarts
         diagnosis.json               [DiagnosisRecord]: why the service died
         service.log                  the service's log

@@ -56,7 +56,7 @@ class FindingRecord(Record):
 
 
 class StepRecord(Record):
-    """One step or phase of one host."""
+    """One step or stage of one host."""
 
     step: str
     status: str  # ok, changed, pending, failed, skipped

@@ -2,7 +2,7 @@
 unexplained death), read its state, its log, stop it.
 
 The step (`service/step.py`) decides whether to start or restart; everything after that is
-here, for `orch apply`'s ready phase and for `orch status|logs|stop` alike. Each function
+here, for `orch apply`'s ready stage and for `orch status|logs|stop` alike. Each function
 takes a live transport and the plan; nothing here prints.
 """
 
@@ -125,10 +125,10 @@ def said_kernels(host: str, kernels: dict[str, Any] | None, emit: Emit) -> None:
     """The kernels the start-up chose, one line; each fallback vLLM warned about, a warning."""
     if not kernels:
         return
-    emit(StageEvent(host, phase="startup", status="ok",
+    emit(StageEvent(host, stage="startup", status="ok",
                     message=f"kernels: {describe_kernels(kernels, fallbacks=False)}"))
     for fallback in fallbacks_of(kernels):
-        emit(StageEvent(host, phase="startup", status="warning",
+        emit(StageEvent(host, stage="startup", status="warning",
                         message=f"kernel fallback: {fallback} (fix: {FALLBACK_FIX})"))
 
 

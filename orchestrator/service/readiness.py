@@ -176,7 +176,7 @@ class _Watch:
             status.label not in self.last_label or now - self.last_emit >= PROGRESS_EVERY)
         if moved or now - self.last_emit >= HEARTBEAT_EVERY:
             self.last_label, self.last_emit = shown, now
-            self.emit(StageEvent(self.host, phase="startup", status="running",
+            self.emit(StageEvent(self.host, stage="startup", status="running",
                                  message=f"{shown} ({status.total_s:.1f}s since launch)"))
 
     def frozen(self, status: StartupStatus | None) -> bool:
@@ -211,7 +211,7 @@ class _Watch:
                           f"{self.host}: the server died {self.restarts + 1} times during "
                           f"start-up (service.restart.max_restarts: {max_restarts}); "
                           "not relaunching", diagnoses, self.log)
-        self.emit(StageEvent(self.host, phase="startup", status="changed",
+        self.emit(StageEvent(self.host, stage="startup", status="changed",
                              message=f"died without a known cause; relaunch "
                                      f"{self.restarts + 1}/{max_restarts}"))
         return True

@@ -171,7 +171,7 @@ class ServiceStep(Step):
             return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)},
                                 service=server)
         return ProbeRequest(service=service_request(self.paths, self.service),
-                            vllm=engine(self.service.engine).builds)
+                            engine_builds=engine(self.service.engine).builds)
 
     def found(self, facts: Facts) -> ServiceFacts | None:
         return facts.units.get(self.unit) if self.unit is not None else facts.service

@@ -88,23 +88,33 @@ def check_lengths(
             return LengthCheck(0, msg, "input_tokens")
         return LengthCheck(min(requested or length, length - n))
     if version.key >= (0, 17, 0):
-        if requested is not None and requested > length:
-            # sic: vLLM 0.17.1's message lacks a space and says max_total_tokens
-            msg = (
-                f"{field}={requested}cannot be greater than max_model_len=max_total_tokens="
-                f"{length}. Please request fewer output tokens."
-            )
-            return LengthCheck(0, msg, field)
-        wanted = requested if requested is not None else max(0, length - n)
-        if n + wanted > length or n >= length:
-            msg = (
-                f"You passed {n} input tokens and requested {wanted} output tokens. However, "
-                f"the model's context length is only {length} tokens, resulting in a maximum "
-                f"input length of {length - wanted} tokens. Please reduce the length of the "
-                "input prompt."
-            )
-            return LengthCheck(0, msg, "input_tokens")
-        return LengthCheck(wanted)
+        return _lengths_0_17(n, requested, field, length)
+    return _lengths_before_0_17(n, requested, length)
+
+
+def _lengths_0_17(n: int, requested: int | None, field: str, length: int) -> LengthCheck:
+    """vLLM 0.17's checks and words."""
+    if requested is not None and requested > length:
+        # sic: vLLM 0.17.1's message lacks a space and says max_total_tokens
+        msg = (
+            f"{field}={requested}cannot be greater than max_model_len=max_total_tokens="
+            f"{length}. Please request fewer output tokens."
+        )
+        return LengthCheck(0, msg, field)
+    wanted = requested if requested is not None else max(0, length - n)
+    if n + wanted > length or n >= length:
+        msg = (
+            f"You passed {n} input tokens and requested {wanted} output tokens. However, "
+            f"the model's context length is only {length} tokens, resulting in a maximum "
+            f"input length of {length - wanted} tokens. Please reduce the length of the "
+            "input prompt."
+        )
+        return LengthCheck(0, msg, "input_tokens")
+    return LengthCheck(wanted)
+
+
+def _lengths_before_0_17(n: int, requested: int | None, length: int) -> LengthCheck:
+    """The checks and words of vLLM before 0.17."""
     if n >= length:
         msg = (
             f"This model's maximum context length is {length} tokens. However, your request "

@@ -215,16 +215,16 @@ def fetch(transport: Transport, python: str, request: Mapping[str, object], emit
             if what == "output":
                 other = [*other[-20:], str(event.get("line"))]
             if what == "done":
-                emit(StageEvent(host, phase="model", status="changed",
+                emit(StageEvent(host, stage="model", status="changed",
                                 message=f"fetched {size_text(_number(event.get('done')))}"))
                 return
             if what == "error":
                 raise _failure(event, host)
             if what in ("refetch", "retry"):
-                emit(StageEvent(host, phase="model", status="running", message=_said(event)))
+                emit(StageEvent(host, stage="model", status="running", message=_said(event)))
             elif what == "progress" and time.monotonic() - shown >= _PROGRESS_EVERY_S:
                 shown = time.monotonic()
-                emit(StageEvent(host, phase="model", status="running",
+                emit(StageEvent(host, stage="model", status="running",
                                 message=progress_text(event, shown - started)))
             if time.monotonic() - started > timeout:
                 raise StepError(f"{host}: the model's download took longer than model.timeout "

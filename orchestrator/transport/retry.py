@@ -14,9 +14,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.errors import ConnectError
+
+if TYPE_CHECKING:
+    import tenacity  # imported at run time only once a try failed
 
 log = logging.getLogger("orchestrator.transport")
 
@@ -42,6 +45,28 @@ class Backoff:
 
 def is_transient(error: BaseException) -> bool:
     return isinstance(error, ConnectError) and not isinstance(error, PermanentConnectError)
+
+
+def _announcer(host: str, on_retry: RetryCallback | None) -> Callable[[tenacity.RetryCallState], None]:
+    """What tenacity calls before each wait: the failed attempt, reported once (by the
+    caller's event when it listens, as a log line otherwise)."""
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        if not isinstance(error, Exception):  # pragma: no cover - tenacity always sets it
+            return
+        wait = state.next_action.sleep if state.next_action else 0.0
+        (log.debug if on_retry is not None else log.warning)(
+            "%s: attempt %d failed (%s); retrying in %.1f s",
+            host,
+            state.attempt_number,
+            error,
+            wait,
+        )
+        if on_retry is not None:
+            on_retry(host, state.attempt_number, error)
+
+    return before_sleep
 
 
 def call_with_retries(
@@ -70,27 +95,11 @@ def call_with_retries(
             raise replay.pop()
         return attempt()
 
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome else None
-        if not isinstance(error, Exception):  # pragma: no cover - tenacity always sets it
-            return
-        wait = state.next_action.sleep if state.next_action else 0.0
-        # Reported once: by the caller's event when it listens, as a log line otherwise.
-        (log.debug if on_retry is not None else log.warning)(
-            "%s: attempt %d failed (%s); retrying in %.1f s",
-            host,
-            state.attempt_number,
-            error,
-            wait,
-        )
-        if on_retry is not None:
-            on_retry(host, state.attempt_number, error)
-
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(retries + 1),
         wait=tenacity.wait_exponential(multiplier=backoff.first, max=backoff.maximum),
         retry=tenacity.retry_if_exception(is_transient),
-        before_sleep=before_sleep,
+        before_sleep=_announcer(host, on_retry),
         reraise=True,
     )
     try:

@@ -6,13 +6,5 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
-from orchestrator import masking
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-
-@pytest.fixture(autouse=True)
-def _no_secrets_left() -> None:
-    masking.clear()

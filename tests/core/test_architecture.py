@@ -10,8 +10,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2] / "orchestrator"
 
 # Bottom up; a module belongs to the layer of its longest matching prefix.
@@ -43,10 +41,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.commands", "orchestrator.cli", "orchestrator.cli_hints",
      "orchestrator.bench.cli"),
 ]
-MAX_MODULE_LINES = 450
-MAX_FUNCTION_LINES = 60
-# Data tables, exempt from the module size: the texts matched against vLLM's logs.
-DATA_TABLES = {"orchestrator.engines.vllm.signatures"}
+MAX_MODULE_LINES = 450  # physical lines, docstrings and comments included
+MAX_FUNCTION_LINES = 50  # from its `def` line to its last, nested functions included
+# Temporary: the two long functions of `orch init`, whose modules (commands/init.py and
+# commands/init_plan.py) are moving into an orchestrator/init/ package; split them there.
+MOVING: dict[str, tuple[str, ...]] = {"_spec": ("orchestrator.commands.init", "orchestrator.init"),
+                                      "plan_notes": ("orchestrator.commands.init_plan",
+                                                     "orchestrator.init")}
 
 
 def _modules() -> dict[str, Path]:
@@ -157,15 +158,23 @@ def test_no_parameter_defaults_to_an_engine() -> None:
     assert defaulted == []
 
 
-@pytest.mark.parametrize("module", sorted(set(MODULES) - DATA_TABLES))
-def test_modules_and_functions_stay_small(module: str) -> None:
-    text = MODULES[module].read_text()
-    assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{module}: split it by concept"
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for node in ast.walk(ast.parse(text))
+def test_no_module_is_over_450_lines() -> None:
+    long = [f"{module} ({n} lines)" for module, path in MODULES.items()
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert long == [], "split each by concept: " + ", ".join(long)
+
+
+def _moving(module: str, function: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in MOVING.get(function, ()))
+
+
+def test_no_function_is_over_50_lines() -> None:
+    long = [f"{module}.{node.name} ({n} lines)" for module, path in MODULES.items()
+            for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
-            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
-    assert long == [], f"{module}: split into named steps"
+            and (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES
+            and not _moving(module, node.name)]
+    assert long == [], "split each into named steps: " + ", ".join(long)
 
 
 # A module path in prose: `orchestrator/...` (a .py file or a folder ending in `/`), or a

@@ -47,12 +47,12 @@ def test_the_board_shows_what_each_host_does_and_for_how_long() -> None:
     assert lines[0].split() == ["gpu1", "python", "2.0s", "(host", "4s)"]
     assert "gpu2" in lines[1] and "connecting" in lines[1] and "retry 1: connection refused" in lines[1]
     board.update(StepEnd("gpu1", step="python", status="changed"))
-    board.update(StageEvent("gpu1", phase="startup", message="loading weights, 3/119 shards"))
+    board.update(StageEvent("gpu1", stage="startup", message="loading weights, 3/119 shards"))
     clock.now += 60
-    board.update(StageEvent("gpu1", phase="startup", message="torch.compile"))
+    board.update(StageEvent("gpu1", stage="startup", message="torch.compile"))
     clock.now += 5
     (gpu1,) = [line for line in _shown(board).splitlines() if line.startswith("gpu1")]
-    # a new message within the phase keeps the phase's clock
+    # a new message within the stage keeps the stage's clock
     assert "startup" in gpu1 and "torch.compile" in gpu1 and "65.0s" in gpu1
     board.update(HostEnd("gpu1"))
     assert "gpu1" not in _shown(board) and "gpu2" in _shown(board)
@@ -77,7 +77,7 @@ def test_a_terminal_gets_a_live_line_per_host_and_a_pipe_gets_plain_lines(tmp_pa
     try:
         term = PseudoTerminal(["apply", str(plan)], cwd=tmp_path)
         assert term.finish(timeout=240) == 0, term.output
-        # the live line: the phase, what it said, its clock and the host's
+        # the live line: the stage, what it said, its clock and the host's
         assert "(host " in term.output and "since launch)" in term.output
         # finished work stays as lines; progress is not printed as lines of its own
         assert "localhost      ready      ok" in term.output

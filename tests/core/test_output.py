@@ -59,7 +59,7 @@ def test_a_step_line_lists_changes_findings_and_fixes() -> None:
 
 def test_quiet_events_print_nothing() -> None:
     assert Reporter.render_event(Probed("gpu1", seconds=0.1)) is None
-    assert Reporter.render_event(StageEvent("h", phase="smoke", status="running")) is None
+    assert Reporter.render_event(StageEvent("h", stage="smoke", status="running")) is None
 
 
 def test_events_serialize_as_the_run_folder_keeps_them() -> None:

@@ -21,27 +21,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from fixtures.cluster import RAY_ARGS, VENV, cluster_hosts, node_path, write_cluster_plan
-from fixtures.netns import NetnsHost, NetnsHosts, netns_available
+from fixtures.cluster import RAY_ARGS, VENV, cluster_fixture, node_path, write_cluster_plan
+from fixtures.netns import NetnsHost, NetnsHosts
 from fixtures.orchcli import SECRET, last_run, orch, write_inventory
 
 pytestmark = pytest.mark.slow
 NAME = "cut2"
 
 
-@pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[NetnsHosts]:
-    """Two fresh nodes per test: one of them dies in it."""
-    reason = netns_available()
-    if reason:
-        pytest.skip(reason)
-    with cluster_hosts(tmp_path / "cluster", 2) as hosts:
-        yield hosts
+cluster = cluster_fixture(2, "function")  # two fresh nodes per test: one of them dies in it
 
 
 def kill_ray_node(cluster: NetnsHosts, host: NetnsHost) -> None:

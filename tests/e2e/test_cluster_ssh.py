@@ -15,25 +15,18 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.cluster import RAY_ARGS, VENV, cluster_hosts, node_path, write_cluster_plan
-from fixtures.netns import NetnsHosts, netns_available
+from fixtures.cluster import RAY_ARGS, VENV, cluster_fixture, node_path, write_cluster_plan
+from fixtures.netns import NetnsHosts
 from fixtures.orchcli import last_run, orch, write_inventory
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsHosts]:
-    reason = netns_available()
-    if reason:
-        pytest.skip(reason)
-    with cluster_hosts(tmp_path_factory.mktemp("cluster"), 3) as hosts:
-        yield hosts
+cluster = cluster_fixture(3, "module")
 
 
 def pid_of(cluster: NetnsHosts, host: str, service: str) -> int:

@@ -144,7 +144,7 @@ def test_startup_crash_is_diagnosed_with_both_versions_and_the_fix(env: dict[str
     assert "0.6.3" in out and "0.6.4" in out
     assert "flashinfer-cubin==0.6.4" in out and "install.packages" in out
     assert "Traceback" not in result.stderr
-    assert re.search(r"smoke\s+skipped", out)  # later phases say they did not run
+    assert re.search(r"smoke\s+skipped", out)  # later stages say they did not run
     diagnosis = json.loads((last_run(env["tmp"]) / "hosts" / "h1" / "diagnosis.json").read_text())
     assert diagnosis[0]["key"].startswith("flashinfer") and "0.6.3" in json.dumps(diagnosis[0])
     assert json.loads((last_run(env["tmp"]) / "meta.json").read_text())["status"] == "failed"
@@ -276,7 +276,7 @@ def apply_waiting_for_start_up(env: dict[str, Any]) -> subprocess.Popen[str]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         runs = list((env["tmp"] / "runs").glob("*/*/events.jsonl"))
-        if runs and '"phase": "startup"' in runs[0].read_text():
+        if runs and '"stage": "startup"' in runs[0].read_text():
             break
         time.sleep(0.2)
     return process

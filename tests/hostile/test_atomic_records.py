@@ -16,12 +16,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fixtures.orchcli import orch
-from fixtures.tmpfs import small_tmpfs
 
 from orchestrator.errors import RunFolderError
 from orchestrator.matrix import matrix_file
@@ -33,12 +32,6 @@ from orchestrator.runs.writer import RunFolder, write_level, write_sweep
 pytestmark = pytest.mark.slow
 
 HOST = "localhost"
-
-
-@pytest.fixture()
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    with small_tmpfs(tmp_path / "disk", "64k") as mount:
-        yield mount
 
 
 def _fill(disk: Path) -> None:

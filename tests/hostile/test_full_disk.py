@@ -5,21 +5,13 @@ still be written. The disk is a real tmpfs of a few kilobytes, mounted for the t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from fixtures.orchcli import orch
-from fixtures.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture()
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    with small_tmpfs(tmp_path / "disk", "64k") as mount:
-        yield mount
 
 
 # With 4 KiB pages, the disk fills at plan.yaml, events.jsonl, steps.json, facts.json and

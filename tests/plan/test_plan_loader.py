@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,6 @@ from orchestrator import masking
 from orchestrator.errors import InventoryError, PlanError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.loader import load_plan, load_validated_yaml
-
-
-@pytest.fixture(autouse=True)
-def _no_secrets() -> Iterator[None]:
-    masking.clear()
-    yield
-    masking.clear()
 
 
 def write(path: Path, text: str) -> Path:

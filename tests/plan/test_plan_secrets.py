@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from orchestrator import masking
 from orchestrator.errors import SecretError
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets, secret_names, secret_uses, substitute
-
-
-@pytest.fixture(autouse=True)
-def _no_secrets() -> Iterator[None]:
-    masking.clear()
-    yield
-    masking.clear()
-
 
 PLAN = Plan.model_validate(
     {

@@ -164,12 +164,12 @@ def test_a_locked_apply_reinstalls_the_real_frozen_set_without_resolving(host: P
 
 def test_names_read_from_the_real_wheel_match_the_builtin_fallback(host: Path) -> None:
     transport = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
-    facts = probe(transport, ProbeRequest(venv=str(host / "venv"), vllm=BUILD_PATTERN))
-    assert facts.vllm is not None and facts.vllm.version == VLLM
-    assert facts.vllm.reasoning_parsers == vllm_names.REASONING_PARSERS_0_17
-    assert facts.vllm.tool_parsers == vllm_names.TOOL_CALL_PARSERS_0_17
-    assert facts.vllm.attention_backends == vllm_names.ATTENTION_BACKENDS_0_17
-    assert {"kimi_k2", "minimax_m2_append_think", "step3p5"} <= facts.vllm.reasoning_parsers
+    facts = probe(transport, ProbeRequest(venv=str(host / "venv"), engine_builds=BUILD_PATTERN))
+    assert facts.engine_build is not None and facts.engine_build.version == VLLM
+    assert facts.engine_build.reasoning_parsers == vllm_names.REASONING_PARSERS_0_17
+    assert facts.engine_build.tool_parsers == vllm_names.TOOL_CALL_PARSERS_0_17
+    assert facts.engine_build.attention_backends == vllm_names.ATTENTION_BACKENDS_0_17
+    assert {"kimi_k2", "minimax_m2_append_think", "step3p5"} <= facts.engine_build.reasoning_parsers
 
 
 def test_a_parser_name_the_real_vllm_lacks_blocks_the_launch(host: Path) -> None:

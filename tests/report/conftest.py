@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import masking
 from orchestrator.apply.compile import resolved_plan_yaml
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.runs.writer import RunFolder
@@ -38,11 +37,6 @@ from runmaker import (  # noqa: E402
 from stream_server import running_stream_server  # noqa: E402
 
 GPU_INTERVAL_S = 0.05  # the varied run's GPU sampling (its levels last about 0.1-0.4 s)
-
-
-@pytest.fixture(autouse=True)
-def _no_secrets_left() -> None:
-    masking.clear()
 
 
 @pytest.fixture(scope="session")

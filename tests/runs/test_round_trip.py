@@ -80,7 +80,7 @@ def test_every_record_written_reads_back_equal(tmp_path: Path) -> None:
                            levels=[{"level": "c1", "output_throughput": 609.0}],
                            files={"c1": "level-c1.json"})
     write_sweep(bench, "level,output_throughput\nc1,609.0\n", summary)
-    events = [StageEvent(HOST, phase="bench", status="running"),
+    events = [StageEvent(HOST, stage="bench", status="running"),
               LevelEnd(HOST, label="c1", concurrency=1, completed=8, failed=1,
                        output_throughput=60.9, mean_e2el_ms=78700.0, model_time=True)]
     written_events = [folder.event(event) for event in events]

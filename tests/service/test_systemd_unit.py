@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures.service_plans import load_plan, make_plan
 from hypothesis import given
 from hypothesis import strategies as st
-from plan_fixtures import load_plan, make_plan
 
 from orchestrator.errors import PlanError
 from orchestrator.service.launch import LaunchSpec, render_env_file, render_launch

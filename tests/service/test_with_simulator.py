@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from plan_fixtures import make_plan
+from fixtures.service_plans import make_plan
 
 from orchestrator.apply.smoke import run_smoke
 from orchestrator.engines.vllm.phases import ORDER, PhaseTracker

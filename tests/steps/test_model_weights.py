@@ -90,14 +90,14 @@ def test_fetch_then_a_no_op_that_asks_no_hub(hub: StandInHub, source: Path, venv
     applied = orch("apply", plan, cwd=tmp_path, timeout=600)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert f"orch/fresh@{commit[:12]}: 6 of 6 files (6 missing)" in words(applied)
-    assert "fetched 30.4 MB" in words(applied)  # the model phase's last word
+    assert "fetched 30.4 MB" in words(applied)  # the model stage's last word
     assert same_files(target, tmp_path / "src-orch-fresh")
     record = json.loads((last_run(tmp_path) / "hosts/localhost/model.json").read_text())
     assert (record["repo"], record["revision"], record["commit"]) == ("orch/fresh", "main", commit)
     shard = next(f for f in record["files"] if f["path"] == "extra.safetensors")
     assert shard["size"] == 24 * MIB and len(shard["sha256"]) == 64
     events = (last_run(tmp_path) / "events.jsonl").read_text().splitlines()
-    assert any('"phase": "model"' in e and "fetched" in e for e in events)
+    assert any('"stage": "model"' in e and "fetched" in e for e in events)
     # A branch is resolved again (the hub is asked, nothing is fetched) ...
     hub.store.clear_requests()
     again = orch("plan", plan, "--detailed-exitcode", cwd=tmp_path)

@@ -1,7 +1,7 @@
 """The names vLLM's flags accept: reasoning parsers, tool call parsers, attention backends.
 
 The truth is the vLLM installed on the host: the probe reads its registries from the
-package's files (`facts/vllm.py: vllm_facts`), and a name missing there is an error, since
+package's files (`facts/engine_build.py: engine_build_facts`), and a name missing there is an error, since
 vLLM 0.17.1 accepts a wrong `--reasoning-parser` at launch and dies only after loading the
 weights and sizing the KV cache. Before vLLM is installed (check mode on a fresh host), the
 built-in lists of vLLM 0.17.1 stand in, as warnings; the real-package tests compare them
@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from orchestrator.facts import VllmFacts
+from orchestrator.facts import EngineBuild
 from orchestrator.packages import same_version
 
 REASONING_PARSERS_0_17 = frozenset({
@@ -45,7 +45,7 @@ class KnownNames:
     authoritative: bool  # read from the vLLM that will run (a miss is an error)
 
 
-def known_names(installed: VllmFacts | None, planned: str | None) -> KnownNames | None:
+def known_names(installed: EngineBuild | None, planned: str | None) -> KnownNames | None:
     """The names to check the plan's flags against: the installed vLLM's when it is the one
     that will run, else the built-in 0.17.1 lists (a 0.17.x or an unpinned vLLM), else
     none (another release is planned and not installed yet)."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from orchestrator.engines.vllm.builds import DISTRIBUTION, uses_console_script, version_of
 from orchestrator.engines.vllm.flag_table import extra_flag, key_flag
 from orchestrator.engines.vllm.names import known_names, suggestion
-from orchestrator.facts import Facts, VllmFacts
+from orchestrator.facts import EngineBuild, Facts
 from orchestrator.names import arg_value
 from orchestrator.packages import same_version
 from orchestrator.plan.models import Plan
@@ -59,9 +59,9 @@ def vllm_version(plan: Plan, facts: Facts) -> str | None:
     return version_of(facts.venv.installed()) if facts.venv is not None else None
 
 
-def _running_vllm(plan: Plan, facts: Facts) -> VllmFacts | None:
+def _running_vllm(plan: Plan, facts: Facts) -> EngineBuild | None:
     """The installed vLLM when it is the one that will run (its flags can be trusted)."""
-    installed = facts.vllm
+    installed = facts.engine_build
     planned = vllm_version(plan, facts)
     if installed is None or (planned is not None and not same_version(installed.version, planned)):
         return None
@@ -71,7 +71,7 @@ def _running_vllm(plan: Plan, facts: Facts) -> VllmFacts | None:
 def _build_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """A vLLM build whose `vllm` script cannot start, about to be launched through it."""
     assert plan.service is not None
-    installed = facts.vllm
+    installed = facts.engine_build
     if installed is None or installed.distribution == DISTRIBUTION or \
             not uses_console_script(plan.install.pins()):
         return []
@@ -84,7 +84,7 @@ def _build_findings(plan: Plan, facts: Facts) -> list[Finding]:
 
 def _flag_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """Flags, choices and VLLM_* variables checked against the installed vLLM's own parser
-    (asked once per package set, facts/vllm.py): vLLM refuses an unknown flag only at
+    (asked once per package set, facts/engine_build.py): vLLM refuses an unknown flag only at
     launch, and a retired variable only warns. Before install, the flags were checked
     against the pinned release's table (flag_table.py), where orch ships one."""
     assert plan.service is not None
@@ -166,7 +166,7 @@ def _parser_findings(plan: Plan, facts: Facts) -> list[Finding]:
                 "set service.args.tool-call-parser (e.g. kimi_k2) or drop enable-auto-tool-choice",
             )
         )
-    known = known_names(facts.vllm, vllm_version(plan, facts))
+    known = known_names(facts.engine_build, vllm_version(plan, facts))
     if known is None:
         return out
     for flag, names in known.by_flag.items():

@@ -81,7 +81,7 @@ def recorded(host: str, step: str, words: str, *, others: tuple[str, ...] = ()) 
         if any(ends.get(other, {}).get("failed", True) for other in others):
             return f"events.jsonl: another host failed too: {ends}"
         said = [e for e in events if e.get("host") == host and e.get("status") == "failed"
-                and step in (e.get("step"), e.get("phase"))]
+                and step in (e.get("step"), e.get("stage"))]
         if not said or words not in str(said[0].get("error") or said[0].get("message")):
             return f"events.jsonl: no failed {step} of {host} saying {words!r}"
         return None

@@ -1,4 +1,4 @@
-"""The fact program's parsers, on output captured from real hosts (tests/probe/captured/:
+"""The fact program's parsers, on output captured from real hosts (tests/facts/captured/:
 this machine's /etc/os-release, /proc/meminfo, /proc/cpuinfo, /proc/net/tcp with a server
 listening on 127.0.0.1:18765, and /proc/PID/stat of a sleeping, a stopped and an oddly
 named process). The nvidia-smi sample follows its CSV query format (`--format=csv,noheader,

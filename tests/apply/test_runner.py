@@ -47,19 +47,19 @@ class Marker(Step):
 @dataclass
 class Recorder:
     events: list[Event] = field(default_factory=list)
-    phases: list[str] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
 
-    def phase(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: object,
+    def stage(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: object,
               guard: object) -> None:
-        self.phases.append(outcome.host)
+        self.stages.append(outcome.host)
 
 
 def run(steps: list[Step], *, check: bool = False) -> tuple[HostOutcome, Recorder]:
     recorder = Recorder()
-    (outcome,) = run_hosts([HostJob("here", steps, after=[recorder.phase])], INVENTORY,
+    (outcome,) = run_hosts([HostJob("here", steps, after=[recorder.stage])], INVENTORY,
                            check=check, emit=recorder.emit)
     return outcome, recorder
 
@@ -68,12 +68,12 @@ def statuses(outcome: HostOutcome) -> list[tuple[str, str]]:
     return [(s.step, s.status) for s in outcome.steps]
 
 
-def test_converged_steps_are_ok_in_one_round_trip_and_phases_follow(tmp_path: Path) -> None:
+def test_converged_steps_are_ok_in_one_round_trip_and_stages_follow(tmp_path: Path) -> None:
     (tmp_path / "a").touch()
     outcome, recorder = run([Marker("a", tmp_path / "a")])
     assert statuses(outcome) == [("a", "ok")]
     assert outcome.round_trips == 1 and not outcome.failed
-    assert recorder.phases == ["here"]
+    assert recorder.stages == ["here"]
 
 
 def test_check_mode_shows_pending_and_changes_nothing(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_check_mode_shows_pending_and_changes_nothing(tmp_path: Path) -> None:
     assert outcome.steps[1].changes == [
         "svc: likely to change after the pending changes above (packages or config files)"]
     assert not (tmp_path / "a").exists()
-    assert recorder.phases == []  # no phases after converge in check mode
+    assert recorder.stages == []  # no stages after converge in check mode
 
 
 def test_changes_are_applied_then_verified(tmp_path: Path) -> None:
@@ -102,9 +102,9 @@ def test_a_blocked_step_fails_and_says_why_and_the_rest_is_skipped(tmp_path: Pat
     assert outcome.steps[0].error == "no pin says which version"
     assert outcome.steps[0].changes == []  # nothing of a blocked step happens
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
-    # the phases after converge still run (collect keeps the logs that say why), told of
+    # the stages after converge still run (collect keeps the logs that say why), told of
     # the failure through the outcome they get
-    assert recorder.phases == ["here"]
+    assert recorder.stages == ["here"]
     ends = [e for e in recorder.events if isinstance(e, StepEnd)]
     assert [(e.step, e.status) for e in ends] == [("a", "failed"), ("b", "skipped")]
 
@@ -123,6 +123,6 @@ def test_a_change_that_does_not_take_effect(tmp_path: Path, verify: bool) -> Non
     assert statuses(outcome) == [("a", "changed")]
     if verify:  # StepDidNotConverge: the re-probe still shows the change
         assert outcome.error is not None and "still not converged after apply: a: create a" in outcome.error
-        assert recorder.phases == []
+        assert recorder.stages == []
     else:  # (a step whose result is checked elsewhere, like the service's readiness)
-        assert outcome.error is None and recorder.phases == ["here"]
+        assert outcome.error is None and recorder.stages == ["here"]

@@ -15,7 +15,7 @@ from orchestrator.engines.kernels import describe
 from orchestrator.engines.vllm.kernels import KernelLog, read_kernels
 from orchestrator.engines.vllm.phases import PhaseTracker
 
-LOGS = Path(__file__).parent / "logs"
+LOGS = Path(__file__).parents[1] / "service" / "logs"
 W0 = "(Worker_TP0 pid=41601) INFO 03-02 09:14:47 [cuda.py:367] "
 WARN = "(Worker_TP0 pid=41601) WARNING 03-02 09:22:01 [marlin.py:34] "
 MARLIN_FP4 = ("Your GPU does not have native support for FP4 computation but FP4 quantization is "

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from plan_fixtures import make_plan
+from fixtures.service_plans import make_plan
 
 from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.lock import LockGuard
@@ -129,7 +129,7 @@ def test_a_failing_collect_env_and_a_venv_without_vllm(tmp_path: Path, venv: Pat
 def test_beside_a_server_already_up_collect_env_waits_for_the_sweep_to_end(
         tmp_path: Path, venv: Path) -> None:
     """No start-up to overlap (the service step changed nothing): collect-env would compete
-    with the benchmark, so it runs when the phases end."""
+    with the benchmark, so it runs when the stages end."""
     plan = make_plan({"engine": "sim"}, python={"venv": str(venv)}, bench={"concurrency": [1]})
     folder = RunFolder.create("env", "0" * 8, root=tmp_path / "runs")
     capture = EnvironmentCapture(plan, folder)

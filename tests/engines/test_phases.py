@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from orchestrator.engines.vllm.phases import ORDER, PhaseTracker
 
-FIXTURES = Path(__file__).parent / "logs"
+FIXTURES = Path(__file__).parents[1] / "service" / "logs"
 _STAMP = re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d)\b")
 
 

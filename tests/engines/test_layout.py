@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from plan_fixtures import make_plan
+from fixtures.service_plans import make_plan
 
 from orchestrator.cluster.topology import build
 from orchestrator.engines import engine

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.engines.vllm.builds import BUILD_PATTERN
-from orchestrator.facts.vllm import vllm_facts as read_facts
+from orchestrator.facts.engine_build import engine_build_facts as read_facts
 
 
 def vllm_facts(venv: str, cli: bool = False) -> dict[str, object] | None:
