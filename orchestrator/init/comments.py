@@ -36,28 +36,35 @@ def plan_notes(spec: InitSpec) -> Notes:
         "a reasoning parser (service.args.reasoning-parser) can also require `reasoning: present`."]
     notes.inline["smoke.1.max_tokens"] = "reasoning tokens count against the limit"
     notes.above["bench"] = ["", "The benchmark: C requests at once per level, to find where throughput stops growing."]
-    if spec.sim:
-        notes.above["python"].append("Under your home: no root needed, and no other user's; "
-                                      "shared by the simulator plans.")
-        notes.inline["install.packages"] = "none: orch installs itself here (for `orch sim serve`)"
-        notes.inline["service.engine"] = "`orch sim serve` speaks vLLM's protocol; engine: vllm for the real one"
-        notes.inline["service.backend"] = "a supervised process: no systemd unit, no root"
-        notes.above["service.sim"] = [
-            "Throughput follows a measured profile (docs/simulator.md lists them); every duration",
-            "is multiplied by time_scale, the start-up by startup_time_scale. Figures are reported",
-            "in model time."]
-    else:
-        notes.inline["python.installer"] = "uv installs vLLM and torch much faster than pip"
-        notes.inline["install.clean"] = "reinstall packages whose files were patched in place"
-        notes.inline["install.torch_backend"] = "uv picks the PyTorch build for the host's CUDA driver"
-        notes.above["env"] = [
-            "", "The service's environment. A gated model (Llama, Gemma, ...) needs a Hugging Face",
-            "token: uncomment the line below and export HF_TOKEN where you run orch (the value is",
-            "read at run time, never stored or printed)."]
-        notes.below["env"] = ["HF_TOKEN: ${env:HF_TOKEN}"]
-        notes.inline["health.startup_timeout"] = "a large model takes minutes: weights, compile, graphs"
-        notes.above["collect"] = ["", "Host files copied into the run folder."]
+    (_sim_notes if spec.sim else _vllm_notes)(notes)
     return notes
+
+
+def _sim_notes(notes: Notes) -> None:
+    """What a simulator plan's sections mean."""
+    notes.above["python"].append("Under your home: no root needed, and no other user's; "
+                                  "shared by the simulator plans.")
+    notes.inline["install.packages"] = "none: orch installs itself here (for `orch sim serve`)"
+    notes.inline["service.engine"] = "`orch sim serve` speaks vLLM's protocol; engine: vllm for the real one"
+    notes.inline["service.backend"] = "a supervised process: no systemd unit, no root"
+    notes.above["service.sim"] = [
+        "Throughput follows a measured profile (docs/simulator.md lists them); every duration",
+        "is multiplied by time_scale, the start-up by startup_time_scale. Figures are reported",
+        "in model time."]
+
+
+def _vllm_notes(notes: Notes) -> None:
+    """What a real vLLM plan's sections mean."""
+    notes.inline["python.installer"] = "uv installs vLLM and torch much faster than pip"
+    notes.inline["install.clean"] = "reinstall packages whose files were patched in place"
+    notes.inline["install.torch_backend"] = "uv picks the PyTorch build for the host's CUDA driver"
+    notes.above["env"] = [
+        "", "The service's environment. A gated model (Llama, Gemma, ...) needs a Hugging Face",
+        "token: uncomment the line below and export HF_TOKEN where you run orch (the value is",
+        "read at run time, never stored or printed)."]
+    notes.below["env"] = ["HF_TOKEN: ${env:HF_TOKEN}"]
+    notes.inline["health.startup_timeout"] = "a large model takes minutes: weights, compile, graphs"
+    notes.above["collect"] = ["", "Host files copied into the run folder."]
 
 
 def inventory_notes(spec: InitSpec) -> Notes:

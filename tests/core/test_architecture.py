@@ -43,11 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 MAX_MODULE_LINES = 450  # physical lines, docstrings and comments included
 MAX_FUNCTION_LINES = 50  # from its `def` line to its last, nested functions included
-# Temporary: the two long functions of `orch init`, whose modules (commands/init.py and
-# commands/init_plan.py) are moving into an orchestrator/init/ package; split them there.
-MOVING: dict[str, tuple[str, ...]] = {"_spec": ("orchestrator.commands.init", "orchestrator.init"),
-                                      "plan_notes": ("orchestrator.commands.init_plan",
-                                                     "orchestrator.init")}
+
 
 
 def _modules() -> dict[str, Path]:
@@ -164,16 +160,11 @@ def test_no_module_is_over_450_lines() -> None:
     assert long == [], "split each by concept: " + ", ".join(long)
 
 
-def _moving(module: str, function: str) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in MOVING.get(function, ()))
-
-
 def test_no_function_is_over_50_lines() -> None:
     long = [f"{module}.{node.name} ({n} lines)" for module, path in MODULES.items()
             for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
-            and (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES
-            and not _moving(module, node.name)]
+            and (n := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES]
     assert long == [], "split each into named steps: " + ", ".join(long)
 
 
