@@ -242,13 +242,18 @@ class Scraper:
         return f"{self.what} at {shown}: {problem}"
 
     def _loop(self, interval: float, stop: threading.Event) -> None:
-        while not stop.wait(self._wait(interval)):
+        began = time.perf_counter()
+        while not stop.wait(self._wait(interval, began)):
+            began = time.perf_counter()
             self._scrape()
 
-    def _wait(self, interval: float) -> float:
+    def _wait(self, interval: float, began: float) -> float:
+        """Till the next scrape, counted from the last one's start: a slow answer is not
+        added to the interval."""
         if self.floor_s is None:
             return interval
-        return scrape_interval((time.perf_counter_ns() - self.origin_ns) / 1e9, interval, self.floor_s)
+        step = scrape_interval((time.perf_counter_ns() - self.origin_ns) / 1e9, interval, self.floor_s)
+        return max(0.0, began + step - time.perf_counter())
 
     def start(self, origin_ns: int) -> None:
         self.origin_ns, self._raw, self._stop = origin_ns, [], threading.Event()
