@@ -145,6 +145,12 @@ def _cap(e: Evidence) -> str:
     return f"--{name}" if name else "the scheduler's cap on running requests"
 
 
+def _cap_key(e: Evidence) -> str:
+    """The cap's figure by the engine's own flag name (`max-running-requests` for SGLang);
+    `max_num_seqs` when the engine is not known."""
+    return (e.flags.scheduler_cap if e.flags else None) or "max_num_seqs"
+
+
 def _budget(e: Evidence) -> str:
     name = e.flags.batch_tokens if e.flags else None
     return f"--{name}" if name else "its token budget per step"
@@ -159,7 +165,7 @@ def _scheduler(e: Evidence) -> Verdict | None:
         return Verdict("scheduler-cap", "high",
                        f"requests waited while {e.max_running:g} ran, {_cap(e)} {e.max_num_seqs}",
                        {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
-                        "max_num_seqs": e.max_num_seqs})
+                        _cap_key(e): e.max_num_seqs})
     room = e.kv_cache_max is not None and e.kv_cache_max < KV_FULL
     if e.load is None or e.max_running >= e.load or not room or (e.preemptions or 0) > 0:
         return None
@@ -184,7 +190,7 @@ def _queued(e: Evidence) -> Verdict | None:
     if (e.scrapes or 0) >= DENSE_SCRAPES and e.max_waiting == 0:
         return None
     figures: dict[str, float | str | bool] = {
-        "max_num_seqs": cap, "asked": load, "ttft_ms": e.ttft_ms,
+        _cap_key(e): cap, "asked": load, "ttft_ms": e.ttft_ms,
         "previous_ttft_ms": e.previous_ttft_ms, "previous_load": e.previous_load or 0.0}
     if e.client_in_flight is not None:
         figures["client_in_flight"] = e.client_in_flight

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.engines import engine
+from orchestrator.limits.evidence import PlanFacts
 from orchestrator.limits.verdicts import Plateau, plan_facts, plateau
 from orchestrator.runs.reader import HostData, RunData
 from orchestrator.tables import Column, TableData, text
@@ -26,9 +27,10 @@ def plateau_of(run: RunData, host: HostData, knee: tuple[int | None, str], thres
     facts = host.facts or {}
     gpus = facts.get("gpus")
     topology = facts.get("topology")
-    found = plan_facts(args, extra, topology if isinstance(topology, str) else None,
-                       len(gpus) if isinstance(gpus, list) else None,
-                       flags=engine(service.engine if service is not None else "vllm").flags)
+    count = len(gpus) if isinstance(gpus, list) else None
+    # no plan: no engine whose flags to name (the advice says so), never vLLM's by default
+    found = plan_facts(args, extra, topology if isinstance(topology, str) else None, count,
+                       flags=engine(service.engine).flags) if service is not None else PlanFacts(gpus=count)
     return plateau(host.bench.levels, args, extra, found, threshold, known=knee)
 
 

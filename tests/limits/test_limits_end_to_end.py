@@ -53,7 +53,7 @@ def test_max_num_seqs_below_the_concurrency_is_named_scheduler_cap(tmp_path: Pat
     bench = run / "hosts" / "localhost" / "bench"
     c16 = level(bench, "c16")["limiter"]
     assert (c16["name"], c16["confidence"]) == ("scheduler-cap", "high"), c16
-    assert c16["figures"]["max_num_seqs"] == 4 and c16["figures"]["max_running"] == 4
+    assert c16["figures"]["max-num-seqs"] == 4 and c16["figures"]["max_running"] == 4
     assert c16["figures"]["max_waiting"] > 0
     assert level(bench, "c2")["limiter"]["name"] != "scheduler-cap"  # 2 ran at once: no cap met
     plateau = json.loads((bench / "summary.json").read_text())["plateau"]
@@ -88,7 +88,7 @@ def test_c8_under_max_num_seqs_4_at_time_scale_005_is_scheduler_cap(tmp_path: Pa
     bench = last_run(tmp_path) / "hosts" / "localhost" / "bench"
     c8 = level(bench, "c8")
     assert c8["limiter"]["name"] == "scheduler-cap", c8["limiter"]
-    assert c8["limiter"]["figures"]["max_num_seqs"] == 4 and c8["server_metrics"]["scrapes"] >= 10
+    assert c8["limiter"]["figures"]["max-num-seqs"] == 4 and c8["server_metrics"]["scrapes"] >= 10
     plateau = json.loads((bench / "summary.json").read_text())["plateau"]
     assert plateau["try"][0]["matrix"] == {"service.args.max-num-seqs": [8, 16]}
 
@@ -105,7 +105,7 @@ def test_the_plan_s_cap_and_the_ttft_jump_name_scheduler_cap_without_gauges(tmp_
     facts = plan_facts({"max-num-seqs": 4}, flags=engine("sim").flags)
     judged = limiter(gather(c8, facts, c1))
     assert (judged.name, judged.confidence) == ("scheduler-cap", "medium"), judged.why
-    assert judged.figures["max_num_seqs"] == 4 and "--max-num-seqs 4" in judged.why
+    assert judged.figures["max-num-seqs"] == 4 and "--max-num-seqs 4" in judged.why
     assert limiter(gather(c8, facts)).name == "not-enough-evidence"  # no level before: no jump
     assert limiter(gather(c8, None, c1)).name == "not-enough-evidence"  # no plan: no cap to read
 
