@@ -60,6 +60,7 @@ class PlanFacts:
 @dataclass(frozen=True)
 class Evidence:
     level: str
+    mode: str  # closed, batch, rate
     load: float | None  # C asked (closed, batch) or the rate
     completed: int
     partial: bool
@@ -103,7 +104,7 @@ class Evidence:
         """The figures the level has, by name (no links, no words)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None
-                and f.name not in ("links", "level", "capped", "simulated")}
+                and f.name not in ("links", "level", "mode", "capped", "simulated")}
 
 
 def _number(value: Any) -> float | None:
@@ -227,7 +228,7 @@ def gather(level: LevelResult, plan: PlanFacts | None = None,
     prefill, decode = _split(level)
     seen_gpus = gpu.pop("gpus_seen")
     return Evidence(
-        level=level.level, load=_load(level), completed=level.completed, partial=level.partial,
+        level=level.level, mode=level.mode, load=_load(level), completed=level.completed, partial=level.partial,
         simulated=level.simulated,
         client_cpu=_client_cpu(level), client_loop_lag_ms=_loop_lag(level),
         client_late_share=late_share(level.extra("client_late")),

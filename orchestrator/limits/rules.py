@@ -181,7 +181,7 @@ def _queued(e: Evidence) -> Verdict | None:
     flight than the cap while the median TTFT jumped QUEUE_JUMP-fold from the level before.
     Gauges sampled often enough that never saw a request wait say otherwise."""
     cap, load = e.max_num_seqs, e.load
-    if not cap or load is None or cap >= load or e.ttft_ms is None or not e.previous_ttft_ms:
+    if e.mode == "rate" or not cap or load is None or cap >= load or e.ttft_ms is None or not e.previous_ttft_ms:
         return None
     if e.client_in_flight is not None and e.client_in_flight <= cap:
         return None

@@ -74,11 +74,12 @@ def test_max_num_seqs_below_the_concurrency_is_named_scheduler_cap(tmp_path: Pat
 
 def test_c8_under_max_num_seqs_4_at_time_scale_005_is_scheduler_cap(tmp_path: Path) -> None:
     """The simulated Kimi plan at time scale 0.05, its max-num-seqs 4 under C=8: a level of
-    about half a second, scraped at least 10 times, its gauges show requests waiting at the cap."""
+    about a second (two scrapes at the plan's 1 s before), scraped at least 10 times: its
+    gauges show requests waiting at the cap."""
     sets = ["--set", "service.args.max-num-seqs=4", "--set", f"service.port={free_port()}",
             "--set", f"service.name=orch-cap-{tmp_path.name[-8:]}", "--set", "service.sim.time_scale=0.05",
             "--set", "service.sim.startup_time_scale=0.001", "--set", "smoke=[]",
-            "--set", "bench.concurrency=[1,8]", "--set", "bench.requests_per_level=32",
+            "--set", "bench.concurrency=[1,8]", "--set", "bench.requests_per_level=64",
             "--set", "bench.max_tokens=64"]
     try:
         applied = orch("apply", PLAN, *sets, cwd=tmp_path)
@@ -157,7 +158,6 @@ def test_a_paused_load_generator_is_named_client_bound_never_the_server(tmp_path
         slowed = _bench(sim.base_url, tmp_path / "slowed", slowed=True)
     assert free["limiter"]["name"] not in ("client-bound", *SERVER_LIMITS), free["limiter"]
     assert "latency_unreliable" not in free["flags"]
-    assert free["server_metrics"]["scrapes"] >= 10  # a level of under a second, scraped often
     assert slowed["limiter"]["name"] == "client-bound", slowed["limiter"]
     assert slowed["limiter"]["confidence"] == "high"
     assert slowed["limiter"]["figures"]["client_late_share"] >= 0.2
@@ -173,7 +173,7 @@ def test_a_starved_load_generator_is_named_client_bound_never_the_server(tmp_pat
     hogs: list[subprocess.Popen[bytes]] = []
     with running_simulator(time_scale=0.05, startup_time_scale=0.001) as sim:
         argv = ["taskset", "-c", "0", "nice", "-n", "19",
-                *_bench_argv(sim.base_url, tmp_path, "4,8", prompts=16, tokens=32)]
+                *_bench_argv(sim.base_url, tmp_path, "4,8", prompts=8, tokens=32)]
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as bench:
             try:
                 assert bench.stdout is not None
