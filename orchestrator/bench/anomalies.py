@@ -20,6 +20,11 @@
   stayed below C (3 scrapes or more), or the client never held C in flight: `--max-num-seqs`,
   the KV cache or a slow client held it down, and the level measured that lower load
   (`effective_concurrency` says how);
+- latency_unreliable: the client's event loop lost a fifth of the level's wall time or more
+  to wake-ups 50 ms late or more (lateness.py): it read token arrivals late, so the level's
+  TTFT/ITL/TPOT figures measure the client as much as the server;
+- itl_batched: the median ITL is 0 while requests brought several tokens each: chunks were
+  read together, so the per-token gaps (ITL percentiles) say nothing;
 - gpu_throttled: a GPU's SM clock fell while it sat at its power limit or ran hot (the
   level's `gpu_telemetry` block says which and how: gpu_figures.py holds the rule).
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from orchestrator.bench.lateness import client_was_late, itl_batched
 from orchestrator.runs.run_records import LevelResult
 
 DROP_TOLERANCE = 0.01
@@ -47,6 +53,10 @@ def level_flags(result: LevelResult) -> list[str]:
         flags.append("spread")
     if (result.client_cpu_utilization or 0.0) > CPU_LIMIT:
         flags.append("client_saturated")
+    if client_was_late(result):
+        flags.append("latency_unreliable")
+    if itl_batched(result):
+        flags.append("itl_batched")
     if _server_disagrees(result):
         flags.append("server_disagrees")
     if result.partial:

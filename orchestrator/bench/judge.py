@@ -15,8 +15,9 @@ from orchestrator.runs.run_records import LevelResult
 
 
 class Judge(Protocol):
-    def level(self, result: LevelResult) -> dict[str, Any]:
-        """The level's `limiter` block."""
+    def level(self, result: LevelResult, earlier: Sequence[LevelResult] = ()) -> dict[str, Any]:
+        """The level's `limiter` block (`earlier`: the sweep's levels before it, whose
+        figures a queueing signature is read against)."""
         ...
 
     def sweep(self, results: Sequence[LevelResult], knee: int | None) -> dict[str, Any]:

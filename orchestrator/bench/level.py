@@ -13,6 +13,7 @@ from typing import Any, Literal
 from orchestrator.bench.anomalies import effective_concurrency, level_flags
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.judge import Judge
+from orchestrator.bench.lateness import lateness
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.load import RequestRun, Shape, Stop, run_requests
 from orchestrator.bench.progress import progress_events
@@ -325,7 +326,8 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
         "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
                                    if pooled.lags_s else None),
         # only where the loop was watched (a level composed from records alone was not)
-        **({"client_loop_lag_ms": summarize([x * 1000 for x in pooled.loop_lags_s])}
+        **({"client_loop_lag_ms": summarize([x * 1000 for x in pooled.loop_lags_s]),
+            "client_late": lateness(pooled.loop_lags_s, pooled.duration_s)}
            if pooled.loop_lags_s else {}),
         **blocks,
         "server_version": server.version,

@@ -8,6 +8,14 @@ llama.cpp's `llamacpp:` names (llama-server --metrics); a server with neither is
 have none (`source: none`), never taken for one that counted nothing. Which names carry what
 is each engine's to say (`Engine.metrics`, engines/*).
 
+How often: at least PER_LEVEL (10) scrapes in each repeat's wall time, whatever its length.
+The interval grows with the time the repeat has run (`scrape_interval`: a tenth of it),
+from a floor up to `metrics_interval`: a short level is scraped every floor, a long one
+every `metrics_interval` once it has run ten of them. The floor is FLOOR_S (0.1 s) for a
+server, so a scrape never comes more than 10 times a second; a simulator's is FLOOR_S times
+its time scale, at least SIM_FLOOR_S (20 ms): at time scale 0.05 a level lasts a twentieth
+of its model time, and its scrapes come that much oftener (`scrape_floor`).
+
 A server whose `/metrics` misbehaves (no answer, an error, garbage, a body without end) costs
 each scrape at most its timeout (scrape.py's bounds) and the benchmark goes on: the level's
 block says `problem: "server /metrics at URL: <what was wrong>"`. A scrape that timed out
@@ -171,10 +179,29 @@ def merge_repeats(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
     return merged
 
 
+PER_LEVEL = 10
+FLOOR_S = 0.1
+SIM_FLOOR_S = 0.02
+
+
+def scrape_floor(simulated: bool, time_scale: float | None) -> float:
+    """The shortest interval between scrapes of this server (module doc)."""
+    if simulated and time_scale:
+        return max(SIM_FLOOR_S, FLOOR_S * time_scale)
+    return FLOOR_S
+
+
+def scrape_interval(elapsed_s: float, configured_s: float, floor_s: float) -> float:
+    """The wait before the next scrape, `elapsed_s` into a repeat: a tenth of the time run so
+    far, between the floor and the configured interval (never above what the plan asks)."""
+    return max(min(floor_s, configured_s), min(configured_s, elapsed_s / PER_LEVEL))
+
+
 @dataclass
 class Scraper:
     """Scrapes `url` at start(), every `interval` seconds, and at stop(); `interval` None
-    (`--no-metrics`) scrapes nothing, and the level says `server_metrics: null`."""
+    (`--no-metrics`) scrapes nothing, and the level says `server_metrics: null`. With a
+    `floor_s`, the interval follows `scrape_interval` (at least PER_LEVEL scrapes a repeat)."""
 
     url: str
     interval: float | None
@@ -191,6 +218,7 @@ class Scraper:
     problem: str = ""  # the repeat's first scrape problem
     _gave_up: bool = False  # a scrape of the repeat timed out: no more waits this repeat
     what: ClassVar[str] = "server /metrics"
+    floor_s: float | None = None  # None: every `interval`, however short the repeat
 
     def _scrape(self) -> None:
         if self._client is None or self._gave_up:
@@ -214,8 +242,18 @@ class Scraper:
         return f"{self.what} at {shown}: {problem}"
 
     def _loop(self, interval: float, stop: threading.Event) -> None:
-        while not stop.wait(interval):
+        began = time.perf_counter()
+        while not stop.wait(self._wait(interval, began)):
+            began = time.perf_counter()
             self._scrape()
+
+    def _wait(self, interval: float, began: float) -> float:
+        """Till the next scrape, counted from the last one's start: a slow answer is not
+        added to the interval."""
+        if self.floor_s is None:
+            return interval
+        step = scrape_interval((time.perf_counter_ns() - self.origin_ns) / 1e9, interval, self.floor_s)
+        return max(0.0, began + step - time.perf_counter())
 
     def start(self, origin_ns: int) -> None:
         self.origin_ns, self._raw, self._stop = origin_ns, [], threading.Event()

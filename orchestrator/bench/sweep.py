@@ -35,7 +35,7 @@ from orchestrator.bench.load import Stop, stop_unless
 from orchestrator.bench.results import csv_columns, csv_row, render_csv
 from orchestrator.bench.samplers import Sampler, check_blocks
 from orchestrator.bench.server_info import ServerInfo, probe_server
-from orchestrator.bench.server_metrics import Scraper
+from orchestrator.bench.server_metrics import Scraper, scrape_floor
 from orchestrator.bench.stamping import run_on_stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
@@ -266,7 +266,9 @@ def _context(
         client=client,
         workload=workload,
         server=server,
-        samplers=[Scraper(f"{root}/metrics", config.metrics_interval, headers), *extra_samplers],
+        samplers=[Scraper(f"{root}/metrics", config.metrics_interval, headers,
+                          floor_s=scrape_floor(server.simulated, server.time_scale)),
+                  *extra_samplers],
         stop=Stop(),
         emit=emit,
         host=host,
@@ -307,7 +309,7 @@ async def _run_and_write(ctx: Context, sweep: SweepResult, spec: LevelSpec) -> L
     level = await run_level(ctx, spec)
     level.result.flags = [*_cross_level_flags(sweep.levels, level), *level.result.flags]
     if ctx.judge is not None:  # after the flags: a capped level's verdict reads them
-        level.result.limiter = ctx.judge.level(level.result)
+        level.result.limiter = ctx.judge.level(level.result, [lv.result for lv in sweep.levels])
     sweep.levels.append(level)
     write_level(BenchLayout(sweep.out_dir), level.result, level.rows)  # once: its flags are final
     if ctx.emit is not None:

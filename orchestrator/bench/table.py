@@ -33,7 +33,9 @@ def _ms(value: Any) -> str:
 
 _SHORT = {"throughput_drop": "drop", "client_saturated": "client CPU",
           "server_disagrees": "server differs", "serialized": "one at a time",
-          "no_scaling": "no gain from concurrency", "gpu_throttled": "GPU throttled"}
+          "no_scaling": "no gain from concurrency", "gpu_throttled": "GPU throttled",
+          "latency_unreliable": "latencies unreliable: the client ran late",
+          "itl_batched": "ITL unreliable: chunks read in batches"}
 _SOURCES = {"counted": "tokens counted from chunks", "tokenizer": "tokens by the tokenizer",
             "mixed": "tokens partly counted"}
 

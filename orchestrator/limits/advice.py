@@ -72,7 +72,8 @@ def _scheduler(args: Mapping[str, object], verdict: Verdict, _: Layout, flags: E
     cap = flags.scheduler_cap
     if cap is None:
         return [_lacks("run more sequences at once")]
-    seen = verdict.figures.get("max_num_seqs") or verdict.figures.get("max_running")
+    # the cap as the verdict names it (the engine's flag; `max_num_seqs` in an older verdict)
+    seen = verdict.figures.get(cap) or verdict.figures.get("max_num_seqs") or verdict.figures.get("max_running")
     current = _int(_arg(args, cap, flags)) or (int(seen) if isinstance(seen, int | float) else None)
     current = current or flags.scheduler_default
     if current is None:

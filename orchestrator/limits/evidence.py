@@ -4,8 +4,11 @@ Every figure is None when the level does not have it (no /metrics, no GPU teleme
 level file): a rule that needs it then makes no claim. Sources:
 
 - client: `client_cpu_utilization` (the load generator's CPU seconds over its wall time,
-  1.0 = one core busy), `client_loop_lag_ms` (how late its event loop woke: its median) and
-  `effective_concurrency` (C asked, the client's in-flight peak);
+  1.0 = one core busy), `client_loop_lag_ms` (how late its event loop woke: its median),
+  `client_late` (the share of the level's wall time lost to wake-ups 50 ms late or more:
+  bench/lateness.py) and `effective_concurrency` (C asked, the client's in-flight peak);
+- the level before it (the next lower load of the same mode, when given): its median TTFT,
+  against this level's, for the queueing signature of a scheduler cap;
 - server, from `server_metrics`: the running and waiting gauges (max, mean), KV-cache usage
   (max, 0-1), the preemptions counter's delta, how many scrapes;
 - GPUs, from `gpu_telemetry` (nvidia-smi or DCGM): utilization, memory utilization, power
@@ -26,6 +29,7 @@ from typing import Any
 
 from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.bench.gpu_ranges import out_of_range
+from orchestrator.bench.lateness import late_share
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.limits.topology import LayoutLinks
 from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
@@ -56,13 +60,18 @@ class PlanFacts:
 @dataclass(frozen=True)
 class Evidence:
     level: str
+    mode: str  # closed, batch, rate
     load: float | None  # C asked (closed, batch) or the rate
     completed: int
     partial: bool
     simulated: bool  # the simulator's level: no server processes of the modelled server
     client_cpu: float | None
     client_loop_lag_ms: float | None  # median lateness of the client's event loop
+    client_late_share: float | None  # 0-1 of the level's wall time lost to late wake-ups
     client_in_flight: float | None
+    ttft_ms: float | None  # median TTFT of this level
+    previous_ttft_ms: float | None  # and of the level before it (None: no such level)
+    previous_load: float | None
     capped: str | None  # anomalies.capped's words
     max_running: float | None
     mean_running: float | None
@@ -95,7 +104,7 @@ class Evidence:
         """The figures the level has, by name (no links, no words)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None
-                and f.name not in ("links", "level", "capped", "simulated")}
+                and f.name not in ("links", "level", "mode", "capped", "simulated")}
 
 
 def _number(value: Any) -> float | None:
@@ -188,19 +197,42 @@ def _loop_lag(level: LevelResult) -> float | None:
     return _number(block.get("median")) if isinstance(block, Mapping) else None
 
 
-def gather(level: LevelResult, plan: PlanFacts | None = None) -> Evidence:
-    """The evidence of one level (and what the plan and host say, when given)."""
+def _load(level: LevelResult) -> float | None:
+    return _number(level.max_concurrency if level.mode != "rate" else level.request_rate)
+
+
+def _before(level: LevelResult, before: LevelResult | None) -> dict[str, Any]:
+    """The level before's median TTFT and load, when it is one of the same mode at a lower load."""
+    load, earlier = _load(level), _load(before) if before is not None else None
+    if before is None or before.mode != level.mode or load is None or earlier is None or earlier >= load:
+        return {"previous_ttft_ms": None, "previous_load": None}
+    return {"previous_ttft_ms": before.figure("median_ttft_ms"), "previous_load": earlier}
+
+
+def previous(level: LevelResult, levels: Sequence[LevelResult]) -> LevelResult | None:
+    """The level of `levels` just below `level` (same mode, the highest lower load)."""
+    load = _load(level)
+    lower = [(lv_load, i) for i, lv in enumerate(levels) if lv.mode == level.mode
+             and (lv_load := _load(lv)) is not None and load is not None and lv_load < load]
+    return levels[max(lower)[1]] if lower else None
+
+
+def gather(level: LevelResult, plan: PlanFacts | None = None,
+           before: LevelResult | None = None) -> Evidence:
+    """The evidence of one level (and what the plan and host say, and the level `before`
+    it, when given)."""
     plan = plan or PlanFacts()
     server = level.server_metrics or {}
     seen = effective_concurrency(level) or {}
     gpu = _gpu_figures(level)
     prefill, decode = _split(level)
-    load = level.max_concurrency if level.mode != "rate" else _number(level.request_rate)
     seen_gpus = gpu.pop("gpus_seen")
     return Evidence(
-        level=level.level, load=_number(load), completed=level.completed, partial=level.partial,
+        level=level.level, mode=level.mode, load=_load(level), completed=level.completed, partial=level.partial,
         simulated=level.simulated,
         client_cpu=_client_cpu(level), client_loop_lag_ms=_loop_lag(level),
+        client_late_share=late_share(level.extra("client_late")),
+        ttft_ms=level.figure("median_ttft_ms"), **_before(level, before),
         client_in_flight=_number(seen.get("client_in_flight")
                                  if seen else level.figure("max_concurrent_requests", model_time=False)),
         capped=capped(level),

@@ -4,11 +4,14 @@ sweep stops rising and why: `knee(levels)`.
 The rules run in this order; the first that decides names the limiter:
 
 1. not-enough-evidence   fewer than 2 requests completed, or the level was cut short;
-2. client-bound          the load generator used CPU_BUSY (90%) of a core or more, its event
-                         loop woke LOOP_LAG_MS (10 ms) late or more at the median (it read and
-                         sent late: its own work, or the controller's CPU taken by others)
-                         while the server's gauges never held C requests at once, or
-                         it never held C in flight although the level had C requests: the
+2. client-bound          the client was very late: its event loop lost LATE_SHARE (20%) of the
+                         level's wall time to wake-ups LATE_MS (50 ms) late or more (a level
+                         file without that share: 50 ms late at the median; bench/lateness.py),
+                         whatever the server's gauges caught (a paused or starved client's
+                         figures are its own); or the load generator used CPU_BUSY (90%) of a
+                         core or more, its event loop woke LOOP_LAG_MS (10 ms) late or more at
+                         the median while the server's gauges never held C requests at once,
+                         or it never held C in flight although the level had C requests: the
                          server was not asked for C, so nothing after this rule may blame it;
 3. scheduler-cap         requests waited while the running gauge sat at the engine's scheduler
                          cap (95%; vLLM's --max-num-seqs, SGLang's --max-running-requests);
@@ -16,20 +19,24 @@ The rules run in this order; the first that decides names the limiter:
                          cache had room (medium: the cap or the batch token budget);
 4. kv-cache-bound        KV-cache usage at KV_FULL (95%) with requests waiting or preempted
                          (high), or either sign alone (medium);
-5. host-cpu-bound        the busiest server process at CPU_BUSY of a core, or the whole host's
+5. scheduler-cap         the plan's own cap below C, more requests in flight than the cap and
+                         the median TTFT QUEUE_JUMP (2) times the level before's: requests
+                         queued for a slot (medium, however sparse the gauges; not when
+                         DENSE_SCRAPES (10) scrapes or more never saw a request wait);
+6. host-cpu-bound        the busiest server process at CPU_BUSY of a core, or the whole host's
                          CPUs CPU_BUSY busy with the server's processes on half its cores or
                          more (medium), while the GPUs sat below GPU_IDLE (50%) busy, or the
                          host has no GPU telemetry at all (vLLM on a CPU: the server's own CPU
                          is its compute);
-6. interconnect-bound    GPUs busy (GPU_BUSY, 80%) with SM activity below SM_LOW (50%) while
+7. interconnect-bound    GPUs busy (GPU_BUSY, 80%) with SM activity below SM_LOW (50%) while
                          PCIe/NVLink carried LINK_BUSY_MB_S or more per GPU (high when a TP
                          group also leaves NVLink); without those counters, a TP group off
                          NVLink, GPUs busy and power below POWER_LOW (70%) of the limit (medium);
-7. compute-bound         GPUs busy (GPU_SATURATED, 90%) at their power limit (POWER_HIGH, 90%)
+8. compute-bound         GPUs busy (GPU_SATURATED, 90%) at their power limit (POWER_HIGH, 90%)
                          or throttled, or SM activity at SM_HIGH (80%);
-8. memory-bandwidth-bound GPUs busy, device memory busy (MEM_BUSY, 60%) and power below the
+9. memory-bandwidth-bound GPUs busy, device memory busy (MEM_BUSY, 60%) and power below the
                          limit (medium: nvidia-smi's memory utilization is coarse);
-9. not-enough-evidence   none of the above decided: the figures the level had are given, no
+10. not-enough-evidence  none of the above decided: the figures the level had are given, no
                          guess is made.
 """
 
@@ -41,7 +48,8 @@ from typing import Literal
 
 from orchestrator.bench.anomalies import CPU_LIMIT, MIN_SCRAPES
 from orchestrator.bench.auto import knee_of_sweep
-from orchestrator.limits.evidence import Evidence, PlanFacts, gather
+from orchestrator.bench.lateness import LATE_MS, very_late
+from orchestrator.limits.evidence import Evidence, PlanFacts, gather, previous
 from orchestrator.plan.models import AutoSweep
 from orchestrator.runs.run_records import LevelResult
 
@@ -52,6 +60,8 @@ Confidence = Literal["high", "medium", "low"]
 CPU_BUSY = CPU_LIMIT  # 0.90 of one core: the client's `client_saturated` flag uses the same
 LOOP_LAG_MS = 10.0  # half the client's 20 ms timer tick: late most of the time
 AT_CAP = 0.95
+QUEUE_JUMP = 2.0  # the median TTFT at least doubled from the level before: requests queued
+DENSE_SCRAPES = 10  # as many as bench/server_metrics.py's schedule takes of a level
 KV_FULL = 0.95
 GPU_IDLE = 0.50
 GPU_BUSY = 0.80
@@ -86,8 +96,12 @@ def _not_finished(e: Evidence) -> Verdict | None:
 
 def _client(e: Evidence) -> Verdict | None:
     busy = e.client_cpu is not None and e.client_cpu >= CPU_BUSY
-    # a late loop read and sent late, but if the server held all C at once it was given them
-    late = e.client_loop_lag_ms is not None and e.client_loop_lag_ms >= LOOP_LAG_MS and not _server_held(e)
+    # very late decides whatever the server's gauges caught: a scrape that saw C at once
+    # does not make a paused or starved client's figures the server's
+    very = very_late(e.client_late_share, e.client_loop_lag_ms)
+    # a little late read and sent late, but if the server held all C at once it was given them
+    late = very or (e.client_loop_lag_ms is not None and e.client_loop_lag_ms >= LOOP_LAG_MS
+                    and not _server_held(e))
     short = (e.client_in_flight is not None and e.load is not None and e.client_in_flight < e.load
              <= e.completed and e.capped is not None)
     if not (busy or late or short):
@@ -101,12 +115,17 @@ def _client(e: Evidence) -> Verdict | None:
     if late and e.client_loop_lag_ms is not None:
         figures["client_loop_lag_ms"] = e.client_loop_lag_ms
         said.append(f"its event loop woke {e.client_loop_lag_ms:.0f} ms late at the median")
+    if very and e.client_late_share is not None:
+        figures["client_late_share"] = e.client_late_share
+        said.append(f"it lost {_f(e.client_late_share)} of the level's time to wake-ups "
+                    f"{LATE_MS:.0f} ms late or more")
     if short and e.client_in_flight is not None and e.load is not None:
         figures |= {"client_in_flight": e.client_in_flight, "asked": e.load}
         said.append(f"it held {e.client_in_flight:g} of {e.load:g} requests in flight at most")
     signs = busy + late + short
     return Verdict("client-bound", "high" if signs >= 2 or late else "medium",
-                   "; ".join(said) + ": the server was not given the load asked", figures)
+                   "; ".join(said) + ": the server was not given the load asked"
+                   + ("; the level's latencies measure the client" if very else ""), figures)
 
 
 def _server_held(e: Evidence) -> bool:
@@ -126,6 +145,12 @@ def _cap(e: Evidence) -> str:
     return f"--{name}" if name else "the scheduler's cap on running requests"
 
 
+def _cap_key(e: Evidence) -> str:
+    """The cap's figure by the engine's own flag name (`max-running-requests` for SGLang);
+    `max_num_seqs` when the engine is not known."""
+    return (e.flags.scheduler_cap if e.flags else None) or "max_num_seqs"
+
+
 def _budget(e: Evidence) -> str:
     name = e.flags.batch_tokens if e.flags else None
     return f"--{name}" if name else "its token budget per step"
@@ -140,7 +165,7 @@ def _scheduler(e: Evidence) -> Verdict | None:
         return Verdict("scheduler-cap", "high",
                        f"requests waited while {e.max_running:g} ran, {_cap(e)} {e.max_num_seqs}",
                        {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
-                        "max_num_seqs": e.max_num_seqs})
+                        _cap_key(e): e.max_num_seqs})
     room = e.kv_cache_max is not None and e.kv_cache_max < KV_FULL
     if e.load is None or e.max_running >= e.load or not room or (e.preemptions or 0) > 0:
         return None
@@ -149,6 +174,31 @@ def _scheduler(e: Evidence) -> Verdict | None:
                    f"({_cap(e)} or {_budget(e)})",
                    {"max_running": e.max_running, "max_waiting": e.max_waiting or 0.0,
                     "kv_cache_max": e.kv_cache_max or 0.0, "asked": e.load})
+
+
+def _queued(e: Evidence) -> Verdict | None:
+    """The plan's own cap below C, and the client's queueing signature: more requests in
+    flight than the cap while the median TTFT jumped QUEUE_JUMP-fold from the level before.
+    Gauges sampled often enough that never saw a request wait say otherwise."""
+    cap, load = e.max_num_seqs, e.load
+    if e.mode == "rate" or not cap or load is None or cap >= load or e.ttft_ms is None or not e.previous_ttft_ms:
+        return None
+    if e.client_in_flight is not None and e.client_in_flight <= cap:
+        return None
+    if e.ttft_ms < QUEUE_JUMP * e.previous_ttft_ms:
+        return None
+    if (e.scrapes or 0) >= DENSE_SCRAPES and e.max_waiting == 0:
+        return None
+    figures: dict[str, float | str | bool] = {
+        _cap_key(e): cap, "asked": load, "ttft_ms": e.ttft_ms,
+        "previous_ttft_ms": e.previous_ttft_ms, "previous_load": e.previous_load or 0.0}
+    if e.client_in_flight is not None:
+        figures["client_in_flight"] = e.client_in_flight
+    held = f"{e.client_in_flight:g}" if e.client_in_flight is not None else f"{load:g}"
+    return Verdict("scheduler-cap", "medium",
+                   f"{held} requests in flight over {_cap(e)} {cap}, and the median TTFT rose from "
+                   f"{e.previous_ttft_ms:,.0f} ms at {e.previous_load or 0.0:g} to {e.ttft_ms:,.0f} ms: "
+                   "requests queued for a running slot", figures)
 
 
 def _kv(e: Evidence) -> Verdict | None:
@@ -255,7 +305,7 @@ def _memory(e: Evidence) -> Verdict | None:
 
 
 RULES: tuple[Callable[[Evidence], Verdict | None], ...] = (
-    _not_finished, _client, _scheduler, _kv, _host_cpu, _interconnect, _compute, _memory)
+    _not_finished, _client, _scheduler, _kv, _queued, _host_cpu, _interconnect, _compute, _memory)
 
 
 def limiter(evidence: Evidence) -> Verdict:
@@ -318,7 +368,7 @@ def knee(levels: Sequence[LevelResult], plan: PlanFacts | None = None,
     evidence with `plan`)."""
     usable = {int(lv.max_concurrency): lv for lv in levels
               if lv.mode != "rate" and lv.max_concurrency and not lv.partial and lv.output_throughput}
-    judged = judge or (lambda lv: limiter(gather(lv, plan)))
+    judged = judge or (lambda lv: limiter(gather(lv, plan, previous(lv, levels))))
     if len(usable) == 1:  # no knee to find, but the level still says what held it
         (c, only), = usable.items()
         return Knee(None, "one level", judged(only), [(c, judged(only))])

@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.engines.layout import EngineFlags, flag_values, layout, positive_int
 from orchestrator.limits.advice import Suggestion, advice
-from orchestrator.limits.evidence import PlanFacts, gather
+from orchestrator.limits.evidence import PlanFacts, gather, previous
 from orchestrator.limits.rules import KNEE_THRESHOLD, Knee, Verdict, knee, limiter
 from orchestrator.limits.topology import TopologyError, layout_links, parse_topology
 from orchestrator.runs.run_records import LevelResult
@@ -59,11 +59,12 @@ def _from_json(block: Mapping[str, Any]) -> Verdict | None:
     return Verdict(name, confidence, why, kept)
 
 
-def verdict_of(level: LevelResult, facts: PlanFacts | None = None) -> Verdict:
+def verdict_of(level: LevelResult, facts: PlanFacts | None = None,
+               before: LevelResult | None = None) -> Verdict:
     """The level's recorded verdict; for a level file without one (an older orch), judged now
-    from what the file holds."""
+    from what the file holds (and the level `before` it)."""
     recorded = _from_json(level.limiter) if isinstance(level.limiter, Mapping) else None
-    return recorded if recorded is not None else limiter(gather(level, facts))
+    return recorded if recorded is not None else limiter(gather(level, facts, before))
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def plateau(levels: Sequence[LevelResult], args: Mapping[str, object] | None = N
             threshold: float = KNEE_THRESHOLD, known: tuple[int | None, str] | None = None) -> Plateau:
     """The sweep's plateau: the knee (`known`: as a report already found it) with the verdict
     of each level from it on, and the advice for the verdict at the knee."""
-    found = knee(levels, facts, threshold, known=known, judge=lambda lv: verdict_of(lv, facts))
+    found = knee(levels, facts, threshold, known=known,
+                 judge=lambda lv: verdict_of(lv, facts, previous(lv, levels)))
     if found.verdict is None:
         return Plateau(found)
     suggestions, note = advice(found.verdict, args or {}, tuple(extra_args),
@@ -125,8 +127,8 @@ class Judge:
     extra_args: tuple[str, ...] = ()
     threshold: float = KNEE_THRESHOLD
 
-    def level(self, result: LevelResult) -> dict[str, Any]:
-        return verdict_json(limiter(gather(result, self.facts)))
+    def level(self, result: LevelResult, earlier: Sequence[LevelResult] = ()) -> dict[str, Any]:
+        return verdict_json(limiter(gather(result, self.facts, previous(result, earlier))))
 
     def sweep(self, results: Sequence[LevelResult], knee: int | None) -> dict[str, Any]:
         known = (knee, "found by the auto sweep") if knee is not None else None

@@ -40,6 +40,10 @@ FLAG_MEANINGS = {
     "throughput_drop": "throughput fell although the load rose",
     "spread": "repeats disagree by more than 10%",
     "client_saturated": "the benchmark client used over 90% of a core; latencies may be inflated",
+    "latency_unreliable": "orch's client ran late (its event loop lost a fifth of the level or more to "
+                          "late wake-ups); TTFT/ITL/TPOT figures are unreliable",
+    "itl_batched": "the median ITL is 0 with several tokens per request: chunks were read in "
+                   "batches, so ITL figures are unreliable",
     "server_disagrees": "the server's token count differs from the client's by over 10%",
     "gpu_throttled": "a GPU throttled (its SM clock fell at the power limit or when hot); "
                      "see the GPU telemetry",

@@ -58,7 +58,9 @@ def plan_of(case: dict[str, Any]) -> PlanFacts:
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_limiter_cases(case: dict[str, Any]) -> None:
-    verdict = limiter(gather(level_of(case), plan_of(case)))
+    before = case.get("before")
+    earlier = level_of({"level": {"median_ttft_ms": before["median_ttft_ms"]}}, before["c"]) if before else None
+    verdict = limiter(gather(level_of(case), plan_of(case), earlier))
     assert [verdict.name, verdict.confidence] == case["expect"], verdict.why
     assert verdict.name in LIMITERS
     assert verdict.why
@@ -120,3 +122,14 @@ def test_knee_needs_two_levels_but_one_level_still_says_what_held_it() -> None:
     one = knee(sweep({8: 100.0}, {8: {"level": {"client_cpu_utilization": 0.95}}}))
     assert (one.at, one.describe()) == (None, "one level, client-bound at C=8")
     assert knee([]).describe() == "too few levels"
+
+
+def test_knee_reads_each_level_against_the_one_before() -> None:
+    """The plan's cap 4 under C=8, TTFT from 60 ms to 2,413 ms: scheduler-cap without gauges."""
+    levels = sweep({1: 58.0, 8: 209.0}, {1: {"level": {"median_ttft_ms": 60.0}},
+                                         8: {"level": {"median_ttft_ms": 2413.0}}})
+    found = knee(levels, PlanFacts(max_num_seqs=4))
+    assert found.describe() == "still rising, scheduler-cap at C=8"
+    assert found.verdict is not None and found.verdict.figures["max_num_seqs"] == 4
+    alone = knee(levels[1:], PlanFacts(max_num_seqs=4))  # no level before: no jump to read
+    assert alone.verdict is not None and alone.verdict.name == "not-enough-evidence"

@@ -83,5 +83,22 @@ def test_an_sglang_plans_cap_is_read_and_named_by_its_own_flag() -> None:
                        "server": {"max_running": 64, "max_waiting": 64, "max_kv_cache_usage": 0.5}}, 128)
     verdict = Judge(facts, {"tp-size": 8, "max-running-requests": 64}).level(capped)
     assert verdict["name"] == "scheduler-cap" and "--max-running-requests 64" in verdict["why"]
+    assert verdict["figures"]["max-running-requests"] == 64 and "max_num_seqs" not in verdict["figures"]
     block = Judge(facts, {"tp-size": 8, "max-running-requests": 64}).sweep([capped], None)
     assert block["try"][0]["matrix"] == {"service.args.max-running-requests": [128, 256]}
+
+
+def test_an_sglang_plans_cap_with_a_ttft_jump_is_scheduler_cap_in_its_own_flags() -> None:
+    """Sparse gauges: the plan's max-running-requests 4 under C=8 and the TTFT's jump from
+    the level before (Judge.level is handed the sweep's earlier levels) decide."""
+    args = {"tp-size": 2, "max-running-requests": 4}
+    judge = Judge(plan_facts(args, flags=engine("sglang").flags), args)
+    c1 = level_of({"level": {"median_ttft_ms": 60.0, "output_throughput": 58.0}}, 1)
+    c8 = level_of({"level": {"median_ttft_ms": 2413.0, "output_throughput": 209.0}, "server": {"max_running": 0, "max_waiting": 0,
+                                                                   "scrapes": 2}}, 8)
+    verdict = judge.level(c8, [c1])
+    assert (verdict["name"], verdict["confidence"]) == ("scheduler-cap", "medium"), verdict
+    assert verdict["figures"]["max-running-requests"] == 4 and "--max-running-requests 4" in verdict["why"]
+    assert judge.level(c8)["name"] == "not-enough-evidence"  # no level before it: no jump
+    c8.limiter = verdict
+    assert judge.sweep([c1, c8], None)["try"][0]["matrix"] == {"service.args.max-running-requests": [8, 16]}

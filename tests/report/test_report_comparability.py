@@ -169,3 +169,10 @@ def test_a_redeploy_on_another_environment_is_flagged(tmp_path: Any) -> None:
     assert ("the model's commit differs (old 'nvidia/Kimi-K2.5-NVFP4@0fd0a5e68792', new "
             "'nvidia/Kimi-K2.5-NVFP4@cccccccccccc'): another commit of the model answered") in found
     assert not [w for w in found if "torch" in w or "driver" in w or "rich" in w]
+
+
+def test_a_level_whose_client_ran_late_warns_its_latencies_are_unreliable() -> None:
+    late = run("b", levels=[level(1), level(2, flags=["latency_unreliable", "itl_batched"])])
+    found = warnings_for(run("a"), late)
+    assert any(w.startswith("b at c2: orch's client ran late") and "unreliable" in w for w in found), found
+    assert any(w.startswith("b at c2: the median ITL is 0") for w in found), found

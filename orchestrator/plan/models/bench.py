@@ -118,7 +118,8 @@ class Bench(StrictModel):
     metrics_interval: Duration | None = Field(
         1.0,
         gt=0,
-        description="Scrape the server's /metrics this often during a level; null turns it off.",
+        description="The longest wait between scrapes of the server's /metrics during a level "
+                    "(a level gets 10 at least: short levels are scraped oftener); null turns it off.",
     )
     gpu_telemetry: Duration | None = Field(
         1.0,
