@@ -66,7 +66,10 @@ def _value(field: str, raw: object) -> object:
         return float(str(raw))
     text = str(raw).strip().lower()
     scale = {"k": 1000, "m": 1_000_000}.get(text[-1:], 1)
-    return int(float(text.rstrip("km")) * scale)
+    number = int(float(text.rstrip("km")) * scale)
+    if number < 1:
+        raise ValueError(f"expected a whole number of at least 1, got {raw!r}")
+    return number
 
 
 def with_flags(base: Deployment, flags: Mapping[str, object]) -> Deployment:
