@@ -9,7 +9,8 @@ wire time plus one sequence's per-layer work. DP replicas share the requests: on
 with DP times the limits, each step at b / DP sequences per replica (per_seq / DP).
 
 Anchored: each part is the measured deployment's times the formulas' ratio between this
-deployment and the measured one; memory likewise (weights scaled to the measured size, the
+deployment and the measured one, both lines drawn to the same B (so a larger max-num-seqs
+extends the measured line rather than bending it); memory likewise (weights scaled to the measured size, the
 reserve beside weights and KV what the measurement left), so a measured deployment is
 reproduced exactly at its own flags.
 """
@@ -126,8 +127,7 @@ def engine(box: Box, consts: Constants = CONSTANTS, anchored: bool = True) -> En
                            f"weights {weights:.0f} GiB ({box.deployment.label()})")
     cap = running_cap(box, tokens)
     raw = raw_cost(box, consts, cap)
-    ref = raw_cost(anchor.box, consts, running_cap(anchor.box, anchor.kv_cache_tokens)) \
-        if anchor is not None else None
+    ref = raw_cost(anchor.box, consts, cap) if anchor is not None else None  # the same line
     cost = _scaled(raw, anchor, ref)
     d = box.deployment
     wait = _link_share(box, consts)
