@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("orchestrator.commands.validate", "check plan files"),
     "schema": ("orchestrator.commands.schema", "print the plan's JSON Schema"),
     "plan": ("orchestrator.commands.plan_apply", "show what apply would change (check mode)"),
+    "predict": ("orchestrator.commands.predict", "predict a plan's curve from the what-if model"),
     "apply": ("orchestrator.commands.plan_apply", "converge hosts to a plan and write a run folder"),
     "status": ("orchestrator.commands.service", "show the service state on each host"),
     "logs": ("orchestrator.commands.service", "print the service log"),

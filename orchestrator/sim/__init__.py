@@ -4,6 +4,7 @@
     options.py       its flags, plus vLLM's flags accepted and ignored
     startup.py       the start-up log, timed by the profile; failures.py the crash texts
     profiles.py      throughput and start-up profiles, calibrated to the motivating run
+    deployment.py    a profile at the flags given (TP, DP, EP, memory): the what-if model's
     scheduler.py     continuous batching as pure logic; engine.py runs it on the clock
     calibration.py   the same model in virtual time (what a profile predicts)
     textgen.py       token text and response lengths; answers.py what the model knows

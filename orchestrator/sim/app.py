@@ -122,7 +122,7 @@ class SimApp:
     def stand_in_dcgm(self, request: Request, responder: Responder) -> None:
         gpus = self.engine.gpus
         assert gpus is not None and gpus.model is not None
-        text = render_dcgm(gpus.read(), self.o.tensor_parallel, gpus.model.name)
+        text = render_dcgm(gpus.read(), self.o.tensor_parallel * self.o.data_parallel, gpus.model.name)
         responder.send(200, text.encode(), wire.METRICS_CONTENT_TYPE)
 
     def models(self, request: Request, responder: Responder) -> None:

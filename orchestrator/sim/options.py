@@ -1,9 +1,13 @@
 """`orch sim serve` arguments: the simulator's own flags plus any `vllm serve` flag.
 
-Flags the simulator does not model (tensor-parallel-size, compilation-config, ...) are
+Flags the simulator does not model (compilation-config, attention-backend, ...) are
 accepted permissively as `--flag`, `--flag value` or `--flag=value` and reported once in the
-log, so one plan's service section can launch either engine. `--kv-cache-dtype` is modelled:
-the KV cache holds the profile's memory in tokens of that many bytes (profiles.kv_cache_tokens).
+log, so one plan's service section can launch either engine. The deployment's flags are
+modelled (sim/deployment.py, through the what-if model): --tensor-parallel-size,
+--data-parallel-size, --enable-expert-parallel, --gpu-memory-utilization (read from the
+accepted vLLM flags), --pipeline-parallel-size, --max-num-seqs, --max-num-batched-tokens,
+--kv-cache-dtype and --max-model-len set the profile's step costs, KV cache and GPU figures;
+a deployment whose weights do not fit fails at start-up as vLLM does.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.sim.deployment import MODELLED_FLAGS, Deployed, deploy
 from orchestrator.sim.profiles import (
     DEFAULT_PROFILE,
     KV_CACHE_DTYPE_BYTES,
@@ -84,6 +89,21 @@ class SimOptions:
     master_port: int = 29501
     headless: bool = False
     kv_cache_dtype: str = ""  # "" = the profile's (what its deployment passed)
+    data_parallel: int = 1  # engine replicas sharing the requests (one scheduler, DP x limits)
+    memory_note: str = ""  # why the deployment does not fit, when it does not
+    deployment_modelled: bool = False  # the profile is a measured deployment: TP, DP, EP count
+
+    @property
+    def engine_max_num_seqs(self) -> int:
+        return self.max_num_seqs * self.data_parallel
+
+    @property
+    def engine_kv_tokens(self) -> int:
+        return self.kv_cache_tokens * self.data_parallel
+
+    @property
+    def engine_batched_tokens(self) -> int:
+        return self.max_num_batched_tokens * self.data_parallel
 
     @property
     def cache_dtype(self) -> str:
@@ -324,7 +344,11 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
     known, ignored = split_argv(argv, parser)
     args = parser.parse_args(known)
     model = _check(parser, args)
-    profile = get_profile(args.profile)
+    try:
+        deployed = deploy(get_profile(args.profile), _deployment_flags(args, ignored))
+    except ValueError as error:
+        parser.error(str(error))
+    profile = deployed.profile
     return SimOptions(
         model=model,
         served_names=list(args.served_model_name or [model]),
@@ -339,7 +363,7 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
         version=VllmVersion(args.vllm_version),
         time_scale=args.time_scale,
         startup_time_scale=args.startup_time_scale or args.time_scale,
-        fail_at_startup=args.fail_at_startup,
+        fail_at_startup=args.fail_at_startup or deployed.failure,
         crash_after_requests=args.crash_after_requests,
         hang_after_requests=args.hang_after_requests,
         slow_start=args.slow_start,
@@ -356,7 +380,25 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
         master_port=args.master_port,
         headless=args.headless,
         kv_cache_dtype=args.kv_cache_dtype or "",
+        data_parallel=deployed.replicas,
+        memory_note=_memory_note(deployed),
+        deployment_modelled=deployed.deployment is not None,
     )
+
+
+def _deployment_flags(args: argparse.Namespace,
+                      ignored: list[tuple[str, str | None]]) -> dict[str, object]:
+    """The flags the what-if model reads: the modelled vLLM ones and the simulator's own."""
+    flags: dict[str, object] = {name: value for name, value in ignored if name in MODELLED_FLAGS}
+    own = {"max-num-seqs": args.max_num_seqs, "max-num-batched-tokens": args.max_num_batched_tokens,
+           "kv-cache-dtype": args.kv_cache_dtype, "max-model-len": args.max_model_len,
+           "pipeline-parallel-size": args.pipeline_parallel_size}
+    flags.update({name: value for name, value in own.items() if value is not None})
+    return flags
+
+
+def _memory_note(deployed: Deployed) -> str:
+    return deployed.engine.why_not if deployed.failure and deployed.engine else ""
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:

@@ -20,6 +20,12 @@ which runs the same scheduler in virtual time; tests/sim/test_sim_calibration.py
 Each profile's default `max_num_seqs` is its peak concurrency: more concurrent requests wait,
 so throughput plateaus there as it did on the real hardware.
 
+The measured figures (step costs, KV cache, memory, all-reduce wait, targets) live in
+orchestrator/whatif/anchors.py, the what-if model's calibration; the profiles below are those
+deployments at their own flags. Served with other flags (--tensor-parallel-size,
+--data-parallel-size, --enable-expert-parallel, --max-num-seqs, ...), a profile's costs, KV
+cache and GPU figures come from the what-if model instead (sim/deployment.py).
+
 Stand-in GPU telemetry (`GpuModel`, applied by sim/gpus.py to the engine's steps and served
 as DCGM-exporter text by sim/dcgm_stand_in.py). Calibration: PCIe bytes per token per GPU
 are the TP group's ring all-reduces (2 per layer, hidden x 2 bytes, 2(N-1)/N each way:
@@ -46,6 +52,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from orchestrator.whatif import anchors as measured
+from orchestrator.whatif.costs import wire_bytes_per_token
+
 # Response length model shared by all profiles: a response ends by itself after
 # MEAN_RESPONSE_TOKENS tokens on average (reasoning included), spread uniformly by
 # +-RESPONSE_SPREAD around that mean (61.3 tok/s x 8.36 s = 512 tokens in the motivating run).
@@ -54,9 +63,10 @@ RESPONSE_SPREAD = 0.15
 
 
 # PCIe bytes (rx + tx) per GPU per token of a TP group's ring all-reduces: 2 per layer, each
-# of hidden x 2 bytes (bf16), 2(N-1)/N of it sent and as much received by every GPU.
-KIMI_ALLREDUCE_BYTES = 61 * 2 * (7168 * 2) * 2 * (2 * 7 / 8)  # 6.12 MB: 61 layers, TP8
-MINIMAX_ALLREDUCE_BYTES = 62 * 2 * (3072 * 2) * 2 * (2 * 3 / 4)  # 2.29 MB: 62 layers, TP4
+# of hidden x 2 bytes (bf16), 2(N-1)/N of it sent and as much received by every GPU
+# (whatif/costs.py: wire_bytes_per_token).
+KIMI_ALLREDUCE_BYTES = wire_bytes_per_token(measured.KIMI_NVFP4.box)  # 6.12 MB: 61 layers, TP8
+MINIMAX_ALLREDUCE_BYTES = wire_bytes_per_token(measured.MINIMAX_EP.box)  # 2.29 MB: 62 layers, TP4
 
 
 @dataclass(frozen=True)
@@ -148,14 +158,14 @@ KIMI_NVFP4 = Profile(
     name="kimi-k2.5-nvfp4-8x-rtx-pro-6000",
     summary="Kimi-K2.5 NVFP4, TP8 over PCIe on 8x RTX PRO 6000 (allreduce-bound)",
     architecture="KimiK25ForConditionalGeneration",
-    step_base_s=0.015643,
-    step_per_seq_s=0.0006443,
-    prefill_per_token_s=0.00025,
-    kv_cache_tokens=449_536,
+    step_base_s=measured.KIMI_NVFP4.step_base_s,
+    step_per_seq_s=measured.KIMI_NVFP4.step_per_seq_s,
+    prefill_per_token_s=measured.KIMI_NVFP4.prefill_per_token_s,
+    kv_cache_tokens=measured.KIMI_NVFP4.kv_cache_tokens,
     max_num_seqs=128,
     max_model_len=262_144,
     peak_concurrency=128,
-    targets={1: 61.3, 32: 800.0, 128: 1238.0},
+    targets=measured.KIMI_NVFP4.targets,
     startup=StartupTimes(
         init=38.0,
         weights=567.0,
@@ -171,10 +181,11 @@ KIMI_NVFP4 = Profile(
     moe_backend="FLASHINFER_CUTLASS",
     nvfp4_gemm="FLASHINFER_CUTLASS",
     kv_cache_dtype="fp8",
-    weights_gib=71.2,
-    kv_cache_gib=15.43,
+    weights_gib=measured.KIMI_NVFP4.weights_gib,
+    kv_cache_gib=measured.KIMI_NVFP4.kv_cache_gib,
     pcie_only=True,
-    gpu=GpuModel(allreduce_wait=0.6, pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
+    gpu=GpuModel(allreduce_wait=measured.KIMI_NVFP4.allreduce_wait,
+                 pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
                  sm_active_computing=0.9, full_compute_w=560.0),
 )
 
@@ -182,14 +193,14 @@ MINIMAX_EP = Profile(
     name="minimax-m2.5-4x-ep",
     summary="MiniMax-M2.5 FP8 on 4x RTX PRO 6000, TP4 with expert parallelism",
     architecture="MiniMaxM2ForCausalLM",
-    step_base_s=0.011706,
-    step_per_seq_s=0.0001903,
-    prefill_per_token_s=0.00008,
-    kv_cache_tokens=399_424,
+    step_base_s=measured.MINIMAX_EP.step_base_s,
+    step_per_seq_s=measured.MINIMAX_EP.step_per_seq_s,
+    prefill_per_token_s=measured.MINIMAX_EP.prefill_per_token_s,
+    kv_cache_tokens=measured.MINIMAX_EP.kv_cache_tokens,
     max_num_seqs=256,
     max_model_len=196_608,
     peak_concurrency=256,
-    targets={1: 84.0, 256: 4000.0},
+    targets=measured.MINIMAX_EP.targets,
     startup=StartupTimes(
         init=21.0,
         weights=186.0,
@@ -206,11 +217,12 @@ MINIMAX_EP = Profile(
     moe_backend="FLASHINFER_CUTLASS",  # FP8 block-quantized experts (fused_moe/oracle/fp8.py)
     moe_kind="Fp8",
     fp8_linear="CutlassFp8BlockScaledMMKernel",
-    weights_gib=53.6,
-    kv_cache_gib=23.62,
+    weights_gib=measured.MINIMAX_EP.weights_gib,
+    kv_cache_gib=measured.MINIMAX_EP.kv_cache_gib,
     pcie_only=True,
     # Expert parallel: 4 GPUs, and its kernels overlap most of the links' time.
-    gpu=GpuModel(allreduce_wait=0.05, pcie_bytes_per_token=MINIMAX_ALLREDUCE_BYTES,
+    gpu=GpuModel(allreduce_wait=measured.MINIMAX_EP.allreduce_wait,
+                 pcie_bytes_per_token=MINIMAX_ALLREDUCE_BYTES,
                  sm_active_computing=0.97, full_compute_w=590.0),
 )
 
@@ -218,14 +230,14 @@ KIMI_INT4 = Profile(
     name="kimi-k2.5-int4-8x-rtx-pro-6000",
     summary="Kimi-K2.5 INT4 (native checkpoint), TP8 on 8x RTX PRO 6000",
     architecture="KimiK25ForConditionalGeneration",
-    step_base_s=0.011860,
-    step_per_seq_s=0.0003145,
-    prefill_per_token_s=0.0002,
-    kv_cache_tokens=449_536,
+    step_base_s=measured.KIMI_INT4.step_base_s,
+    step_per_seq_s=measured.KIMI_INT4.step_per_seq_s,
+    prefill_per_token_s=measured.KIMI_INT4.prefill_per_token_s,
+    kv_cache_tokens=measured.KIMI_INT4.kv_cache_tokens,
     max_num_seqs=128,
     max_model_len=262_144,
     peak_concurrency=128,
-    targets={1: 82.0, 128: 2276.0},
+    targets=measured.KIMI_INT4.targets,
     startup=StartupTimes(
         init=36.0,
         weights=455.0,
@@ -241,12 +253,13 @@ KIMI_INT4 = Profile(
     moe_backend="MARLIN",  # INT4 (compressed-tensors W4A16) experts run on Marlin
     moe_kind="WNA16",
     kv_cache_dtype="fp8",
-    weights_gib=74.3,
-    kv_cache_gib=13.9,
+    weights_gib=measured.KIMI_INT4.weights_gib,
+    kv_cache_gib=measured.KIMI_INT4.kv_cache_gib,
     pcie_only=True,
     # The same all-reduces over the same links as NVFP4 (its 9.8 ms wait at C=1) in a step
     # of 12.2 ms: 80% of a step waits; the same bytes per token at twice the token rate.
-    gpu=GpuModel(allreduce_wait=0.8, pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
+    gpu=GpuModel(allreduce_wait=measured.KIMI_INT4.allreduce_wait,
+                 pcie_bytes_per_token=KIMI_ALLREDUCE_BYTES,
                  sm_active_computing=0.9, full_compute_w=560.0),
 )
 

@@ -22,6 +22,7 @@ from typing import Any
 from orchestrator import masking
 from orchestrator.sim import cluster, failures
 from orchestrator.sim.app import SimApp
+from orchestrator.sim.deployment import MODELLED_FLAGS
 from orchestrator.sim.engine import Engine
 from orchestrator.sim.gpus import GpuMeter
 from orchestrator.sim.http11 import HttpServer
@@ -80,7 +81,11 @@ def _header(options: SimOptions, log: VllmLog) -> None:
              version_banner(options.version.text, options.model, os.environ))
     log.info(api, "startup.py:96" if new else "utils.py:238",
              f"non-default args: {options.non_default!r}")
+    if options.memory_note:
+        log.warning(api, "simulator.py:1", f"orch simulator: {options.memory_note}")
     for name, value in options.ignored:
+        if options.deployment_modelled and name in MODELLED_FLAGS:
+            continue  # the what-if model prices them (sim/deployment.py)
         shown = f"--{name}" if value is None else f"--{name} {value}"
         log.warning(api, "simulator.py:1", f"Ignoring vLLM flag {shown} (not modelled by the simulator)")
 
@@ -213,9 +218,9 @@ def _engine(options: SimOptions, log: VllmLog,
     metrics = EngineMetrics()
     scheduler = Scheduler(
         profile=options.profile,
-        max_num_seqs=options.max_num_seqs,
-        kv_capacity=options.kv_cache_tokens,
-        max_batched_tokens=options.max_num_batched_tokens,
+        max_num_seqs=options.engine_max_num_seqs,
+        kv_capacity=options.engine_kv_tokens,
+        max_batched_tokens=options.engine_batched_tokens,
         observer=metrics,
     )
     engine = Engine(

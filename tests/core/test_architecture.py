@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.selfwheel"),
     ("orchestrator.engines", "orchestrator.engines.base", "orchestrator.engines.signatures",
      "orchestrator.engines.kernels", "orchestrator.engines.layout"),  # the registry, the value
+    ("orchestrator.whatif",),  # pure, stdlib only: the simulator runs its engine from it
     ("orchestrator.sim",),  # stdlib only: shipped to hosts
     ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective"),
     ("orchestrator.inventory",),
