@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.engines", "orchestrator.engines.base", "orchestrator.engines.signatures",
      "orchestrator.engines.kernels", "orchestrator.engines.layout"),  # the registry, the value
     ("orchestrator.sim",),  # stdlib only: shipped to hosts
-    ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective"),
+    ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective",
+     "orchestrator.tune.spec", "orchestrator.tune.slo"),
     ("orchestrator.inventory",),
     ("orchestrator.transport",),
     ("orchestrator.facts",),
@@ -39,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.apply", "orchestrator.output", "orchestrator.live_view"),
     ("orchestrator.report",),
     ("orchestrator.matrix",),
+    ("orchestrator.tune",),  # orch tune: applies, reads runs and reports, above the matrix
     ("orchestrator.commands", "orchestrator.cli", "orchestrator.cli_hints",
      "orchestrator.bench.cli"),
 ]
