@@ -104,7 +104,9 @@ class Tuner:
 
     def _ask(self, worker: str | None) -> TrialEntry | None:
         size = self.setup.space.size()
-        tried = {key_of(t.values) for t in self.record.trials}
+        space = self.setup.space
+        tried = {key_of(t.values) for t in self.record.trials
+                 if space.optuna_params(t.values) is not None}  # the baseline may lie outside
         for _ in range(MAX_PROPOSALS):
             if size is not None and len(tried) >= size:
                 break

@@ -1,27 +1,23 @@
 """The Optuna study of a tune, in Optuna's own storage: SQLite in the tune folder by default
 (`study.db`), so `--resume` finds every trial told and the workers of a parallel tune share
-one study. The sampler is Optuna's TPE with its constraint handling: a trial's constraint is
-how far its best level misses the SLO (0 or less: met), stored on the trial."""
+one study. The sampler is Optuna's TPE with its constraint handling: a trial's constraint (Optuna's
+`Trial.set_constraint`, which replaced the samplers' `constraints_func` in Optuna 5) is how far
+its closest level misses the SLO as a fraction of the limit (0 or less: met), so the sampler
+learns from a trial that missed without taking it for a good one."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.trial import FrozenTrial, Trial, TrialState
+from optuna.trial import Trial, TrialState
 
 STUDY = "tune"
-CONSTRAINT = "constraint"  # the user attribute the sampler's constraints_func reads
+CONSTRAINT = "slo"  # the trial's constraint: above 0 it missed the SLO by that fraction
 DB = "study.db"
-
-
-def constraints(trial: FrozenTrial) -> Sequence[float]:
-    """Optuna's constraints_func: above 0 is infeasible (the SLO missed by that fraction)."""
-    return [float(trial.user_attrs.get(CONSTRAINT, 1.0))]
 
 
 class Study:
@@ -30,8 +26,7 @@ class Study:
     def __init__(self, folder: Path, *, seed: int | None, storage: str | None = None) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         url = storage or f"sqlite:///{folder / DB}"
-        sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=constraints,
-                                             n_startup_trials=4)
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4)
         self.study = optuna.create_study(study_name=STUDY, storage=url, sampler=sampler,
                                          direction="maximize", load_if_exists=True)
         self._lock = threading.Lock()
@@ -48,7 +43,7 @@ class Study:
              state: TrialState = TrialState.COMPLETE) -> None:
         with self._lock:
             if constraint is not None:
-                trial.set_user_attr(CONSTRAINT, constraint)
+                trial.set_constraint(CONSTRAINT, constraint)
             if state == TrialState.COMPLETE and value is not None:
                 self.study.tell(trial, value)
             else:
@@ -61,7 +56,7 @@ class Study:
         with self._lock:
             self.study.add_trial(optuna.trial.create_trial(
                 params=params, distributions=distributions, value=value,
-                user_attrs={CONSTRAINT: constraint}, system_attrs={}))
+                constraints={CONSTRAINT: constraint}))
 
     def forget_running(self) -> None:
         """Trials a stopped tune had asked and not told (cut by Ctrl-C): failed, so a resumed

@@ -81,9 +81,8 @@ def winner(record: TuneRecord) -> Winner | None:
     before = base.limiter or "no limiter named"
     after = top.limiter or "no limiter named"
     if base.objective:
-        gain = f"{top.objective / base.objective:.2f}x".replace(".00x", "x") if top.objective \
-            else ""
-        gain = f"{gain} ({_tok(top.objective)} against {_tok(base.objective)} {record.objective})"
+        ratio = f"{(top.objective or 0.0) / base.objective:.2f}".rstrip("0").rstrip(".")
+        gain = f"{ratio}x ({_tok(top.objective)} against {_tok(base.objective)} {record.objective})"
     else:
         gain = (f"{_tok(top.objective)} {record.objective}, where the plan met the SLO at no "
                 "level" if base.status == "complete" else
