@@ -190,9 +190,21 @@ class Tuner:
             self.cond.notify_all()
 
     def _advise(self, base: TrialEntry) -> None:
-        """The limiter's advice at the baseline's plateau, as trials to run next."""
-        for values in advised(base.advice, self.setup.space, self.setup.baseline):
+        """The limiter's advice at the baseline's plateau, as trials to run next (the highest
+        predicted peak first, when there is a prediction)."""
+        found = advised(base.advice, self.setup.space, self.setup.baseline)
+        for values in sorted(found, key=lambda v: -self._predicted_peak(v)):
             self._entry("advice", values, tune_sets(values))
+
+    def _predicted_peak(self, values: Values) -> float:
+        if self.options.predict is None:
+            return 0.0
+        try:
+            plan = load_plan(self.options.plan, self.options.overlays,
+                             [*self.options.sets, *tune_sets(values)]).plan
+            return float(self.options.predict(plan).peak_output_throughput)
+        except Exception:  # an invalid plan or a failed prediction: said when it is checked
+            return 0.0
 
     # -- the workers --------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@ machine, each trial a real apply and sweep. A tune of max-num-seqs and a model p
 simulator's profile) finds the better deployment, writes the tuned plan beside the plan, and
 `orch apply` of it reproduces the winner; a trial that fails at start-up is a result with
 its diagnosed cause; Ctrl-C stops the tune and `--resume` continues it without running the
-finished trials again."""
+finished trials again; a candidate a prediction says does not fit is skipped, said why (the
+prediction a stand-in with the what-if model's signature: a plan in, a forecast out)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,10 @@ import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import orch
 from fixtures.sshd import free_port
+
+from orchestrator.plan.models import Plan
+from orchestrator.tune.run import tune
+from orchestrator.tune.setup import TuneOptions
 
 pytestmark = pytest.mark.slow
 
@@ -175,3 +181,39 @@ def test_ctrl_c_stops_and_resume_continues(tmp_path: Path) -> None:
         assert other.returncode == 64 and "that tune ran with slo" in other.stderr, other.stderr
     finally:
         orch("stop", plan, cwd=tmp_path)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    fits: bool
+    why: str
+    peak_output_throughput: float
+
+
+def predict(plan: Plan) -> Forecast:
+    assert plan.service is not None and plan.service.sim is not None
+    if plan.service.sim.profile == INT4:
+        return Forecast(False, "weights 143 GB per GPU > 96 GB x 0.90", 0.0)
+    return Forecast(True, "", 100.0 * int(plan.service.args["max-num-seqs"]))  # type: ignore[arg-type]
+
+
+def test_a_candidate_predicted_not_to_fit_is_skipped(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    plan = write_plan(tmp_path, {"service.args.max-num-seqs": [2, 8],
+                                 "service.sim.profile": [NVFP4, INT4]})
+    code = tune(TuneOptions(plan=plan, slo="p99_ttft<=30s", trials=4,
+                            runs_dir=tmp_path / "runs", predict=predict))
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    folder = next((tmp_path / "runs" / "tn").glob("tune-*"))
+    trials = json.loads((folder / "tune.json").read_text())["trials"]
+    skipped = [t for t in trials if t["status"] == "skipped"]
+    ran = [t for t in trials if t["status"] == "complete"]
+    assert {t["values"]["service.sim.profile"] for t in skipped} == {INT4}, trials
+    assert len(skipped) == 2 and all(t["run"] is None for t in skipped)
+    assert all(t["cause"] == "skipped: weights 143 GB per GPU > 96 GB x 0.90" for t in skipped)
+    assert [t["values"]["service.args.max-num-seqs"] for t in ran] == [2, 8]
+    assert ran[1]["predicted"] == {"fits": True, "why": "", "peak_output_throughput": 800.0}
+    assert not list(folder.glob(f"trial-{skipped[0]['number']}"))  # no apply
+    assert "skipped: weights 143 GB per GPU > 96 GB x 0.90" in out
+    assert " 800 " in out.split("Tune tn:")[-1]  # the predicted peak in the table
