@@ -3,6 +3,7 @@ print the table and the winner and write the tuned plan beside the plan."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -10,6 +11,8 @@ from rich.console import Console
 from orchestrator.console import make_console
 from orchestrator.errors import UsageError
 from orchestrator.exit_codes import ExitCode
+from orchestrator.holder import Holder
+from orchestrator.runs.writer import lock_folder, name_holder
 from orchestrator.tables import to_rich
 from orchestrator.tune import tune_file
 from orchestrator.tune.loop import Tuner, run_workers
@@ -17,7 +20,7 @@ from orchestrator.tune.setup import Setup, TuneOptions, prepare, space_json
 from orchestrator.tune.study import Study
 from orchestrator.tune.table import label, table, winner
 from orchestrator.tune.trials import Runner
-from orchestrator.tune.tune_file import TuneRecord
+from orchestrator.tune.tune_file import LOCK, TuneRecord
 from orchestrator.tune.tuned_plan import write_tuned
 
 
@@ -25,17 +28,15 @@ def layers(options: TuneOptions) -> list[str]:
     return [f"-f {o}" for o in options.overlays] + [f"--set {s}" for s in options.sets]
 
 
-def _open(options: TuneOptions, setup: Setup) -> tuple[Path, TuneRecord]:
+def _open(options: TuneOptions, setup: Setup, folder: Path) -> TuneRecord:
     if options.resume is None:
-        folder = tune_file.new_folder(options.runs_dir, setup.name)
         record = TuneRecord(
             plan=setup.name, plan_file=str(options.plan), layers=layers(options),
             slo=setup.slo_text, objective=setup.objective, space=space_json(setup.space),
             hosts=setup.hosts, started=tune_file.now(),
             budget={"trials": options.trials, "seconds": options.seconds})
         tune_file.write(folder, record)
-        return folder, record
-    folder = options.resume
+        return record
     record = tune_file.read(folder)
     ours = {"plan": setup.name, "layers": layers(options), "slo": setup.slo_text,
             "objective": setup.objective, "space": space_json(setup.space)}
@@ -52,13 +53,34 @@ def _open(options: TuneOptions, setup: Setup) -> tuple[Path, TuneRecord]:
     record.status, record.finished, record.stopped = "incomplete", None, None
     record.budget = {"trials": options.trials, "seconds": options.seconds}
     tune_file.write(folder, record)
-    return folder, record
+    return record
+
+
+def _lock(folder: Path) -> int:
+    """The tune folder's lock, held while this tune runs: a second `--resume` of it fails at
+    once, naming the tune that holds it."""
+    lock = folder / LOCK
+    fd = lock_folder(lock, folder)
+    name_holder(fd, Holder.me(str(folder), "tune"), lock)
+    return fd
 
 
 def tune(options: TuneOptions) -> int:
-    console = make_console()
     setup = prepare(options)
-    folder, record = _open(options, setup)
+    if options.resume is not None and not (options.resume / tune_file.FILE).is_file():
+        raise UsageError(f"--resume {options.resume}: not a tune folder (no {tune_file.FILE})",
+                         hint="give the runs/<plan>/tune-<time> folder the tune printed")
+    folder = options.resume or tune_file.new_folder(options.runs_dir, setup.name)
+    fd = _lock(folder)
+    try:
+        return _tune(options, setup, folder)
+    finally:
+        os.close(fd)
+
+
+def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
+    console = make_console()
+    record = _open(options, setup, folder)
     kept = sum(t.status in ("complete", "failed", "skipped") for t in record.trials)
     runner = Runner(plan=options.plan, folder=folder, overlays=options.overlays,
                     sets=options.sets, inventory=options.inventory, slo=setup.slo,

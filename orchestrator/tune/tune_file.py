@@ -24,6 +24,7 @@ from orchestrator.runs.json_reader import parse_json
 from orchestrator.runs.writer import write_file
 
 FILE = "tune.json"
+LOCK = "tune.lock"  # flock(2)ed by the tune running in the folder
 PREFIX = "tune-"
 
 
