@@ -122,7 +122,8 @@ def _conclude(console: Console, options: TuneOptions, record: TuneRecord, folder
     if found.entry.source != "baseline" and found.entry.changed:
         comment = (f"Tuned by orch tune: trial {found.entry.number} of {folder} "
                    f"({label(found.entry.changed)}).\nApply it with: orch apply <this file>")
-        path = write_tuned(options.plan, options.sets, found.entry.changed, comment)
+        path = write_tuned(options.plan, options.sets, found.entry.changed, comment,
+                           options.overlays)
         record.tuned_plan = str(path)
         console.print(f"tuned plan: {path} (orch apply {path} deploys the winner)",
                       soft_wrap=True, markup=False)

@@ -1,11 +1,13 @@
 """plans/<name>.tuned.yaml: the winner as a plan of its own, beside the plan it tuned. It
 extends the original and sets only what the winner changed (plus the tune's own --sets),
 removes the tune: and matrix: sections, and names the tune folder it came from in a
-comment: `orch apply` of it is the winner's deployment."""
+comment: `orch apply` of it is the winner's deployment. The tune's `-f` overlays are bases of
+it too, after the plan (the order the tune merged them in)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,8 @@ def _nest(out: dict[str, Any], path: list[str] | tuple[str, ...], value: Any) ->
     node[path[-1]] = value
 
 
-def tuned_text(plan_file: Path, sets: list[str], changed: dict[str, Any], comment: str) -> str:
+def tuned_text(plan_file: Path, sets: list[str], changed: dict[str, Any], comment: str,
+               overlays: Sequence[Path] = ()) -> str:
     body: dict[str, Any] = {}
     for text in sets:
         path, value = parse_set(text)
@@ -35,13 +38,15 @@ def tuned_text(plan_file: Path, sets: list[str], changed: dict[str, Any], commen
     for key, value in changed.items():
         _nest(body, canonical(key), value)
     target = tuned_path(plan_file)
-    head = {"extends": os.path.relpath(plan_file, target.parent)}
+    bases = [os.path.relpath(p, target.parent) for p in (plan_file, *overlays)]
+    head = {"extends": bases[0] if len(bases) == 1 else bases}
     tail = {"tune": None, "matrix": None}
     lines = [f"# {line}" for line in comment.splitlines()]
     return "\n".join(lines) + "\n" + yaml.safe_dump({**head, **body, **tail}, sort_keys=False)
 
 
-def write_tuned(plan_file: Path, sets: list[str], changed: dict[str, Any], comment: str) -> Path:
+def write_tuned(plan_file: Path, sets: list[str], changed: dict[str, Any], comment: str,
+                overlays: Sequence[Path] = ()) -> Path:
     target = tuned_path(plan_file)
-    local_files.write_atomic(target, tuned_text(plan_file, sets, changed, comment))
+    local_files.write_atomic(target, tuned_text(plan_file, sets, changed, comment, overlays))
     return target

@@ -195,3 +195,18 @@ def test_the_tuned_plan_extends_the_plan_and_sets_only_what_changed(tmp_path: Pa
     loaded = load_plan(tuned).plan
     assert loaded.tune is None and loaded.service is not None
     assert loaded.service.args["max-num-seqs"] == 64 and loaded.name == "tn"
+
+
+def test_the_tuned_plan_keeps_the_tunes_overlays_after_the_plan(tmp_path: Path) -> None:
+    plan = tmp_path / "plans" / "kimi.yaml"
+    plan.parent.mkdir()
+    plan.write_text(yaml.safe_dump({**BASE, "tune": {"service.args.max-num-seqs": [16, 64]}}))
+    overlay = tmp_path / "site" / "big.yaml"
+    overlay.parent.mkdir()
+    overlay.write_text(yaml.safe_dump({"service": {"port": 9000, "args": {"max-num-seqs": 8}}}))
+    tuned = tmp_path / "plans" / "kimi.tuned.yaml"
+    tuned.write_text(tuned_text(plan, [], {"service.args.max-num-seqs": 64}, "x", [overlay]))
+    assert yaml.safe_load(tuned.read_text())["extends"] == ["kimi.yaml", "../site/big.yaml"]
+    loaded = load_plan(tuned).plan
+    assert loaded.service is not None and loaded.service.port == 9000
+    assert loaded.service.args["max-num-seqs"] == 64  # the winner's value over the overlay's
