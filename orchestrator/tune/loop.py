@@ -30,7 +30,7 @@ from orchestrator.tune.study import Study
 from orchestrator.tune.trials import Children, Runner, run_trial
 from orchestrator.tune.tune_file import TrialEntry, TuneRecord
 
-MAX_PROPOSALS = 50  # proposals in a row of candidates tried before: the space is covered
+MAX_PROPOSALS = 50  # proposals in a row tried before or skipped: the search is done
 Say = Callable[[str], None]
 
 
@@ -125,8 +125,8 @@ class Tuner:
             self.study.tell(trial, None, None, TrialState.PRUNED)
             tune_file.write(self.runner.folder, self.record)
         self.stopped = "every candidate of the tune space was tried" if size is not None and \
-            len(tried) >= size else f"the sampler proposed only candidates tried before " \
-                                    f"({MAX_PROPOSALS} in a row)"
+            len(tried) >= size else f"{MAX_PROPOSALS} proposals in a row were tried before or " \
+                                    "skipped"
         self.cond.notify_all()
         return None
 

@@ -101,6 +101,7 @@ def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
     except KeyboardInterrupt:
         record.status, record.stopped, record.finished = "interrupted", "Ctrl-C", tune_file.now()
         tune_file.write(folder, record)
+        console.print(to_rich(table(record, None), console.width))
         console.print(f"tune interrupted; continue it with: orch tune {options.plan} "
                       f"--resume {folder}", soft_wrap=True, markup=False)
         raise
