@@ -122,7 +122,8 @@ def _conclude(console: Console, options: TuneOptions, record: TuneRecord, folder
                   markup=False)
     if found.entry.source != "baseline" and found.entry.changed:
         comment = (f"Tuned by orch tune: trial {found.entry.number} of {folder} "
-                   f"({label(found.entry.changed)}).\nApply it with: orch apply <this file>")
+                   f"({label(found.entry.changed)}).\nApply it with: orch apply <this file>; "
+                   f"the winner's exact package set: orch apply --locked {found.entry.run}")
         path = write_tuned(options.plan, options.sets, found.entry.changed, comment,
                            options.overlays)
         record.tuned_plan = str(path)

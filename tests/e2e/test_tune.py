@@ -93,10 +93,10 @@ def test_tune_finds_the_better_deployment_and_its_plan_reproduces_it(tmp_path: P
         assert " before, now " in out
 
         tuned_plan = tmp_path / "plans" / "tn.tuned.yaml"
-        assert record["tuned_plan"] == str(Path("plans/tn.tuned.yaml").parent / "tn.tuned.yaml") \
-            or Path(record["tuned_plan"]).name == "tn.tuned.yaml"
+        assert (tmp_path / record["tuned_plan"]).resolve() == tuned_plan.resolve()
         text = tuned_plan.read_text()
         assert folder.name in text.splitlines()[0]
+        assert f"orch apply --locked {best['run']}" in text  # its exact package set
         written = yaml.safe_load(text)
         assert written["extends"] == "tn.yaml" and written["tune"] is None
         sets = {"service.args.max-num-seqs": written.get("service", {}).get("args", {})
