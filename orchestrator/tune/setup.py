@@ -13,6 +13,7 @@ from orchestrator.inventory import load_inventory
 from orchestrator.matrix.objective import Condition
 from orchestrator.matrix.spec import canonical
 from orchestrator.plan.loader import LoadedPlan, load_plan
+from orchestrator.tune.check import check_space
 from orchestrator.tune.forecast import Predict
 from orchestrator.tune.slo import (
     DEFAULT_OBJECTIVE,
@@ -81,6 +82,7 @@ def prepare(options: TuneOptions) -> Setup:
     # a multi-node server is one deployment on all its hosts: its trials run in turn
     whole = loaded.plan.service is not None and loaded.plan.service.nodes is not None
     workers: list[str | None] = [None] if whole or not hosts else list(hosts)
+    check_space(options.plan, options.overlays, options.sets, loaded)
     space = Space(tune.params())
     return Setup(loaded, space, slo, describe(slo), objective, hosts, workers,
                  {key: written(loaded.data, key) for key in space.params})

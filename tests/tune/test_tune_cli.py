@@ -11,6 +11,7 @@ import yaml
 from fixtures.orchcli import orch
 
 PLAN = {"name": "tc", "hosts": "localhost",
+        "python": {"venv": "/tmp/orch-tc/venv", "interpreter": "python3", "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "backend": "process", "port": 8123},
         "tune": {"service.args.max-num-seqs": [8, 16]}}
 
@@ -33,3 +34,22 @@ def test_usage_errors_are_one_line_and_exit_64(tmp_path: Path, args: list[str], 
     assert said in " ".join(done.stderr.split()), done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_tune_value_that_makes_no_valid_plan_is_an_error_at_its_axis(tmp_path: Path) -> None:
+    plan = tmp_path / "tc.yaml"
+    plan.write_text("name: tc\nhosts: localhost\npython: {venv: /tmp/orch-tc/venv}\n"
+                    "service: {engine: sim, model: m, backend: process, port: 8123}\ntune:\n"
+                    "  service.args.max-num-seqs: [8, 16]\n  service.port: [8000, abc]\n")
+    checked = orch("validate", plan, cwd=tmp_path, timeout=60)
+    said = " ".join(checked.stderr.split())
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    error = 'tc.yaml:7: tune: service.port="abc" makes no valid plan: service.port: expected ' \
+            "an integer, got the string 'abc'"
+    assert error in said, said
+    tuned = orch("tune", plan, "--slo", "p99_ttft<=2s", cwd=tmp_path, timeout=60)
+    assert tuned.returncode == 1 and error in " ".join(tuned.stderr.split()), tuned.stderr
+    assert not (tmp_path / "runs").exists()
+    plan.write_text(plan.read_text().replace("abc", "8001"))
+    checked = orch("validate", plan, cwd=tmp_path, timeout=60)
+    assert checked.returncode == 0 and "tune: 4 values checked" in checked.stdout, checked.stdout

@@ -19,6 +19,7 @@ from orchestrator.tune.tune_file import TrialEntry, TuneRecord, read
 
 PLAN: dict[str, Any] = {
     "name": "tl", "hosts": "localhost",
+    "python": {"venv": "/tmp/orch-tl/venv", "interpreter": "python3", "installer": "pip"},
     "service": {"engine": "sim", "model": "m", "backend": "process", "port": 8123,
                 "args": {"max-num-seqs": 16}},
     "tune": {"service.args.max-num-seqs": {"low": 8, "high": 256, "log": True},
