@@ -2,8 +2,9 @@
 
 `predict` takes a candidate's plan and returns a `Forecast`: whether it fits (the weights
 and KV cache in the GPUs' memory), why not, and its predicted peak output tok/s. A candidate
-predicted not to fit, or to lose by far (a predicted peak under half the best measured
-objective), is not applied: the table says why. Without a predictor every candidate runs.
+predicted not to fit, or to lose by far (a predicted peak under half the best measured peak
+of a trial meeting the SLO), is not applied: the table says why. Without a predictor every
+candidate runs.
 """
 
 from __future__ import annotations

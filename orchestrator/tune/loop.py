@@ -149,15 +149,17 @@ class Tuner:
             return True
         entry.predicted = {"fits": forecast.fits, "why": forecast.why,
                            "peak_output_throughput": forecast.peak_output_throughput}
-        reason = skip_reason(forecast, self.best()) if entry.source != "baseline" else None
+        reason = skip_reason(forecast, self.best_peak()) if entry.source != "baseline" else None
         if reason is not None:
             entry.status, entry.cause = "skipped", reason
             return False
         return True
 
-    def best(self) -> float | None:
-        return max((t.objective for t in self.record.trials if t.slo_met and t.objective),
-                   default=None)
+    def best_peak(self) -> float | None:
+        """The highest measured peak output tok/s of a trial meeting the SLO: what a predicted
+        peak is held against (a peak against a peak, whatever the objective)."""
+        return max((t.peak for t in self.record.trials
+                    if t.status == "complete" and t.slo_met and t.peak), default=None)
 
     def _tell(self, trial: Trial, entry: TrialEntry) -> None:
         """A proposal already tried: the sampler is told what that trial measured."""

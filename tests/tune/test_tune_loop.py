@@ -6,11 +6,14 @@ tried before; three trials without a 3% gain stop the loop; the budget counts wh
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from orchestrator.plan.models import Plan
 from orchestrator.tune.loop import Tuner
 from orchestrator.tune.setup import TuneOptions, prepare
 from orchestrator.tune.study import Study
@@ -104,3 +107,35 @@ def test_a_spent_time_budget_starts_no_trial(tmp_path: Path) -> None:
     loop = tuner(tmp_path, seconds=0.0)
     assert loop.next("localhost") is None  # not even the baseline: no time was given
     assert loop.stopped is not None and loop.stopped.startswith("the time budget")
+
+
+@dataclass(frozen=True)
+class Guess:
+    fits: bool
+    why: str
+    peak_output_throughput: float
+
+
+def guess(plan: Plan) -> Guess:
+    """Any profile but `instant` is predicted to lose by far."""
+    assert plan.service is not None and plan.service.sim is not None
+    return Guess(True, "", 1000.0 if plan.service.sim.profile == "instant" else 10.0)
+
+
+def test_a_candidate_predicted_to_lose_by_far_is_skipped(tmp_path: Path) -> None:
+    loop = tuner(tmp_path, trials=4, predict=guess)
+    base = loop.next("localhost")
+    assert base is not None and base.predicted == {"fits": True, "why": "",
+                                                   "peak_output_throughput": 10.0}
+    measured(base, 100.0)  # the baseline runs whatever is predicted
+    loop.finish(base)
+    for _ in range(3):
+        entry = loop.next("localhost")
+        assert entry is not None and entry.values["service.sim.profile"] == "instant"
+        measured(entry, 120.0 + entry.number)
+        loop.finish(entry)
+    skipped = [t for t in loop.record.trials if t.status == "skipped"]
+    assert skipped and all(t.values["service.sim.profile"] != "instant" for t in skipped)
+    assert all(re.fullmatch(r"skipped: predicted peak 10 tok/s < 0\.5x the best measured "
+                            r"(100|12\d)", t.cause or "") for t in skipped), skipped
+    assert all(t.run is None for t in skipped)
