@@ -35,10 +35,6 @@ class Study:
         with self._lock:
             return self.study.ask()
 
-    def enqueue(self, params: dict[str, Any]) -> None:
-        with self._lock:
-            self.study.enqueue_trial(params, skip_if_exists=True)
-
     def tell(self, trial: Trial, value: float | None, constraint: float | None,
              state: TrialState = TrialState.COMPLETE) -> None:
         with self._lock:
