@@ -19,7 +19,10 @@ from typing import Any
 from optuna.trial import Trial, TrialState
 
 from orchestrator.errors import PlanError
+from orchestrator.matrix.expand import transition
+from orchestrator.matrix.preview import TAKES
 from orchestrator.plan.loader import load_plan
+from orchestrator.plan.models import Plan
 from orchestrator.tune import tune_file
 from orchestrator.tune.candidates import advised
 from orchestrator.tune.forecast import skip_reason
@@ -55,6 +58,8 @@ class Tuner:
         self.began = time.monotonic()
         self.budget = Budget(self.options.trials, self.options.seconds)
         self.asked: dict[int, Trial] = {}
+        self.plans: dict[int, Plan] = {}  # each checked candidate's plan, by trial number
+        self.last: dict[str | None, Plan] = {}  # what each worker's host runs now
         self.scores = [t.objective if t.slo_met else None for t in self.record.trials
                        if t.status in ("complete", "failed")]
 
@@ -140,6 +145,7 @@ class Tuner:
         except PlanError as error:
             entry.status, entry.cause = "skipped", f"skipped: not a valid plan: {error.message}"
             return False
+        self.plans[entry.number] = plan
         if self.options.predict is None:
             return True
         try:
@@ -213,8 +219,13 @@ class Tuner:
     def work(self, worker: str | None) -> None:
         try:
             while (entry := self.next(worker)) is not None:
+                plan = self.plans.get(entry.number)
+                entry.step = transition(self.last.get(worker), plan) if plan else None
+                if plan is not None:
+                    self.last[worker] = plan
+                takes = f" ({TAKES[entry.step]})" if entry.step else ""
                 self.say(f"trial {entry.number} ({entry.source}) on {entry.host}: "
-                         f"{_label(entry.changed)}")
+                         f"{_label(entry.changed)}{takes}")
                 try:
                     run_trial(self.runner, self.children, entry, worker)
                 except KeyboardInterrupt:

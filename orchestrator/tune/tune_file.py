@@ -37,6 +37,7 @@ class TrialEntry(BaseModel):
     changed: dict[str, Any] = Field(default_factory=dict)  # those differing from the baseline
     sets: list[str] = Field(default_factory=list)  # its --set arguments
     host: str | None = None  # the host it ran on
+    step: str | None = None  # what reaching it took there: first, install, restart, reuse
     status: str = "pending"  # running, complete, failed, skipped, interrupted
     run: str | None = None  # its run folder
     objective: float | None = None  # measured at the best level meeting the SLO

@@ -84,6 +84,8 @@ def test_tune_finds_the_better_deployment_and_its_plan_reproduces_it(tmp_path: P
         assert len({json.dumps(t["values"], sort_keys=True) for t in trials}) == 4  # no repeat
         assert set(trials[0]["slo"]) == {"p99_ttft", "p99_tpot"}
         assert all(t["host"] == "localhost" and t["limiter"] for t in trials)
+        assert [t["step"] for t in trials] == ["first", "restart", "restart", "restart"]
+        assert "(restart)" in out  # each trial says what reaching it takes
         best = max(trials, key=lambda t: t["objective"])
         assert record["winner"] == best["number"]
         assert best["values"]["service.args.max-num-seqs"] == 8, trials  # twice the batch
