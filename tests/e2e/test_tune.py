@@ -219,3 +219,26 @@ def test_a_candidate_predicted_not_to_fit_is_skipped(tmp_path: Path,
     assert not list(folder.glob(f"trial-{skipped[0]['number']}"))  # no apply
     assert "skipped: weights 143 GB per GPU > 96 GB x 0.90" in out
     assert " 800 " in out.split("Tune tn:")[-1]  # the predicted peak in the table
+
+
+def test_a_pivot_to_another_install_is_a_trial_like_any(tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, {"vars.v": ["1", "2"]})
+    data = yaml.safe_load(plan.read_text())
+    data["vars"] = {"v": "1"}
+    data["python"]["venv"] = str(tmp_path / "venv-${vars.v}")
+    plan.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        tuned = orch("tune", plan, "--slo", "p99_ttft<=30s", "--trials", "2", cwd=tmp_path)
+        out = " ".join((tuned.stdout + tuned.stderr).split())
+        assert tuned.returncode == 0, out
+        _, record = tune_json(tmp_path)
+        trials = record["trials"]
+        assert [(t["step"], t["status"]) for t in trials] == [("first", "complete"),
+                                                               ("install", "complete")], trials
+        assert trials[1]["changed"] == {"vars.v": "2"}
+        assert (tmp_path / "venv-1" / "bin" / "orch").is_file()
+        assert (tmp_path / "venv-2" / "bin" / "orch").is_file()  # the pivot installed
+        assert "(install + restart)" in out
+    finally:
+        orch("stop", plan, "--set", "vars.v=2", cwd=tmp_path)
+        orch("stop", plan, cwd=tmp_path)
