@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("orchestrator.commands.diagnose", "explain a vLLM crash from its log"),
     "bench": ("orchestrator.bench.cli", "benchmark an OpenAI-compatible server"),
     "sim": ("orchestrator.sim.cli", "the vLLM-compatible simulator (orch sim serve)"),
+    "tune": ("orchestrator.commands.tune", "find the best deployment of a plan's tune: space"),
     "runs": ("orchestrator.commands.runs", "list run folders"),
     "compare": ("orchestrator.commands.compare", "compare runs or plans side by side"),
     "diff": ("orchestrator.commands.diff", "show what changed between two plans"),

@@ -1,6 +1,7 @@
 """`orch validate PLAN...`: load each plan (layers, vars, models) and print one line per plan.
 A plan with a `matrix:` has each variant loaded and compiled as `orch plan` would (an
-invalid value, an `exclude` that matches nothing: an error at the matrix's line).
+invalid value, an `exclude` that matches nothing: an error at the matrix's line); one with a
+`tune:` has each value of its space tried as a plan (tune/check.py).
 
 Exit 0 when every plan is valid, 1 otherwise. `-f` and `--set` apply to every plan given.
 """
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
             loaded = load_plan(path, args.overlay, args.sets)
             check(loaded)  # what apply would compile: launch command, files, steps
             variants = _variants(loaded, path, args)
+            tuned = _tune_values(loaded, path, args)
         except PlanError as error:
             if args.debug:
                 raise
@@ -64,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
             details.append(f"secrets: {', '.join(secrets)}")
         if variants is not None:
             details.append(f"matrix: {variants} variant{'s' if variants != 1 else ''} checked")
+        if tuned is not None:
+            details.append(f"tune: {tuned} value{'s' if tuned != 1 else ''} checked")
         print(shown(mask(f"ok   {path} ({'; '.join(details)})")), flush=True)
     return 1 if failed else 0
 
@@ -76,3 +80,12 @@ def _variants(loaded: LoadedPlan, path: Path, args: argparse.Namespace) -> int |
 
     matrix = matrix_of(loaded, path, args.overlay, args.sets)
     return len(matrix.variants) if matrix is not None else None
+
+
+def _tune_values(loaded: LoadedPlan, path: Path, args: argparse.Namespace) -> int | None:
+    """How many values of the plan's tune space were checked as plans (None: no tune:)."""
+    if loaded.plan.tune is None:
+        return None
+    from orchestrator.tune.check import check_space
+
+    return check_space(path, args.overlay, args.sets, loaded)

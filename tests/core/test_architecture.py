@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
      "orchestrator.engines.kernels", "orchestrator.engines.layout"),  # the registry, the value
     ("orchestrator.whatif",),  # pure, stdlib only: the simulator runs its engine from it
     ("orchestrator.sim",),  # stdlib only: shipped to hosts
-    ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective"),
+    ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective",
+     "orchestrator.tune.spec", "orchestrator.tune.slo"),
     ("orchestrator.inventory",),
     ("orchestrator.transport",),
     ("orchestrator.facts",),
@@ -39,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.report",),
     ("orchestrator.matrix",),
     ("orchestrator.init",),  # orch init's work: it checks its files with the apply's compile
+    ("orchestrator.tune",),  # orch tune: applies, reads runs and reports, above the matrix
     ("orchestrator.commands", "orchestrator.cli", "orchestrator.cli_hints",
      "orchestrator.bench.cli"),
 ]

@@ -21,6 +21,7 @@ from orchestrator.plan.models.install import FileSpec, Install, PythonEnv
 from orchestrator.plan.models.model import ModelSpec, service_defaults
 from orchestrator.plan.models.service import Health, ServiceSpec
 from orchestrator.plan.models.smoke import SmokeCheck
+from orchestrator.tune.spec import Tune
 
 
 def environment(value: dict[str, str]) -> dict[str, str]:
@@ -143,6 +144,10 @@ class Plan(StrictModel):
                           "list of values it takes) and optional include, exclude and "
                           "objective; each variant is applied and benchmarked as its own run "
                           "(docs/plans.md, Matrix sweeps).")
+    tune: Tune | None = Field(
+        None, description="What `orch tune` searches: axes (a plan path in --set syntax, with "
+                          "a list of values or a range {low, high, step | log}) and optional "
+                          "slo and objective defaults (docs/tune.md).")
 
     @model_validator(mode="before")
     @classmethod
