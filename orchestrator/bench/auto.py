@@ -9,12 +9,18 @@ Search (pure: the next level is a function of what was measured so far):
    break, or `max_concurrency` is reached);
 2. narrow by bisection between the last level that still gained and the first that did
    not, until the bracket is within `resolution` of its upper end. T(2m) for a midpoint m
-   lies between two levels already measured in step 1 and is interpolated between them
-   (1/T linear in 1/C, the shape of a continuous-batching curve).
+   lies between two measured levels and is estimated from them, 1/T linear in 1/C (the
+   shape of a continuous-batching curve T(C) = C / (a + b C)): once along the chord
+   between the two, once along the segment just below them carried on. The two agree on
+   such a curve; they part where the segment holds a bend, such as the flat top beyond
+   the server's running-sequence cap, where the chord alone underestimates T(2m) and puts
+   the knee low. When the two estimates (kept between the two measured throughputs)
+   disagree on whether doubling m gains the threshold, 2m is measured.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,21 +41,33 @@ class Decision:
     reason: str = ""
 
 
-def _interpolated(levels: Mapping[int, Observation], c: int) -> float | None:
-    if c in levels:
-        return levels[c].throughput
-    below = [k for k in levels if k < c]
-    above = [k for k in levels if k > c]
+def _through(levels: Mapping[int, Observation], a: int, b: int, c: int) -> float:
+    """T(c) on the curve through levels a and b: 1/T linear in 1/C, exact on a continuous-
+    batching curve (a straight line would underestimate it)."""
+    t_a, t_b = levels[a].throughput, levels[b].throughput
+    if t_a <= 0 or t_b <= 0:
+        return t_a + (t_b - t_a) * (c - a) / (b - a)
+    weight = (1 / c - 1 / a) / (1 / b - 1 / a)
+    inverse = 1 / t_a + (1 / t_b - 1 / t_a) * weight
+    return 1 / inverse if inverse > 0 else math.inf  # carried past where the model ends
+
+
+def _estimates(levels: Mapping[int, Observation], c: int) -> tuple[float, float] | None:
+    """Low and high estimates of T(c) from the usable levels around it (equal when c was
+    measured), or None when c is not between two of them."""
+    usable = {k: o for k, o in levels.items() if o.usable}
+    if c in usable:
+        return usable[c].throughput, usable[c].throughput
+    below = sorted(k for k in usable if k < c)
+    above = [k for k in usable if k > c]
     if not below or not above:
         return None
-    lo, hi = max(below), min(above)
-    t_lo, t_hi = levels[lo].throughput, levels[hi].throughput
-    if t_lo <= 0 or t_hi <= 0:
-        return t_lo + (t_hi - t_lo) * (c - lo) / (hi - lo)
-    # Continuous batching gives T(c) = c / (a + b c), i.e. 1/T linear in 1/c: interpolate
-    # there, which is exact on such a curve (a straight line would underestimate it).
-    weight = (1 / c - 1 / lo) / (1 / hi - 1 / lo)
-    return 1 / (1 / t_lo + (1 / t_hi - 1 / t_lo) * weight)
+    lo, hi = below[-1], min(above)
+    guesses = [_through(usable, lo, hi, c)]
+    if len(below) > 1:  # the segment below, carried on: it sees a bend the chord hides
+        guesses.append(_through(usable, below[-2], lo, c))
+    floor, ceiling = sorted((usable[lo].throughput, usable[hi].throughput))
+    return (min(max(min(guesses), floor), ceiling), max(min(max(guesses), ceiling), floor))
 
 
 def _done(lo: int, hi: int, resolution: float) -> bool:
@@ -98,13 +116,17 @@ def _narrow_plateau(levels: Mapping[int, Observation], lo: int, hi: int, auto: A
             return Decision(mid)
         if not levels[mid].usable or not levels[mid].slo_ok:
             return _narrow_slo(levels, lo, mid, auto)
-        doubled = _interpolated(levels, 2 * mid)
+        target = (1 + auto.threshold) * levels[mid].throughput
+        doubled = _estimates(levels, 2 * mid)
         if doubled is None:
-            if 2 * mid > auto.max_concurrency:
+            if 2 * mid > auto.max_concurrency or 2 * mid in levels:
                 hi = mid
                 continue
             return Decision(2 * mid)
-        if doubled < (1 + auto.threshold) * levels[mid].throughput:
+        low, high = doubled
+        if low < target <= high and 2 * mid not in levels:
+            return Decision(2 * mid)  # the estimates disagree: measure
+        if (low + high) / 2 < target:
             hi = mid
         else:
             lo = mid

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.bench.auto import Observation, decide, knee_of_curve
@@ -64,6 +64,9 @@ def test_kimi_like_curve_knee_is_found_within_the_resolution() -> None:
     threshold=st.floats(0.02, 0.3),
     resolution=st.sampled_from([0.1, 0.25, 0.5]),
 )
+# the cap (89) between two doubling levels (64, 128): the chord between them underestimates
+# T(80) and put the knee at 40 (true: 46)
+@example(t0=0.0449, k=0.00367, cap=89, threshold=0.117, resolution=0.1)
 def test_knee_is_bracketed_on_any_saturating_curve(
     t0: float, k: float, cap: int | None, threshold: float, resolution: float
 ) -> None:
@@ -75,9 +78,20 @@ def test_knee_is_bracketed_on_any_saturating_curve(
         assert reason in ("max_concurrency", "plateau")
         return
     assert knee is not None
-    # the search interpolates T(2m) between measured levels, and stops when the bracket is
-    # within `resolution` of its upper end (at or above the true knee): one such step
-    assert abs(knee - expected) <= max(1, int(max(knee, expected) * resolution)) + 1
+    # the search stops when the bracket is within `resolution` of its upper end (at or above
+    # the true knee): one such step
+    assert abs(knee - expected) <= max(1, int(max(knee, expected) * resolution))
+
+
+def test_a_bend_between_two_doubling_levels_is_measured_not_interpolated() -> None:
+    curve = saturating(0.0449, 0.00367, cap=89)
+    auto = AutoSweep(threshold=0.117, resolution=0.1)
+    knee, reason, order = search(curve, auto)
+    assert true_knee(curve, auto.threshold, 1024) == 46
+    assert (knee, reason) == (48, "plateau")
+    # 48: the flat top bounds T(96) already; 40 and 44: the estimates of T(80) and T(88)
+    # disagree, so both are measured
+    assert order == [1, 2, 4, 8, 16, 32, 64, 128, 48, 40, 80, 44, 88]
 
 
 def test_a_broken_slo_bounds_the_knee() -> None:
@@ -110,3 +124,20 @@ def test_a_failed_level_ends_the_search_at_the_previous_one() -> None:
 )
 def test_knee_of_a_known_curve(curve: dict[int, float], expected: int | None) -> None:
     assert knee_of_curve(curve, 0.05) == expected
+
+
+def test_a_failed_doubling_level_is_not_measured_again_and_the_search_ends() -> None:
+    curve = saturating(0.0449, 0.00367, cap=89)
+    auto = AutoSweep(threshold=0.117, resolution=0.1)
+    observed: dict[int, Observation] = {}
+    order: list[int] = []
+    for _ in range(30):
+        decision = decide(observed, auto)
+        if decision.next_level is None:
+            break
+        c = decision.next_level
+        assert c not in observed
+        order.append(c)
+        observed[c] = Observation(0.0, usable=False) if c == 80 else Observation(curve(c))
+    assert decision.next_level is None and decision.reason == "plateau"
+    assert 80 in order and decision.knee is not None and 36 <= decision.knee <= 48
