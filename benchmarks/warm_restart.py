@@ -40,6 +40,7 @@ class Start:
     kind: str
     seconds: float
     compile_s: float
+    engine_s: float | None  # vLLM's own "init engine (profile, create kv cache, warmup model)"
 
 
 def orch(workdir: Path, *args: str, timeout: float = 1800) -> None:
@@ -54,7 +55,9 @@ def last_start(workdir: Path) -> Start:
               key=lambda path: path.parent.parent.parent.name)
     startup = json.loads(run.read_text())
     compile_s = sum(p["duration_s"] or 0.0 for p in startup["phases"] if p["phase"] == "compile")
-    return Start(str(startup.get("start")), float(startup["seconds"]), compile_s)
+    engine_s = startup["facts"].get("engine_init_seconds")
+    return Start(str(startup.get("start")), float(startup["seconds"]), compile_s,
+                 float(engine_s) if engine_s is not None else None)
 
 
 def sim_plan(name: str, scale: float) -> dict[str, Any]:
@@ -97,9 +100,11 @@ def measure(plan: dict[str, Any], workdir: Path) -> tuple[Start, Start]:
 
 def row(target: str, cold: Start, warm: Start, unit: float) -> str:
     saved = cold.seconds - warm.seconds
+    engine = f"{cold.engine_s / unit:.1f} -> {warm.engine_s / unit:.1f}" \
+        if cold.engine_s is not None and warm.engine_s is not None else "-"
     return (f"| {target} | {cold.kind} {cold.seconds / unit:.1f} | {warm.kind} "
             f"{warm.seconds / unit:.1f} | {saved / unit:.1f} ({100 * saved / cold.seconds:.0f}%) "
-            f"| {cold.compile_s / unit:.1f} -> {warm.compile_s / unit:.1f} |")
+            f"| {cold.compile_s / unit:.1f} -> {warm.compile_s / unit:.1f} | {engine} |")
 
 
 def main() -> None:
@@ -108,8 +113,8 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.02,
                         help="the simulator's start-up time scale (default 0.02)")
     options = parser.parse_args()
-    rows = ["| target | cold start s | warm start s | saving s | compile phase s |",
-            "|---|---|---|---|---|"]
+    rows = ["| target | cold start s | warm start s | saving s | compile phase s | engine init s |",
+            "|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         name = f"warm-bench-sim-{os.getpid()}"
         cold, warm = measure(sim_plan(name, options.scale), Path(tmp))

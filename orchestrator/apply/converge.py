@@ -5,7 +5,9 @@ converge (service readiness, smoke, bench, collect: lifecycle.py).
 
     connect -> [lock +] probe -> plan every step -> [apply -> re-probe -> verify] -> stages
 
-An error ends the host's run but keeps what its steps did.
+An error ends the host's run but keeps what its steps did. The probe also reads the host's
+install record: the apply says whether the install is unchanged since it last converged
+(install_gate.py), and records it after a converge that succeeded.
 """
 
 from __future__ import annotations
