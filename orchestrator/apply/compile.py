@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 from pydantic import ValidationError
 
+from orchestrator.apply.install_gate import INSTALL_RECORD, InstallGate, install_digest
 from orchestrator.cluster.gate import Gate
 from orchestrator.cluster.topology import build as build_topology
 from orchestrator.engines import engine
@@ -25,7 +26,7 @@ from orchestrator.errors import PlanError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
 from orchestrator.plan.loader import LoadedPlan, locate
-from orchestrator.plan.models import Install, Plan, PythonEnv
+from orchestrator.plan.models import Install, Plan
 from orchestrator.plan.secrets import secret_names, substitute
 from orchestrator.plan.validation import Positions, Problem, as_plan_error, validate
 from orchestrator.plan.variables import render_vars
@@ -54,6 +55,7 @@ class Compiled:
     plan: Plan
     steps: dict[str, list[Step]] = field(default_factory=dict)  # host -> its steps, in order
     plans: dict[str, Plan] = field(default_factory=dict)  # host -> the plan, its variables filled
+    installs: dict[str, InstallGate] = field(default_factory=dict)  # host -> its install digest
     gate: Gate | None = None  # a multi-node server: its nodes vote and start in order here
 
     def service_step(self, host: str) -> ServiceStep | None:
@@ -94,8 +96,10 @@ def compile_plan(
         if service is not None and service.nodes is not None and options.with_service:
             compiled.gate = _gate(compiled.plans, list(hosts), know_hosts=inventory is not None)
         for host in hosts:
-            compiled.steps[host] = _host_steps(loaded, compiled.plans[host], secrets, host,
-                                               values[host], options, compiled.gate)
+            compiled.steps[host], gate = _host_steps(loaded, compiled.plans[host], secrets, host,
+                                                     values[host], options, compiled.gate)
+            if gate is not None:
+                compiled.installs[host] = gate
         return compiled
     except PlanError as error:
         raise locate(error, loaded) from None
@@ -152,25 +156,12 @@ def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> G
     return Gate(topology, check_gpus=engine(first.service.engine).uses_gpus)
 
 
-def _python_step(plan: Plan, python: PythonEnv, host: str, options: Options) -> PythonEnvStep:
-    """The venv's step: the plan's packages, or with --locked exactly the run's freeze.txt."""
-    install = plan.install
-    freeze = options.freeze.get(host) if options.freeze is not None else None
-    if freeze is not None:
-        try:
-            install = Install.model_validate({**plan.install.model_dump(),
-                                              "packages": list(freeze)})
-        except ValidationError as error:  # a freeze.txt edited by hand
-            first = error.errors()[0]
-            raise PlanError(f"--locked: the run's freeze.txt of {host} is not a package "
-                            f"set: {first['msg']}", expected="name==version lines") from None
-    return PythonEnvStep(python, install, exact=freeze is not None,
-                         verify_all=options.verify_all)
-
-
 def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host: str,
-                values: Mapping[str, Any], options: Options, gate: Gate | None = None) -> list[Step]:
+                values: Mapping[str, Any], options: Options,
+                gate: Gate | None = None) -> tuple[list[Step], InstallGate | None]:
+    """The host's steps, and its install digest (None without a venv to keep it in)."""
     steps: list[Step] = []
+    installed: InstallGate | None = None
     marker = None
     if plan.service is not None and plan.python is not None:
         from orchestrator.service.backends import ServicePaths
@@ -179,10 +170,12 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
     early = [c for c in plan.commands if c.when == "before_install"]
     if early:
         steps.append(CommandsStep("prepare", early, secrets=secrets, restart_marker=marker))
+    install = _install(plan, host, options)
     if plan.python is not None:
-        steps.append(_python_step(plan, plan.python, host, options))
+        steps.append(PythonEnvStep(plan.python, install, exact=install is not plan.install,
+                                   verify_all=options.verify_all))
+    commit = options.commits.get(host) if options.commits is not None else None
     if plan.model is not None:
-        commit = options.commits.get(host) if options.commits is not None else None
         steps.append(_model_step(plan, secrets, marker, commit))
     files: list[DesiredFile] = []
     if plan.files:
@@ -192,30 +185,57 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
                 render_vars(text, plan.vars), values, host, ("files",)),
             fill_secrets=lambda text: substitute(text, secrets))
         steps.append(FilesStep(files))
+    if plan.python is not None and not options.verify_all:  # --verify-all: the install in full
+        installed = InstallGate(install_digest(plan.python, install, plan.model,
+                                               {f.path: f.sha256 for f in files}, commit),
+                                f"{plan.python.venv.rstrip('/')}/{INSTALL_RECORD}")
     late = [c for c in plan.commands if c.when == "before_launch"]
     if late:
         steps.append(CommandsStep("commands", late, secrets=secrets, restart_marker=marker))
     if plan.service is not None and options.with_service:
-        # Imported here: a plan without a service does not pay for them (start-up time).
-        from orchestrator.service.launch import render_launch
-        from orchestrator.service.orch_wheel import OrchWheelStep
-        from orchestrator.service.step import ServiceStep
+        steps += _service_steps(plan, secrets, host, options, gate,
+                                {f.path: f.sha256 for f in files})
+    return steps, installed
 
-        if plan.python is None:
-            raise PlanError("service: needs a `python:` section (the venv that runs the server)",
-                            field="python")
-        if engine(plan.service.engine).simulated:  # `orch sim serve` runs from the venv
-            steps.append(OrchWheelStep(plan.python))
-        spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
-        digests = {f.path: f.sha256 for f in files}
-        if gate is not None:
-            from orchestrator.cluster.units import member_steps
 
-            steps += member_steps(plan, spec, secrets, gate, host, digests, options.force_restart)
-        else:
-            steps.append(ServiceStep(plan, spec, secrets, force_restart=options.force_restart,
-                                     file_digests=digests))
+def _service_steps(plan: Plan, secrets: Mapping[str, str], host: str, options: Options,
+                   gate: Gate | None, digests: dict[str, str]) -> list[Step]:
+    """The service's steps: orch's wheel for the simulator, then the unit (or a cluster
+    member's units)."""
+    # Imported here: a plan without a service does not pay for them (start-up time).
+    from orchestrator.service.launch import render_launch
+    from orchestrator.service.orch_wheel import OrchWheelStep
+    from orchestrator.service.step import ServiceStep
+
+    assert plan.service is not None  # the caller checked
+    if plan.python is None:
+        raise PlanError("service: needs a `python:` section (the venv that runs the server)",
+                        field="python")
+    steps: list[Step] = []
+    if engine(plan.service.engine).simulated:  # `orch sim serve` runs from the venv
+        steps.append(OrchWheelStep(plan.python))
+    spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
+    if gate is not None:
+        from orchestrator.cluster.units import member_steps
+
+        return [*steps, *member_steps(plan, spec, secrets, gate, host, digests,
+                                      options.force_restart)]
+    steps.append(ServiceStep(plan, spec, secrets, force_restart=options.force_restart,
+                             file_digests=digests))
     return steps
+
+
+def _install(plan: Plan, host: str, options: Options) -> Install:
+    """The packages to install: the plan's, or a locked run's frozen set of the host."""
+    freeze = options.freeze.get(host) if options.freeze is not None else None
+    if freeze is None:
+        return plan.install
+    try:
+        return Install.model_validate({**plan.install.model_dump(), "packages": list(freeze)})
+    except ValidationError as error:  # a freeze.txt edited by hand
+        first = error.errors()[0]
+        raise PlanError(f"--locked: the run's freeze.txt of {host} is not a package "
+                        f"set: {first['msg']}", expected="name==version lines") from None
 
 
 def _model_step(plan: Plan, secrets: Mapping[str, str], marker: str | None,

@@ -5,7 +5,9 @@ converge (service readiness, smoke, bench, collect: lifecycle.py).
 
     connect -> [lock +] probe -> plan every step -> [apply -> re-probe -> verify] -> stages
 
-An error ends the host's run but keeps what its steps did.
+An error ends the host's run but keeps what its steps did. The probe also reads the host's
+install record: the apply says whether the install is unchanged since it last converged
+(install_gate.py), and records it after a converge that succeeded.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from orchestrator.apply.install_gate import INSTALL_STEPS, InstallGate
 from orchestrator.apply.lock import HostLock, LockGuard
 from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.errors import OrchError, StepDidNotConverge
@@ -50,6 +53,13 @@ class HostJob:
     lock: LockRequest | None = None
     # Told when the host's run ends, however it ends (a multi-node server's gate).
     on_end: Callable[[HostOutcome], None] | None = None
+    install: InstallGate | None = None  # the install record: skip an unchanged install
+
+
+def job_request(job: HostJob) -> ProbeRequest:
+    """What the host's probe answers: every step's facts, and the install record."""
+    request = merged_request(job.steps)
+    return job.install.request(request) if job.install is not None else request
 
 
 def merged_request(steps: list[Step]) -> ProbeRequest:
@@ -93,7 +103,7 @@ def converge_host(
             lock = HostLock(transport, request.paths, request.holder, wait=request.wait,
                             break_lock=request.break_lock, on_wait=waiting,
                             on_takeover=took_over,
-                            probe=build_stdin(merged_request(job.steps)))
+                            probe=build_stdin(job_request(job)))
         _converge(transport, job, outcome, check=check, emit=emit, lock=lock)
     except OrchError as error:
         outcome.error = str(error)
@@ -108,15 +118,17 @@ def _converge(
     transport: Transport, job: HostJob, outcome: HostOutcome, *, check: bool, emit: Emit,
     lock: HostLock | None = None,
 ) -> None:
-    request = merged_request(job.steps)
+    request = job_request(job)
     guard = LockGuard(job.host, lock)
     if lock is not None:
         lock.acquire()
         facts = parse_answer(lock.probed(timeout=PROBE_TIMEOUT_S))
     else:
         facts = probe(transport, request)
-    outcome.facts = facts
     emit(Probed(job.host, seconds=facts.probe_seconds))
+    recorded = job.install is not None and job.install.recorded(facts)
+    _say_install(job, facts, emit)
+    outcome.facts = facts
     applied_any = False
     for step in job.steps:
         guard.check(f"before the {step.name} step")
@@ -136,12 +148,35 @@ def _converge(
         # `facts` is the re-probe after the last applied step: verify against it.
         outcome.facts = facts
         _verify(job, facts)
+    installed = any(o.status == "changed" and o.step in INSTALL_STEPS for o in outcome.steps)
+    if not check and not outcome.failed and job.install is not None and \
+            (installed or not recorded):
+        _record_install(transport, job.host, job.install, emit)
     if not check:
         guard.check("after converge")
         # Also after a failed step: the stages collect what the host holds (the logs that
         # say why it failed); each skips what an earlier failure makes pointless.
         for stage in job.after:
             stage(transport, outcome.facts or facts, outcome, emit, guard)
+
+
+def _say_install(job: HostJob, facts: Facts, emit: Emit) -> None:
+    """Whether the install is skipped, and why not (install_gate.py)."""
+    if job.install is None:
+        return
+    verdict = job.install.verdict(facts, job.steps)
+    if verdict.line is not None:
+        emit(StageEvent(job.host, stage="install", status=verdict.status, message=verdict.line))
+
+
+def _record_install(transport: Transport, host: str, gate: InstallGate, emit: Emit) -> None:
+    """The install converged: record it on the host (best effort: without the record the next
+    apply converges in full, as before)."""
+    try:
+        transport.put(gate.record(), gate.path)
+    except OrchError as error:
+        emit(StageEvent(host, stage="install", status="warning",
+                        message=f"could not record the install in {gate.path}: {error}"))
 
 
 def _one_step(transport: Transport, job: HostJob, step: Step, facts: Facts, request: ProbeRequest,

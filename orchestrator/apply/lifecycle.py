@@ -147,11 +147,13 @@ class Lifecycle:
                                     "resumed run span two start-ups"))
         ready = done.readiness
         startup = Startup(seconds=round(ready.seconds, 3), restarts=ready.restarts,
-                          phases=ready.phases, facts=ready.facts, url=base_url)
+                          phases=ready.phases, facts=ready.facts, url=base_url,
+                          start=done.start, compile_cache=done.compile_cache)
         self._startup(outcome.host, startup)
         outcome.extra["startup_s"] = round(ready.seconds, 3)
         took = startup.took()
-        return f"{base_url} serves {done.model}" + (f"; {took}" if took else "")
+        start = f"{done.start} start, " if done.start else ""
+        return f"{base_url} serves {done.model}" + (f"; {start}{took}" if took else "")
 
     def _smoke(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
         from orchestrator.apply.smoke import run_smoke

@@ -5,7 +5,7 @@ the run folder, run every host, write its records, print the recap.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -276,7 +276,11 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     if gate is not None:
         def on_end(outcome: HostOutcome, gate: Gate = gate) -> None:
             gate.withdraw(outcome.host, _why_ended(outcome), failed=outcome.failed)
-    return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end)
+    install = compiled.installs.get(host)
+    if install is not None and folder is not None:  # the run the record names
+        install = replace(install, run=f"{plan.name}/{folder.path.name}")
+    return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end,
+                   install=install)
 
 
 def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:

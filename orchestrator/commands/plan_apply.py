@@ -27,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "(installed without dependency resolution)")
     parser.add_argument("--verify-all", action="store_true",
                         help="hash every installed file of the pinned packages against its "
-                             "RECORD, ignoring the host's stat cache")
+                             "RECORD, ignoring the host's stat cache, and converge the install "
+                             "in full even when it is unchanged since it last converged")
     if check:
         parser.add_argument("--detailed-exitcode", action="store_true",
                             help="exit 2 when changes are pending (0 when converged, 1 on an "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from orchestrator.engines.compile_cache import CompileCache
 from orchestrator.engines.layout import EngineFlags, Layout, layout
 from orchestrator.engines.signatures import Signature
 
@@ -156,6 +157,9 @@ class Engine:
     multi_node: MultiNode | None = None
     # Its report of its environment; None: it has none orch runs (the run says so).
     env_collector: EnvCollector | None = None
+    # Where what its start-up compiles is kept between starts (engines/compile_cache.py);
+    # None: it compiles nothing worth keeping.
+    compile_cache: CompileCache | None = None
 
     def layout(self, args: Mapping[str, object], extra_args: Sequence[str] = ()) -> Layout:
         """The GPU layout its flags in `service.args` and `service.extra_args` ask for."""

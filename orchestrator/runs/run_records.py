@@ -10,7 +10,7 @@ statistics (`p99_ttft_ms`, `std_itl_ms`, ...) stay as extra keys (`figure()` rea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -110,6 +110,11 @@ class Startup(Record):
     already_running: bool = False
     seconds: float | None = None
     restarts: int = 0
+    # `warm`: the compile cache of the launch's key was there before it and the engine read
+    # it; `cold` otherwise; None: not started by this run, or an engine without one.
+    start: Literal["cold", "warm"] | None = None
+    # Its root, whether it was filled before the launch, what the log said of the graphs.
+    compile_cache: dict[str, Any] | None = None
     phases: list[StartupPhase] = Field(default_factory=list)
     facts: dict[str, Any] = Field(default_factory=dict)
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.apply.lock import service_lock_path
+from orchestrator.engines.compile_cache import Start, start_kind
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.errors import OrchError
@@ -74,6 +75,8 @@ class Ready:
     model: str
     already_running: bool = False
     readiness: Readiness | None = None
+    start: Start | None = None  # warm or cold (engines/compile_cache.py)
+    compile_cache: dict[str, Any] | None = None
 
 
 def relaunch(transport: Transport, step: ServiceStep) -> None:
@@ -112,13 +115,26 @@ def ready(
         max_restarts=plan.service.restart.max_restarts, emit=emit,
         engine_name=plan.service.engine, still_ours=still_ours,
     )
+    start, cache = warm_or_cold(step, readiness.facts)
     # Kept on the host, so the next `orch plan` can say what a restart would cost.
     took = Startup(seconds=round(readiness.seconds, 1), restarts=readiness.restarts,
                    phases=readiness.phases,  # and the kernels, which orch status shows
-                   facts={"kernels": readiness.facts.get("kernels") or {}})
+                   facts={"kernels": readiness.facts.get("kernels") or {}},
+                   start=start, compile_cache=cache)
     transport.put(took.model_dump_json().encode(), step.paths.startup_file)
     said_kernels(transport.host, readiness.facts.get("kernels"), emit)
-    return Ready(base_url, model, readiness=readiness)
+    return Ready(base_url, model, readiness=readiness, start=start, compile_cache=cache)
+
+
+def warm_or_cold(step: ServiceStep, facts: dict[str, Any]) -> tuple[Start | None, dict[str, Any] | None]:
+    """Whether the start was warm (engines/compile_cache.py), and the record of its cache:
+    root, filled before the launch, what the log said of the graphs."""
+    if step.compile_cache is None:
+        return None, None
+    graphs = facts.get("compile_graphs")
+    graphs = graphs if isinstance(graphs, dict) else {}
+    record = {"root": step.compile_cache["root"], "existed": step.cache_before, **graphs}
+    return start_kind(step.cache_before, graphs), record
 
 
 def said_kernels(host: str, kernels: dict[str, Any] | None, emit: Emit) -> None:

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from orchestrator import masking
 from orchestrator.engines import engine
+from orchestrator.engines.base import Engine
+from orchestrator.engines.compile_cache import cache_key, cache_root
 from orchestrator.errors import PlanError, SecretError
 from orchestrator.names import flag_name
 from orchestrator.plan.models import ArgValue, Plan, ServiceSpec
@@ -84,6 +86,8 @@ def render_launch(plan: Plan, *, venv_bin: str, workdir: str | None = None) -> L
     argv += list(service.extra_args)
     _reject_secrets_in_argv(service, chosen.api_key_env)
     env, secret_names = _environment(plan, service, chosen.api_key_env)
+    if chosen.compile_cache is not None:  # a root the plan names is the plan's to key
+        env.setdefault(chosen.compile_cache.env, _compile_root(plan, chosen, argv))
     return LaunchSpec(
         engine=service.engine,
         model=service.model,
@@ -95,6 +99,17 @@ def render_launch(plan: Plan, *, venv_bin: str, workdir: str | None = None) -> L
         port=service.port,
         served_names=service.served_names(),
     )
+
+
+def _compile_root(plan: Plan, chosen: Engine, argv: list[str]) -> str:
+    """The service's compile cache root for this launch (engines/compile_cache.py)."""
+    assert plan.service is not None and chosen.compile_cache is not None
+    pins = plan.install.pins()
+    builds = sorted(f"{name}=={version}" for name, version in pins.items()
+                    if chosen.builds is not None and re.fullmatch(chosen.builds, name))
+    key = cache_key(chosen.compile_cache, build=",".join(builds), model=plan.service.model,
+                    revision=plan.model.revision if plan.model is not None else None, argv=argv)
+    return cache_root(plan.service.name, key)
 
 
 def _service_flags(service: ServiceSpec) -> list[str]:

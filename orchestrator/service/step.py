@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from orchestrator.engines import engine
 from orchestrator.facts import Facts, HostFacts, OtherInstance, ProbeRequest, ServiceFacts
+from orchestrator.facts.compile_cache import compile_cache_of
 from orchestrator.plan.models import Plan, ServiceSpec
 from orchestrator.selfwheel import self_wheel_digest
 from orchestrator.service.backends import (
@@ -161,6 +162,12 @@ class ServiceStep(Step):
         self.file_digests = dict(file_digests)
         self.force_restart = force_restart
         self.backend: Backend = "process"
+        cache = engine(self.service.engine).compile_cache
+        # The compile cache the launch uses, and whether it was filled when a start was
+        # planned (read by readiness: a warm or cold start); none for a Ray node.
+        self.compile_cache = {"root": spec.env[cache.env], "subdir": cache.subdir} \
+            if cache is not None and unit is None and cache.env in spec.env else None
+        self.cache_before: bool | None = None
 
     def request(self) -> ProbeRequest:
         if self.unit is not None:
@@ -170,8 +177,9 @@ class ServiceStep(Step):
                 if self.checks_server else None
             return ProbeRequest(units={self.unit: service_request(self.paths, self.service, port=False)},
                                 service=server)
+        asks = {"compile_cache": self.compile_cache} if self.compile_cache else {}
         return ProbeRequest(service=service_request(self.paths, self.service),
-                            engine_builds=engine(self.service.engine).builds)
+                            engine_builds=engine(self.service.engine).builds, asks=asks)
 
     def found(self, facts: Facts) -> ServiceFacts | None:
         return facts.units.get(self.unit) if self.unit is not None else facts.service
@@ -232,6 +240,8 @@ class ServiceStep(Step):
             diff = "\n".join(restart_diff(previous, record, self.spec.secret_env_names))
             result.findings.append(restart_cost(self.paths.name, last_startup_s(found)))
         start = start_command(self.backend, self.spec, self.paths)
+        cache = compile_cache_of(facts)
+        self.cache_before = cache.filled if cache is not None else None
         result.changes.append(
             Change(f"{verb} {self.paths.name} ({self.backend}; {reason})", commands=[*stops, start],
                    uploads=self._uploads(record), diff=diff)
@@ -345,6 +355,8 @@ class ServiceStep(Step):
             member.before_start(decision)(transport)
 
         verb = "start" if not alive else "restart"
+        cache = compile_cache_of(facts)
+        self.cache_before = cache.filled if cache is not None else None
         result.changes.append(Change(
             f"{verb} {self.paths.name} ({self.backend}; {reason})",
             commands=[start_command(self.backend, self.spec, self.paths)],

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from orchestrator.sim import failures
+from orchestrator.sim.compile_cache import SimCompileCache
 from orchestrator.sim.logs import VllmLog
 from orchestrator.sim.options import SimOptions
 
@@ -276,26 +277,36 @@ class Startup:
     async def _compile(self, proc: str) -> None:
         times, log = self.o.profile.startup, self.log
         started = time.monotonic()
+        cache = SimCompileCache.of(self.o)
         log.info(proc, "backends.py:916",
-                 "Using cache directory: /root/.cache/vllm/torch_compile_cache/3f1a9c2e7b/rank_0_0/"
-                 "backbone for vLLM's torch.compile")  # fmt: skip
+                 f"Using cache directory: {cache.shown()} for vLLM's torch.compile")
         if self.o.version.new_wording:
             log.info(proc, "monitor.py:34", "Starting torch.compile")
         await self._sleep(times.dynamo)
         dynamo = time.monotonic() - started
         log.info(proc, "backends.py:976", f"Dynamo bytecode transform time: {dynamo:.2f} s")
-        before = time.monotonic()
-        await self._sleep(times.compile)
-        graph = time.monotonic() - before
-        log.info(proc, "backends.py:366",
-                 f"Compiling a graph for compile range (1, {self.o.max_num_batched_tokens}) "
-                 f"takes {graph:.2f} s")  # fmt: skip
+        await self._compile_graph(proc, cache)
         total = time.monotonic() - started
         self._compile_took = total
         if self.o.version.new_wording:
             log.info(proc, "monitor.py:48", f"torch.compile took {total:.2f} s in total")
         else:
             log.info(proc, "monitor.py:35", f"torch.compile takes {total:.2f} s in total")
+
+    async def _compile_graph(self, proc: str, cache: SimCompileCache) -> None:
+        """The graph loaded from the compile cache (a warm start: no compile time), or compiled
+        and saved there (sim/compile_cache.py)."""
+        before = time.monotonic()
+        compile_range = f"(1, {self.o.max_num_batched_tokens})"
+        if cache.warm():
+            self.log.info(proc, "backends.py:296",
+                          f"Directly load the compiled graph(s) for compile range {compile_range} "
+                          f"from the cache, took {time.monotonic() - before:.3f} s")
+            return
+        await self._sleep(self.o.profile.startup.compile)
+        cache.save()
+        self.log.info(proc, "backends.py:366", f"Compiling a graph for compile range "
+                                               f"{compile_range} takes {time.monotonic() - before:.2f} s")
 
     def _kv_lines(self) -> None:
         o, log = self.o, self.log

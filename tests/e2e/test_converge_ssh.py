@@ -227,6 +227,36 @@ def test_modified_file_reported_then_reinstalled_with_clean(applied: Applied) ->
     assert patched.read_text() == original
 
 
+def test_an_unchanged_install_is_skipped_and_a_hand_edit_still_caught(applied: Applied) -> None:
+    """The install record (apply/install_gate.py): an apply whose install part is the one that
+    last converged skips it, but the probe's RECORD check still sees site-packages edited by
+    hand, and then the install converges as before."""
+    first = last_run(applied.tmp)
+    record = json.loads((applied.venv / ".orch" / "install.json").read_text())
+    assert record["run"] == f"e2e/{first.name}"
+    again = applied.orch("apply")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"install unchanged since e2e/{first.name}: skipped" in again.stdout
+
+    data = yaml.safe_load(applied.plan.read_text())
+    data["install"]["clean"] = True  # the install changed: converged, and recorded anew
+    applied.plan.write_text(yaml.safe_dump(data))
+    changed = applied.orch("apply")
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert f"install changed since e2e/{first.name}: converging" in changed.stdout
+    converged = last_run(applied.tmp).name
+    assert f"install unchanged since e2e/{converged}: skipped" in applied.orch("apply").stdout
+
+    patched = site_packages(applied.venv) / "orchtest_beta" / "core.py"
+    original = patched.read_text()
+    patched.write_text(original + "# debug patch left behind\n")
+    caught = applied.orch("apply")
+    assert caught.returncode == 0, caught.stdout + caught.stderr
+    assert f"install unchanged since e2e/{converged}, but the host differs (python: " in caught.stdout
+    assert "reinstall orchtest-beta==1.0.0" in caught.stdout
+    assert patched.read_text() == original
+
+
 def test_locked_redeploy_reinstalls_the_frozen_set(applied: Applied, wheels: Path) -> None:
     tmp, inventory, venv = applied.tmp, applied.inventory, applied.venv
     frozen = last_run(tmp)

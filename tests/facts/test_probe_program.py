@@ -47,7 +47,8 @@ def test_no_two_host_sides_define_one_name() -> None:
 
 def test_every_fact_has_its_gatherer_on_the_host_side() -> None:
     facts = discovered()
-    assert len(facts) == 9  # host, venv, venv_trust, record, engine_build, files, service, guards, model
+    assert len(facts) == 11  # host, venv, venv_trust, record, engine_build, files, service, guards, model,
+    # compile_cache, install_record
     source = program_source()
     for fact in facts:
         assert f"def {fact.gather}(request" in source

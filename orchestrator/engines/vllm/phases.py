@@ -18,7 +18,8 @@ both the 0.17.1 and 0.33 wordings; the simulator prints the same:
 
 Beside the phases, the kernels vLLM chose (engines/vllm/kernels.py: attention, MoE, GEMM
 kernels, KV cache dtype, CUDA graphs, fallbacks) are read from the same lines into
-`facts["kernels"]`.
+`facts["kernels"]`, and what it says of the compiled graphs (loaded from the compile cache,
+compiled now: engines/compile_cache.py) into `facts["compile_graphs"]`.
 
 Times are the controller's clock at `feed` (so their precision is the poll interval); the
 durations vLLM prints itself are kept beside them (`engine_seconds`). A phase whose start marker
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.engines import startup_summary
+from orchestrator.engines.compile_cache import GraphLog
 from orchestrator.engines.vllm.kernels import KernelLog
 
 ORDER = ("process", "weights", "compile", "kv_cache", "cuda_graphs", "api_server", "ready")
@@ -164,6 +166,7 @@ class PhaseTracker:
         self.facts: dict[str, Any] = {}
         self.attempts = 1
         self.kernels = KernelLog()
+        self.graphs = GraphLog()  # loaded from the compile cache or compiled (a warm start)
         self._partial = ""
 
     @property
@@ -190,9 +193,13 @@ class PhaseTracker:
                     method: Callable[[re.Match[str], float], None] = getattr(self, handler)
                     method(match, now)
             self.kernels.line(line)
+            self.graphs.line(line)
         kernels = self.kernels.to_json()
         if kernels:
             self.facts["kernels"] = kernels
+        graphs = self.graphs.to_json()
+        if graphs:
+            self.facts["compile_graphs"] = graphs
 
     # --- phase bookkeeping -------------------------------------------------------------
 
@@ -245,6 +252,7 @@ class PhaseTracker:
             self.phases = {}
             self.facts = {}
             self.kernels = KernelLog()
+            self.graphs = GraphLog()
             self.attempts += 1
             self.origin = now
             self._begin("process", now)
