@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plan_fixtures import make_plan
+from fixtures.service_plans import make_plan
 
 from orchestrator.engines.compile_cache import ROOT, GraphLog, start_kind
 from orchestrator.engines.vllm.phases import PhaseTracker
