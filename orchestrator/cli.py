@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("orchestrator.commands.service", "stop the service"),
     "restart": ("orchestrator.commands.service", "restart the service"),
     "diagnose": ("orchestrator.commands.diagnose", "explain a vLLM crash from its log"),
-    "bench": ("orchestrator.bench.cli", "benchmark an OpenAI-compatible server"),
+    "bench": ("orchestrator.commands.bench", "benchmark an OpenAI-compatible server"),
     "sim": ("orchestrator.sim.cli", "the vLLM-compatible simulator (orch sim serve)"),
     "runs": ("orchestrator.commands.runs", "list run folders"),
     "compare": ("orchestrator.commands.compare", "compare runs or plans side by side"),

@@ -20,12 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator import masking
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.console import make_console
 from orchestrator.events import Event, HostEnd, LevelEnd, LevelProgress, Retry, StageEvent, StepEnd
 from orchestrator.inventory import Inventory
 from orchestrator.live_view import LiveView
 from orchestrator.plan.loader import LoadedPlan
+from orchestrator.runs.outcome import HostOutcome
 
 _STYLE = {
     "ok": "green",

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 from orchestrator.apply.converge import HostJob, converge_host
 from orchestrator.apply.forks import DEFAULT_FORKS, run_bounded
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, HostEnd, HostStart, Retry
 from orchestrator.inventory import Inventory
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.transport.base import Transport
 
 

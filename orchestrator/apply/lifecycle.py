@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from orchestrator.apply.collect import collect
-from orchestrator.apply.lock import LockGuard
-from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.errors import (
     LockBusy,
     OrchError,
@@ -30,11 +28,13 @@ from orchestrator.facts import Facts
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
+from orchestrator.runs.outcome import HostOutcome, StepOutcome
 from orchestrator.runs.run_records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
 from orchestrator.service.diagnosis import explain_death
+from orchestrator.service.lock import LockGuard
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 

@@ -21,7 +21,7 @@ MAX_BYTES = 4 * 1024 * 1024
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from orchestrator.engines import LAUNCHABLE
+    from orchestrator.plan.models.base import LAUNCHABLE
 
     parser.add_argument("logfile", type=Path, help="a model server's log file, '-' for stdin")
     parser.add_argument("--engine", choices=sorted(LAUNCHABLE), default="vllm",

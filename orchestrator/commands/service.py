@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from orchestrator.console import make_console
     from orchestrator.errors import OrchError, PlanError
     from orchestrator.inventory import load_inventory
+    from orchestrator.inventory.limit import narrow
     from orchestrator.plan.loader import load_plan
     from orchestrator.service import control
     from orchestrator.transport.connect import connect
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if plan.service is None or plan.python is None:
         raise PlanError(f"{args.plan} has no service to look after", field="service")
     inventory = load_inventory(args.inventory)
-    hosts = inventory.select(plan.hosts, limit or None)
+    hosts = narrow(inventory, inventory.select(plan.hosts), limit)
     targets = _targets(plan, inventory.select(plan.hosts), hosts, args.service_command,
                        getattr(args, "unit", "server"))
     console = make_console()
@@ -102,10 +103,10 @@ def _stop(handle: ServiceHandle, args: argparse.Namespace, console: Console) -> 
     """Stop the service while holding its lock: never under an apply of it (which would
     relaunch or replace it), unless --break-lock; an apply started meanwhile waits or fails
     naming this stop."""
-    from orchestrator.apply.lock import HostLock, service_lock_path
     from orchestrator.console import shown
     from orchestrator.holder import Holder
     from orchestrator.service import control
+    from orchestrator.service.lock import HostLock, service_lock_path
 
     assert handle.plan.service is not None
     host, name = handle.transport.host, handle.paths.name

@@ -10,14 +10,11 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from orchestrator.facts.common import read_text, run_tool
 from orchestrator.facts.fact import Fact, as_int, as_str
 from orchestrator.facts.processes import Process, group_members, read_process
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -285,12 +282,12 @@ class ServiceFacts:
         )
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
-    if isinstance(answer.get("service"), dict):
-        facts.service = ServiceFacts.from_json(answer["service"])
-    for name, unit in (answer.get("units") or {}).items():
-        if isinstance(unit, dict):
-            facts.units[name] = ServiceFacts.from_json(unit)
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
+    service = answer.get("service")
+    return {"service": ServiceFacts.from_json(service) if isinstance(service, dict) else None,
+            "units": {name: ServiceFacts.from_json(unit)
+                      for name, unit in (answer.get("units") or {}).items()
+                      if isinstance(unit, dict)}}
 
 
 FACT = Fact(gather="gather_service", parse=parse)

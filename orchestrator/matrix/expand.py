@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import PlanError
-from orchestrator.matrix.objective import Objective, parse_objective
-from orchestrator.matrix.spec import MAX_VARIANTS, canonical, dotted_key
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.meaning import sections_of
 from orchestrator.plan.models import Plan
+from orchestrator.plan.models.matrix import MAX_VARIANTS, canonical, dotted_key
+from orchestrator.plan.models.objective import Objective, parse_objective
 
 Values = dict[str, Any]  # axis (dotted, --set syntax) -> value
 

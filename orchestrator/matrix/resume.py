@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 from orchestrator.errors import RunFolderError, UsageError
-from orchestrator.matrix import matrix_file
 from orchestrator.matrix.expand import MatrixPlan, Variant
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
 
 # `<UTC time>-<hash8>` (runs/layout.py run_folder_name), `-N` for a second in one second
 RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}(?:-\d+)?")

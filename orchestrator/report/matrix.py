@@ -20,16 +20,16 @@ from typing import Any
 
 from orchestrator.bench.level_metrics import slo_is_set
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix import matrix_file
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
-from orchestrator.matrix.objective import Objective, parse_objective
+from orchestrator.plan.models.objective import Objective, parse_objective
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import read_distributions
 from orchestrator.report.figures import Point
 from orchestrator.report.level_table import MISSING, tok_s
 from orchestrator.report.series import Series, build_series
+from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.runs.reader import RunData, load_run
 from orchestrator.tables import Column, TableData
 

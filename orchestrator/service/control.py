@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.apply.lock import service_lock_path
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.errors import OrchError
@@ -36,6 +35,7 @@ from orchestrator.service.backends import (
     watch_command,
 )
 from orchestrator.service.host_state import last_kernels, other_port, record_of
+from orchestrator.service.lock import service_lock_path
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.step import ServiceStep, choose_backend, registry_note, service_request
 from orchestrator.transport.base import Transport
@@ -248,7 +248,7 @@ def stop(handle: ServiceHandle) -> bool:
     """Stop the service; whether it was running. Not in a venv another user could change:
     the stop writes its marker there and signals the pid its pidfile names, as the user."""
     assert handle.plan.python is not None
-    said = refusal(venv_trust(handle.facts), handle.plan.python.venv, "writes and signals")
+    said = refusal(venv_trust(handle.facts.extra), handle.plan.python.venv, "writes and signals")
     if said is not None:
         raise OrchError(f"{handle.transport.host}: {said}")
     found = handle.found
