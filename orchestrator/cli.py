@@ -25,6 +25,8 @@ from typing import Protocol
 from orchestrator import __version__
 from orchestrator.exit_codes import ExitCode, table
 
+# Anything more is imported where it is used (start-up time: see above).
+
 
 class CommandModule(Protocol):
     def configure(self, parser: argparse.ArgumentParser) -> None: ...

@@ -157,6 +157,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
     steps: list[Step] = []
     marker = None
     if plan.service is not None and plan.python is not None:
+        # only a plan with a service imports service/ (start-up time)
         from orchestrator.service.backends import ServicePaths
 
         marker = ServicePaths.for_venv(plan.python.venv, plan.service.name).restart_marker
@@ -204,6 +205,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
         spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
         digests = {f.path: f.sha256 for f in files}
         if gate is not None:
+            # only a multi-node server's (start-up time)
             from orchestrator.cluster.units import member_steps
 
             steps += member_steps(plan, spec, secrets, gate, host, digests, options.force_restart)
@@ -215,6 +217,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
 
 def _model_step(plan: Plan, secrets: Mapping[str, str], marker: str | None,
                 commit: str | None) -> Step:
+    # only a plan with a model imports its step (start-up time)
     from orchestrator.steps.model import ModelStep
 
     assert plan.model is not None and plan.python is not None  # the plan's model says so

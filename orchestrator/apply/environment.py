@@ -43,6 +43,7 @@ from orchestrator.facts.program import call_stdin
 from orchestrator.plan.models import Plan
 from orchestrator.runs.layout import EnvironmentLayout, RunLayout
 from orchestrator.runs.outcome import HostOutcome
+from orchestrator.runs.reader import read_environment
 from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.service.lock import LockGuard
 from orchestrator.transport.base import Transport
@@ -199,7 +200,7 @@ class EnvironmentCapture:
         where = folder.host(host).environment
         earlier = self._kept.get(host)
         if earlier is not None:
-            record = read_record(earlier)
+            record = read_environment(earlier)
             for source, copy in ((earlier.nvidia_smi, where.nvidia_smi),
                                  (earlier.collect_env, where.collect_env)):
                 if source.is_file():
@@ -243,16 +244,7 @@ def earlier_capture(folder: RunFolder, host: str, key: str) -> EnvironmentLayout
                   reverse=True)
     for run in runs[:20]:
         where = RunLayout(run).host(host).environment
-        record = read_record(where)
+        record = read_environment(where)
         if record:
             return where if record.get("key") == key else None
     return None
-
-
-def read_record(where: EnvironmentLayout) -> dict[str, Any]:
-    """A run folder's environment.json (empty when it has none)."""
-    try:
-        data = json.loads(where.record.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from orchestrator.apply.collect import collect
+from orchestrator.apply.smoke import run_smoke
 from orchestrator.errors import (
     LockBusy,
     OrchError,
@@ -154,8 +155,6 @@ class Lifecycle:
         return f"{base_url} serves {done.model}" + (f"; {took}" if took else "")
 
     def _smoke(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
-        from orchestrator.apply.smoke import run_smoke
-
         assert self.service_step is not None
         host = transport.host
         model = self.service_step.spec.served_names[0]

@@ -256,12 +256,14 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     units = compiled.unit_steps(host)
     if gate is not None and gate.topology.node(host).role == "worker" and \
             "service" not in options.skip:
+        # only a multi-node server's worker (start-up time)
         from orchestrator.cluster.watch import NodeWatch
 
         # It stays in the run until the head's ends, and answers for itself if that
         # failed: a worker cut off after its start is no `changed` in the recap.
         after.append(NodeWatch(gate, host, units))
     if plan.service is not None or plan.collect:
+        # the stages: not for `orch plan`, nor a plan without them (start-up time)
         from orchestrator.apply.lifecycle import Lifecycle
 
         after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,

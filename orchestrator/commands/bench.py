@@ -14,6 +14,9 @@ from typing import Any, Literal, get_args, get_origin
 
 from orchestrator.metrics import OBJECTIVES
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def _levels(text: str) -> list[int] | str:
     if text.strip() == "auto":

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
     from orchestrator.service.diagnosis import Diagnosis
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 # Only the end of a large log matters: the crash is there, and a service log keeps growing.
 MAX_BYTES = 4 * 1024 * 1024
 

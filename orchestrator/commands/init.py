@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from orchestrator.commands.init_plan import HostArg, InitSpec
     from orchestrator.errors import PlanError
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 T = TypeVar("T")
 
 

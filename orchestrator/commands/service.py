@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
     from orchestrator.service.control import ServiceHandle, ServiceStatus
     from orchestrator.tables import TableData
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)

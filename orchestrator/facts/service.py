@@ -5,10 +5,12 @@ listens on its port, who holds the apply lock, the same service started from ano
 from __future__ import annotations
 
 import errno
+import fcntl
 import glob
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -66,9 +68,6 @@ def _pids_by_inode(inodes: List[str]) -> Dict[str, int]:
 def _lock_holder(path: str) -> Optional[str]:
     """Who holds the apply lock (its file's text, cut short), or None when nobody does. Not
     through a symlink, nor from a FIFO (which would block): the lock program refuses both."""
-    import fcntl
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -101,8 +100,6 @@ def _owned_process(pidfile: str) -> Tuple[Optional[int], Optional[Dict[str, Any]
 def _registry_text(path: str) -> Tuple[str, Optional[str]]:
     """The registry entry's text (its first 64 KiB), and what is wrong with it: not through a
     symlink, nor from a FIFO or a device (which could block or never end)."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:

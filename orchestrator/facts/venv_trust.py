@@ -41,6 +41,7 @@ def _own_group(gid: int) -> bool:
     if gid != os.getegid():
         return False
     try:
+        # not on every platform: no group is then the user's own
         import grp
 
         members = set(grp.getgrgid(gid).gr_mem)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import InventoryError
+from orchestrator.inventory.missing import unknown_host_hint
 from orchestrator.names import check_name
 from orchestrator.plan.models import FieldError
 from orchestrator.plan.variables import ENV_REF
@@ -224,8 +225,6 @@ class Inventory(_Strict):
                             if n not in out]
                 expanded[item] = out
             return expanded[item]
-        from orchestrator.inventory.missing import unknown_host_hint
-
         known = sorted([*self.hosts, *self.groups])
         where = f" in {self.source}" if self.source else ""
         raise InventoryError(

@@ -189,6 +189,7 @@ def load_matrix(path: Path | str, overlays: Sequence[Path | str] = (),
         try:
             loaded = load_plan(path, overlays, [*sets, *variant_sets(values)])
             if check:
+                # only a check compiles (start-up time)
                 from orchestrator.apply.compile import check as compile_check
 
                 compile_check(loaded)

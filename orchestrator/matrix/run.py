@@ -31,6 +31,8 @@ from orchestrator.matrix.preview import TAKES, changes, listing
 from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import MatrixLayout, RunLayout
 from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.runs.reader import read_meta, read_record
+from orchestrator.runs.run_records import HostSteps
 from orchestrator.runs.writer import lock_folder, name_holder
 from orchestrator.tables import Column, TableData, to_rich
 
@@ -264,8 +266,6 @@ def _finished(entry: VariantEntry) -> bool:
     record last said: orch may have been killed between the two)."""
     if not entry.run or not _exists(entry.run):
         return False
-    from orchestrator.runs.reader import read_meta
-
     try:
         complete = read_meta(Path(entry.run)).status == "complete"
     except RunFolderError:
@@ -279,10 +279,6 @@ def _cause(run: str | None) -> str | None:
     """The first failed step of a variant's run, as its steps.json says."""
     if not run or not _exists(run):
         return None
-    from orchestrator.runs.layout import RunLayout
-    from orchestrator.runs.reader import read_meta, read_record
-    from orchestrator.runs.run_records import HostSteps
-
     try:
         for host in read_meta(Path(run)).hosts:
             steps_file = RunLayout(Path(run)).host(host).steps

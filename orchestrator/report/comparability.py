@@ -20,7 +20,7 @@ from orchestrator.plan.models import canonical_name
 from orchestrator.report.figures import LoadKey
 from orchestrator.report.series import Series
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.reader import model_record, weights_of
+from orchestrator.runs.reader import model_record, read_environment, weights_of
 
 # Benchmark settings that change the request or the load: key -> (what, why it matters).
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -128,9 +128,7 @@ def kernels_of(s: Series) -> dict[str, Any]:
 def environment_of(s: Series) -> dict[str, Any]:
     """The run's environment.json (apply/environment.py): nvidia-smi -q's versions,
     collect-env; empty for a run without one."""
-    from orchestrator.apply.environment import read_record
-
-    return read_record(RunLayout(s.run.path).host(s.host.name).environment)
+    return read_environment(RunLayout(s.run.path).host(s.host.name).environment)
 
 
 def _environment(series: Sequence[Series]) -> list[str]:

@@ -11,6 +11,7 @@ was expected.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -25,9 +26,10 @@ from orchestrator import local_files
 from orchestrator.engines import known
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
+from orchestrator.plan.models.base import parse_pin
 from orchestrator.runs.json_reader import REPAIR as _REPAIR
 from orchestrator.runs.json_reader import not_a_figure, parse_json
-from orchestrator.runs.layout import BenchLayout, RunLayout
+from orchestrator.runs.layout import BenchLayout, EnvironmentLayout, RunLayout
 from orchestrator.runs.run_records import (
     HostFactsRecord,
     LevelResult,
@@ -135,6 +137,16 @@ def _json_kind(value: Any) -> str:
     kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number",
              float: "a number", type(None): "null"}
     return kinds.get(type(value), type(value).__name__)
+
+
+def read_environment(where: EnvironmentLayout) -> dict[str, Any]:
+    """A run folder's environment.json (apply/environment.py writes it; empty when it has
+    none)."""
+    try:
+        data = json.loads(where.record.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def read_record(path: Path, kind: type[R], *, figures: bool = False) -> R:
@@ -285,8 +297,6 @@ def frozen_set(path: Path, host: str) -> list[str] | None:
     """The `name==version` lines of a host's freeze.txt; None when it has none. An empty
     one, or a line that is not an exact pin, is a RunFolderError at `file:line` (a locked
     apply uninstalls what the set does not list: an empty set would take everything)."""
-    from orchestrator.plan.models.base import parse_pin
-
     freeze = RunLayout(path).host(host).freeze
     if not freeze.exists():
         return None
@@ -366,6 +376,7 @@ def latest_complete(root: Path, plan_name: str) -> Path:
 
 
 def plan_name_of_file(path: Path) -> str:
+    # the YAML loader only when a plan file is read (start-up time)
     from orchestrator.plan.loader import load_plan
 
     try:

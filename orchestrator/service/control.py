@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from orchestrator.bench.reach import bench_url
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
 from orchestrator.errors import OrchError
@@ -48,8 +49,6 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 def reach(transport: Transport, inventory: Inventory, plan: Plan) -> Iterator[str]:
     """The base URL of the host's service as seen from here: direct for this machine or an
     exposed port, an SSH port forward for `bench.via: ssh` or a loopback-only service."""
-    from orchestrator.bench.reach import bench_url
-
     assert plan.service is not None
     spec = inventory.hosts.get(transport.host)
     via_ssh = plan.bench is not None and plan.bench.via == "ssh"

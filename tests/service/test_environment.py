@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from plan_fixtures import make_plan
 
-from orchestrator.apply.environment import EnvironmentCapture, read_record
+from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.events import Event, StageEvent
 from orchestrator.facts import Facts, HostFacts
 from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.runs.outcome import HostOutcome
+from orchestrator.runs.reader import read_environment
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service.lock import LockGuard
 from orchestrator.transport.local import LocalTransport
@@ -74,7 +75,7 @@ def _capture(tmp_path: Path, venv: Path, timeout: int = 20,
     capture.start(transport, facts, outcome, said.append, LockGuard(outcome.host))
     capture.finish(transport, facts, outcome, said.append, LockGuard(outcome.host))
     where = folder.host("local").environment
-    return read_record(where), where.root, said
+    return read_environment(where), where.root, said
 
 
 def test_nvidia_smi_and_collect_env_are_kept(tmp_path: Path, venv: Path,
@@ -137,7 +138,7 @@ def test_beside_a_server_already_up_collect_env_waits_for_the_sweep_to_end(
     capture.start(transport, facts, outcome, said.append, LockGuard(outcome.host))
     assert not (venv / ".orch" / "environment" / "collect-env.started").exists()
     capture.finish(transport, facts, outcome, said.append, LockGuard(outcome.host))
-    env = read_record(folder.host("local").environment)["collect_env"]
+    env = read_environment(folder.host("local").environment)["collect_env"]
     assert isinstance(env, dict) and env["captured"] is True
 
 
