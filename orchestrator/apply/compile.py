@@ -157,8 +157,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
     steps: list[Step] = []
     marker = None
     if plan.service is not None and plan.python is not None:
-        # only a plan with a service imports service/ (start-up time)
-        from orchestrator.service.backends import ServicePaths
+        from orchestrator.service.backends import ServicePaths  # start-up time, as below
 
         marker = ServicePaths.for_venv(plan.python.venv, plan.service.name).restart_marker
     early = [c for c in plan.commands if c.when == "before_install"]
@@ -205,8 +204,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
         spec = render_launch(plan, venv_bin=f"{plan.python.venv}/bin")
         digests = {f.path: f.sha256 for f in files}
         if gate is not None:
-            # only a multi-node server's (start-up time)
-            from orchestrator.cluster.units import member_steps
+            from orchestrator.cluster.units import member_steps  # start-up time, as above
 
             steps += member_steps(plan, spec, secrets, gate, host, digests, options.force_restart)
         else:
