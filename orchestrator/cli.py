@@ -25,6 +25,8 @@ from typing import Protocol
 from orchestrator import __version__
 from orchestrator.exit_codes import ExitCode, table
 
+# Anything more is imported where it is used (start-up time: see above).
+
 
 class CommandModule(Protocol):
     def configure(self, parser: argparse.ArgumentParser) -> None: ...
@@ -44,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("orchestrator.commands.service", "stop the service"),
     "restart": ("orchestrator.commands.service", "restart the service"),
     "diagnose": ("orchestrator.commands.diagnose", "explain a vLLM crash from its log"),
-    "bench": ("orchestrator.bench.cli", "benchmark an OpenAI-compatible server"),
+    "bench": ("orchestrator.commands.bench", "benchmark an OpenAI-compatible server"),
     "sim": ("orchestrator.sim.cli", "the vLLM-compatible simulator (orch sim serve)"),
     "tune": ("orchestrator.commands.tune", "find the best deployment of a plan's tune: space"),
     "runs": ("orchestrator.commands.runs", "list run folders"),

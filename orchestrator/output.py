@@ -20,12 +20,14 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator import masking
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.console import make_console
 from orchestrator.events import Event, HostEnd, LevelEnd, LevelProgress, Retry, StageEvent, StepEnd
 from orchestrator.inventory import Inventory
 from orchestrator.live_view import LiveView
+from orchestrator.plan.host_vars import referenced
 from orchestrator.plan.loader import LoadedPlan
+from orchestrator.runs.outcome import HostOutcome
+from orchestrator.tables import Column, TableData, to_rich
 
 _STYLE = {
     "ok": "green",
@@ -215,9 +217,6 @@ def print_origins(console: Console, loaded: LoadedPlan, inventory: Inventory | N
     """Each value of the resolved plan and the layer that set it last (sections are left
     out: their values say more); then each host variable the plan uses, per host, and the
     inventory entry that set it."""
-    from orchestrator.plan.host_vars import referenced
-    from orchestrator.tables import Column, TableData, to_rich
-
     origins = loaded.origins
     table = TableData(f"origins of {loaded.plan.name}", [Column("field"), Column("set by")],
                       compact=True)

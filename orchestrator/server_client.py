@@ -25,6 +25,7 @@ from orchestrator.errors import ServerUnreachable
 from orchestrator.masking import mask
 
 if TYPE_CHECKING:  # imported by the first client: ~0.1 s that `orch plan` and the like never need
+    # httpx only once a server is asked (start-up time)
     import httpx
 
 SIMULATOR_HEADER = "x-orch-simulator"
@@ -95,6 +96,7 @@ def error_message(text: str) -> str:
 
 class ServerClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
+        # httpx only once a server is asked (start-up time)
         from orchestrator import http_deadline
 
         self.base_url = base_url.rstrip("/")
@@ -115,6 +117,7 @@ class ServerClient:
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One whole answer, read within the timeout and MAX_ANSWER bytes (a trickle or a
         body without end is cut there and said, never waited on)."""
+        # httpx only once a server is asked (start-up time)
         import httpx
 
         from orchestrator.http_deadline import Deadline
@@ -209,6 +212,7 @@ class ServerClient:
         """POST a streamed chat completion and read it all: content and reasoning (from
         `delta.reasoning`, or the older `delta.reasoning_content`), usage, finish reason.
         Never raises: a failure is the answer's `error`."""
+        # httpx only once a server is asked (start-up time)
         import httpx
 
         from orchestrator.http_deadline import Deadline

@@ -14,8 +14,6 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.apply.lock import LockGuard
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.bench.dcgm import DcgmSampler, answers, not_serving
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.bench.samplers import Sampler
@@ -28,10 +26,12 @@ from orchestrator.limits.verdicts import Judge, plan_facts, plateau_lines
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench, Plan
 from orchestrator.runs.layout import BenchLayout
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service import control
 from orchestrator.service.backends import main_pid
 from orchestrator.service.diagnosis import explain_death
+from orchestrator.service.lock import LockGuard
 from orchestrator.service.readiness import STOP_SAID_S
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport

@@ -164,7 +164,7 @@ def _host_steps(loaded: LoadedPlan, plan: Plan, secrets: Mapping[str, str], host
     installed: InstallGate | None = None
     marker = None
     if plan.service is not None and plan.python is not None:
-        from orchestrator.service.backends import ServicePaths
+        from orchestrator.service.backends import ServicePaths  # start-up time, as below
 
         marker = ServicePaths.for_venv(plan.python.venv, plan.service.name).restart_marker
     early = [c for c in plan.commands if c.when == "before_install"]
@@ -240,6 +240,7 @@ def _install(plan: Plan, host: str, options: Options) -> Install:
 
 def _model_step(plan: Plan, secrets: Mapping[str, str], marker: str | None,
                 commit: str | None) -> Step:
+    # only a plan with a model imports its step (start-up time)
     from orchestrator.steps.model import ModelStep
 
     assert plan.model is not None and plan.python is not None  # the plan's model says so

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.apply.install_gate import INSTALL_STEPS, InstallGate
-from orchestrator.apply.lock import HostLock, LockGuard
-from orchestrator.apply.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.errors import OrchError, StepDidNotConverge
 from orchestrator.events import Emit, Probed, StageEvent, StepStart
 from orchestrator.facts import Facts, ProbeRequest, probe
 from orchestrator.facts.answer import parse_answer
 from orchestrator.facts.probe import PROBE_TIMEOUT_S, build_stdin
 from orchestrator.holder import Holder
+from orchestrator.runs.outcome import HostOutcome, StepOutcome, StepStatus
+from orchestrator.service.lock import HostLock, LockGuard
 from orchestrator.steps.base import Change, Step, StepPlan, apply_changes
 from orchestrator.transport.base import Transport
 

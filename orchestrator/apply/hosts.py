@@ -9,11 +9,12 @@ from collections.abc import Callable
 
 from orchestrator.apply.converge import HostJob, converge_host
 from orchestrator.apply.forks import DEFAULT_FORKS, run_bounded
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, HostEnd, HostStart, Retry
 from orchestrator.inventory import Inventory
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.transport.base import Transport
+from orchestrator.transport.connect import connect as default_connect
 
 
 def run_hosts(
@@ -28,8 +29,6 @@ def run_hosts(
     """Converge every host, at most `forks` at once (None: all at once, as the nodes of a
     multi-node server must) in the jobs' order; every host ends with an outcome."""
     if connect is None:
-        from orchestrator.transport.connect import connect as default_connect
-
         connect = default_connect
     return run_bounded(
         jobs, _HostRun(inventory, check, emit, connect), forks=forks,

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from orchestrator.apply.collect import collect
-from orchestrator.apply.lock import LockGuard
-from orchestrator.apply.outcome import HostOutcome, StepOutcome
+from orchestrator.apply.smoke import run_smoke
 from orchestrator.errors import (
     LockBusy,
     OrchError,
@@ -30,11 +29,13 @@ from orchestrator.facts import Facts
 from orchestrator.inventory import Inventory
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import substitute
+from orchestrator.runs.outcome import HostOutcome, StepOutcome
 from orchestrator.runs.run_records import Startup
 from orchestrator.runs.writer import RunFolder
 from orchestrator.server_client import ServerClient
 from orchestrator.service import control
 from orchestrator.service.diagnosis import explain_death
+from orchestrator.service.lock import LockGuard
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 
@@ -156,8 +157,6 @@ class Lifecycle:
         return f"{base_url} serves {done.model}" + (f"; {start}{took}" if took else "")
 
     def _smoke(self, transport: Transport, base_url: str, outcome: HostOutcome) -> str:
-        from orchestrator.apply.smoke import run_smoke
-
         assert self.service_step is not None
         host = transport.host
         model = self.service_step.spec.served_names[0]

@@ -142,7 +142,7 @@ def resumable(which: str, plan_name: str, root: Path) -> Path:
                              hint="apply without --resume to start a new run")
         return unfinished[0]
     path = Path(which)
-    if (path / "matrix.json").is_file():  # matrix/matrix_file.py's FILE
+    if (path / "matrix.json").is_file():  # runs/matrix_file.py's FILE
         raise UsageError(f"--resume {which}: that is a matrix run, and plan {plan_name} has no "
                          "matrix", hint="resume it with the plan that has the matrix")
     read_meta(path)  # a RunFolderError says what is wrong with it

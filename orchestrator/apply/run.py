@@ -15,7 +15,6 @@ from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
 from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
-from orchestrator.apply.lock import lock_paths
 from orchestrator.apply.locked import (
     Locked,
     check_plan,
@@ -24,7 +23,6 @@ from orchestrator.apply.locked import (
     locked_hosts,
     resumable,
 )
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.cluster.gate import Gate
 from orchestrator.console import make_console
 from orchestrator.engines import engine
@@ -34,14 +32,17 @@ from orchestrator.exit_codes import ExitCode
 from orchestrator.facts.model import ModelFacts
 from orchestrator.holder import Holder
 from orchestrator.inventory import Inventory, load_inventory
+from orchestrator.inventory.limit import narrow
 from orchestrator.masking import mask
 from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runs.layout import refuse_inside_run
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.run_records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
+from orchestrator.service.lock import lock_paths
 
 
 @dataclass
@@ -125,7 +126,7 @@ def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
     if locked is not None:
         hosts = locked_hosts(locked, inventory, options.limit)
     else:
-        hosts = inventory.select(plan.hosts, options.limit or None)
+        hosts = narrow(inventory, inventory.select(plan.hosts), options.limit)
     if plan.service is not None and plan.service.nodes is not None and options.limit \
             and "service" not in options.skip:
         every = inventory.select(plan.hosts)
@@ -258,12 +259,14 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     units = compiled.unit_steps(host)
     if gate is not None and gate.topology.node(host).role == "worker" and \
             "service" not in options.skip:
+        # only a multi-node server's worker (start-up time)
         from orchestrator.cluster.watch import NodeWatch
 
         # It stays in the run until the head's ends, and answers for itself if that
         # failed: a worker cut off after its start is no `changed` in the recap.
         after.append(NodeWatch(gate, host, units))
     if plan.service is not None or plan.collect:
+        # the stages: not for `orch plan`, nor a plan without them (start-up time)
         from orchestrator.apply.lifecycle import Lifecycle
 
         after.append(Lifecycle(plan=plan, secrets=secrets, inventory=inventory, folder=folder,

@@ -18,6 +18,7 @@ from orchestrator.bench.request_record import RequestRecord
 from orchestrator.errors import BenchError
 
 if TYPE_CHECKING:
+    # only a --tokenizer loads it (start-up time)
     from tokenizers import Tokenizer
 
 
@@ -83,6 +84,7 @@ def load_tokenizer(path: str | Path, *, base_dir: Path | None = None) -> TokenCo
             hint="e.g. --tokenizer ~/models/Kimi-K2.5 (a local folder: orch downloads nothing)",
         )
     try:
+        # only a --tokenizer loads it (start-up time)
         from tokenizers import Tokenizer
     except ImportError:  # pragma: no cover - a dependency of orch
         raise BenchError("the `tokenizers` package is missing", hint="pip install tokenizers") from None

@@ -68,9 +68,6 @@ class Topology:
     def node(self, host: str) -> Node:
         return next(n for n in self.nodes if n.host == host)
 
-    def host_of(self, address: str) -> str | None:
-        return next((n.host for n in self.nodes if n.address == address), None)
-
     @property
     def ray_address(self) -> str:
         return f"{_bracket(self.head.address)}:{self.ray_port}"

@@ -31,13 +31,13 @@ import re
 import time
 from dataclasses import dataclass
 
-from orchestrator.apply.lock import LockGuard
-from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.cluster.gate import ClusterError, Gate
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts
+from orchestrator.runs.outcome import HostOutcome, StepOutcome
 from orchestrator.service.backends import watch_command
+from orchestrator.service.lock import LockGuard
 from orchestrator.service.step import ServiceStep
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command, Raw

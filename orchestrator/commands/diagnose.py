@@ -16,12 +16,15 @@ if TYPE_CHECKING:
 
     from orchestrator.service.diagnosis import Diagnosis
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 # Only the end of a large log matters: the crash is there, and a service log keeps growing.
 MAX_BYTES = 4 * 1024 * 1024
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from orchestrator.engines import LAUNCHABLE
+    from orchestrator.plan.models.base import LAUNCHABLE
 
     parser.add_argument("logfile", type=Path, help="a model server's log file, '-' for stdin")
     parser.add_argument("--engine", choices=sorted(LAUNCHABLE), default="vllm",

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
     from orchestrator.init.spec import InitSpec
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 T = TypeVar("T")
 
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from orchestrator.commands.plan_options import add_forks_option, add_plan_options, limit_hosts
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     check = parser.prog.endswith(" plan")

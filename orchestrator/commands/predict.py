@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from orchestrator.plan.loader import load_plan
-    from orchestrator.whatif import predict_plan
+    from orchestrator.plan.prediction import predict_plan
 
     plan = load_plan(args.plan, args.overlay, args.sets).plan
     prediction = predict_plan(plan, gpu_name=args.gpu, config=args.config)

@@ -7,6 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plans", nargs="*", metavar="PLAN", help="only the runs of these plan names")

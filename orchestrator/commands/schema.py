@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

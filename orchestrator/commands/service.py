@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
     from orchestrator.service.control import ServiceHandle, ServiceStatus
     from orchestrator.tables import TableData
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)
@@ -46,19 +49,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(service_command=command)
 
 
+def _restart(args: argparse.Namespace, limit: list[str]) -> int:
+    """`orch restart`: an apply that relaunches the service and stops before smoke and bench."""
+    from orchestrator.apply.run import ApplyOptions, execute
+
+    return execute(ApplyOptions(
+        plan=args.plan, inventory=args.inventory, overlays=list(args.overlay),
+        sets=list(args.sets), limit=limit, skip={"smoke", "bench"}, restart=True,
+        runs_dir=args.runs_dir, forks=args.forks,
+    ))
+
+
 def run(args: argparse.Namespace) -> int:
     limit = limit_hosts(args)
     if args.service_command == "restart":
-        from orchestrator.apply.run import ApplyOptions, execute
-
-        return execute(ApplyOptions(
-            plan=args.plan, inventory=args.inventory, overlays=list(args.overlay),
-            sets=list(args.sets), limit=limit, skip={"smoke", "bench"}, restart=True,
-            runs_dir=args.runs_dir, forks=args.forks,
-        ))
+        return _restart(args, limit)
     from orchestrator.console import make_console
     from orchestrator.errors import OrchError, PlanError
     from orchestrator.inventory import load_inventory
+    from orchestrator.inventory.limit import narrow
     from orchestrator.plan.loader import load_plan
     from orchestrator.service import control
     from orchestrator.transport.connect import connect
@@ -67,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if plan.service is None or plan.python is None:
         raise PlanError(f"{args.plan} has no service to look after", field="service")
     inventory = load_inventory(args.inventory)
-    hosts = inventory.select(plan.hosts, limit or None)
+    hosts = narrow(inventory, inventory.select(plan.hosts), limit)
     targets = _targets(plan, inventory.select(plan.hosts), hosts, args.service_command,
                        getattr(args, "unit", "server"))
     console = make_console()
@@ -102,10 +111,10 @@ def _stop(handle: ServiceHandle, args: argparse.Namespace, console: Console) -> 
     """Stop the service while holding its lock: never under an apply of it (which would
     relaunch or replace it), unless --break-lock; an apply started meanwhile waits or fails
     naming this stop."""
-    from orchestrator.apply.lock import HostLock, service_lock_path
     from orchestrator.console import shown
     from orchestrator.holder import Holder
     from orchestrator.service import control
+    from orchestrator.service.lock import HostLock, service_lock_path
 
     assert handle.plan.service is not None
     host, name = handle.transport.host, handle.paths.name

@@ -49,9 +49,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from orchestrator.plan.prediction import predict_plan  # the prediction candidates are ranked by
     from orchestrator.tune.run import tune
     from orchestrator.tune.setup import TuneOptions
-    from orchestrator.whatif import predict_plan  # the prediction candidates are ranked by
 
     return tune(TuneOptions(
         plan=args.plan, inventory=args.inventory, limit=limit_hosts(args),

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from orchestrator.plan.loader import LoadedPlan
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plans", nargs="+", type=Path, metavar="PLAN", help="plan file(s) (YAML)")

@@ -1,9 +1,10 @@
 """The engines orch knows, by the name a plan's `service.engine` gives (engines/base.py says
 what an engine is; docs/concepts.md how to add one).
 
-An engine's package is imported on first use, not here: the packages read plans and host
-facts (their preflight rules), and the plan model asks this registry for its `engine:`
-choices, so the names must be known without importing them.
+The names a plan can launch are the plan model's (`plan/models/base.py: LAUNCHABLE`): it
+validates `service.engine` against them below every engine. An engine's package is imported
+on first use, not here: each reads plans and host facts (its preflight rules), and a command
+that never asks for an engine does not pay for its import.
 """
 
 from __future__ import annotations
@@ -12,13 +13,8 @@ import importlib
 from functools import cache
 
 from orchestrator.engines.base import Engine, MetricNames
+from orchestrator.plan.models.base import LAUNCHABLE
 
-# One line per engine a plan can launch: its name -> its package under engines/.
-LAUNCHABLE: dict[str, str] = {
-    "vllm": "vllm",
-    "sim": "sim",
-    "sglang": "sglang",
-}
 # Servers orch benchmarks (`orch bench URL`) but does not launch: a package with their
 # /metrics names (METRICS) only.
 MEASURED: tuple[str, ...] = ("llama",)
@@ -50,9 +46,9 @@ def metric_names() -> tuple[MetricNames, ...]:
 @cache
 def _engines() -> dict[str, Engine]:
     found: dict[str, Engine] = {}
-    for name, package in LAUNCHABLE.items():
-        value = importlib.import_module(f"{__name__}.{package}").ENGINE
-        assert isinstance(value, Engine) and value.name == name, f"engines/{package}: ENGINE"
+    for name in LAUNCHABLE:
+        value = importlib.import_module(f"{__name__}.{name}").ENGINE
+        assert isinstance(value, Engine) and value.name == name, f"engines/{name}: ENGINE"
         found[name] = value
     return found
 

@@ -1,10 +1,11 @@
 """`Facts`: the probe's answer, typed; `parse_answer` reads the program's JSON into it, each
-fact's parser its own keys (pure; tested on captured answers)."""
+fact's parser its own keys, answering the fields it fills (pure; tested on captured
+answers)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from orchestrator.errors import ProbeError
@@ -43,7 +44,10 @@ def parse_answer(text: str) -> Facts:
         raise ProbeError(f"the fact program printed something that is not JSON: {text[-300:]!r}") from None
     if not isinstance(data, dict) or data.get("probe_version") != 1:
         raise ProbeError(f"unexpected fact program answer: {line[:300]!r}")
-    facts = Facts(probe_seconds=float(data.get("probe_seconds", 0)))
+    found: dict[str, Any] = {}
     for fact in discovered():
-        fact.parse(data, facts)
-    return facts
+        found.update(fact.parse(data))
+    named = {f.name for f in fields(Facts)} - {"extra", "probe_seconds"}
+    return Facts(**{k: v for k, v in found.items() if k in named},
+                 extra={k: v for k, v in found.items() if k not in named},
+                 probe_seconds=float(data.get("probe_seconds", 0)))

@@ -42,11 +42,12 @@ class CompileCacheFacts:
     filled: bool
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
     found = answer.get("compile_cache")
     if isinstance(found, dict):
-        facts.extra["compile_cache"] = CompileCacheFacts(
-            path=str(found.get("path", "")), filled=bool(found.get("filled")))
+        return {"compile_cache": CompileCacheFacts(
+            path=str(found.get("path", "")), filled=bool(found.get("filled")))}
+    return {}
 
 
 def compile_cache_of(facts: Facts) -> CompileCacheFacts | None:

@@ -14,14 +14,11 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from orchestrator.facts.common import read_text
 from orchestrator.facts.fact import Fact
 from orchestrator.facts.venv import distributions
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -210,15 +207,15 @@ def _names(build: dict[str, Any], key: str) -> frozenset[str] | None:
     return frozenset(str(n) for n in found) if isinstance(found, list) else None
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
     build = answer.get("engine_build")
     if not isinstance(build, dict) or not build.get("version"):
-        return
+        return {}
     found_cli = build.get("cli")
     cli: dict[str, Any] = found_cli if isinstance(found_cli, dict) else {}
     flags = cli.get("flags")
     env = cli.get("env")
-    facts.engine_build = EngineBuild(
+    return {"engine_build": EngineBuild(
         version=str(build["version"]),
         reasoning_parsers=_names(build, "reasoning_parsers"),
         tool_parsers=_names(build, "tool_parsers"),
@@ -228,7 +225,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
                for k, v in flags.items()} if isinstance(flags, dict) else None,
         env_names=frozenset(map(str, env)) if isinstance(env, list) else None,
         cli_error=str(cli["error"]) if cli.get("error") else None,
-    )
+    )}
 
 
 FACT = Fact(gather="gather_engine_build", parse=parse)

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Fact:
     """`gather`: the name of its host-side function `gather(request, answer)`, which adds the
-    fact's keys to the answer when the request asks for it. `parse(answer, facts)`: the
-    controller-side reading of those keys into `Facts` (pure)."""
+    fact's keys to the answer when the request asks for it. `parse(answer)`: the
+    controller-side reading of those keys (pure): what it found, by the name of the field of
+    `Facts` (answer.py) each value fills; a name that is no field is kept in `Facts.extra`."""
 
     gather: str
-    parse: Callable[[dict[str, Any], Facts], None]
+    parse: Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def as_int(value: Any) -> int | None:

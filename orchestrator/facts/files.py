@@ -7,12 +7,9 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List
 
 from orchestrator.facts.fact import Fact
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -81,16 +78,15 @@ class FileFacts:
     kind: str | None = None  # what it is when it exists but is not a regular file ("FIFO")
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
-    for path, entry in (answer.get("files") or {}).items():
-        facts.files[path] = FileFacts(
-            exists=bool(entry.get("exists")),
-            sha256=entry.get("sha256"),
-            mode=entry.get("mode"),
-            content=entry.get("content"),
-            error=entry.get("error"),
-            kind=entry.get("kind"),
-        )
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
+    return {"files": {path: FileFacts(
+        exists=bool(entry.get("exists")),
+        sha256=entry.get("sha256"),
+        mode=entry.get("mode"),
+        content=entry.get("content"),
+        error=entry.get("error"),
+        kind=entry.get("kind"),
+    ) for path, entry in (answer.get("files") or {}).items()}}
 
 
 FACT = Fact(gather="gather_files", parse=parse)

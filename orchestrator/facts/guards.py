@@ -6,12 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict
+from typing import Any, Dict
 
 from orchestrator.facts.fact import Fact
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -58,9 +55,9 @@ class Guard:
     why: str
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
-    for name, guard in (answer.get("guards") or {}).items():
-        facts.guards[name] = Guard(met=bool(guard.get("met")), why=str(guard.get("why", "")))
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
+    return {"guards": {name: Guard(met=bool(guard.get("met")), why=str(guard.get("why", "")))
+                       for name, guard in (answer.get("guards") or {}).items()}}
 
 
 FACT = Fact(gather="gather_guards", parse=parse)

@@ -9,14 +9,11 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Dict
+from typing import Any, Dict
 
 from orchestrator.facts.common import read_text
 from orchestrator.facts.fact import Fact, as_float, as_int, as_str
 from orchestrator.facts.gpus import Gpu, GpuApp, gpu_facts, parse_gpu_app_list, parse_gpus
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -125,8 +122,8 @@ class HostFacts:
         return asdict(self)
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
-    facts.host = HostFacts.from_json(answer.get("host") or {})
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
+    return {"host": HostFacts.from_json(answer.get("host") or {})}
 
 
 FACT = Fact(gather="gather_host", parse=parse)

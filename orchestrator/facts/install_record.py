@@ -43,12 +43,13 @@ class InstallRecord:
     written: float | None
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
     found = answer.get("install_record")
     if isinstance(found, dict):
-        facts.extra["install_record"] = InstallRecord(
+        return {"install_record": InstallRecord(
             digest=str(found.get("digest")), run=as_str(found.get("run")) or "",
-            written=as_float(found.get("written")))
+            written=as_float(found.get("written")))}
+    return {}
 
 
 def install_record_of(facts: Facts) -> InstallRecord | None:

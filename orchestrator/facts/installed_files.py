@@ -13,15 +13,12 @@ import marshal
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from orchestrator.facts.common import read_text
 from orchestrator.facts.fact import Fact
 from orchestrator.facts.venv import canonical_name, distributions
 from orchestrator.facts.venv_trust import venv_distrust
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -195,10 +192,11 @@ class RecordFacts:
     missing: list[str]
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
-    for key, rec in (answer.get("record") or {}).items():
-        facts.record[key] = RecordFacts(modified=list(rec["modified"]), missing=list(rec["missing"]))
-    facts.record_stats = {k: int(v) for k, v in (answer.get("record_stats") or {}).items()}
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
+    record = {key: RecordFacts(modified=list(rec["modified"]), missing=list(rec["missing"]))
+              for key, rec in (answer.get("record") or {}).items()}
+    return {"record": record,
+            "record_stats": {k: int(v) for k, v in (answer.get("record_stats") or {}).items()}}
 
 
 FACT = Fact(gather="gather_record", parse=parse)

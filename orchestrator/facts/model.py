@@ -17,7 +17,7 @@ import os
 import stat
 import subprocess
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List
 
 from orchestrator import masking
 from orchestrator.facts.fact import Fact, as_int, as_str
@@ -30,9 +30,6 @@ from orchestrator.facts.model_trust import (
     model_is_hex,
 )
 from orchestrator.facts.venv_trust import venv_distrust
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -379,16 +376,16 @@ def _masked(text: str | None) -> str | None:
     return masking.mask(text) if text is not None else None
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
     entry = answer.get("model")
     if not isinstance(entry, dict):
-        return
+        return {}
     places = entry.get("places") or {}
     space = entry.get("space") or [None, None]
     refused = _refused(entry)
     if refused is not None:
         entry = {k: v for k, v in entry.items() if k not in ("commit", "resolved", "files")}
-    facts.extra["model"] = ModelFacts(
+    return {"model": ModelFacts(
         places={str(k): str(v) for k, v in places.items() if isinstance(v, str)},
         repo=str(entry.get("repo")), revision=str(entry.get("revision")),
         commit=as_str(entry.get("commit")), resolved=as_str(entry.get("resolved")),
@@ -398,7 +395,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         recorded=bool(entry.get("recorded")), partial_bytes=as_int(entry.get("partial_bytes")) or 0,
         space_path=str(space[0] or ""), free_bytes=as_int(space[1]),
         refused=refused[0] if refused else None, refused_kind=refused[1] if refused else None,
-    )
+    )}
 
 
 FACT = Fact(gather="gather_model", parse=parse)

@@ -5,19 +5,18 @@ listens on its port, who holds the apply lock, the same service started from ano
 from __future__ import annotations
 
 import errno
+import fcntl
 import glob
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from orchestrator.facts.common import read_text, run_tool
 from orchestrator.facts.fact import Fact, as_int, as_str
 from orchestrator.facts.processes import Process, group_members, read_process
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -69,9 +68,6 @@ def _pids_by_inode(inodes: List[str]) -> Dict[str, int]:
 def _lock_holder(path: str) -> Optional[str]:
     """Who holds the apply lock (its file's text, cut short), or None when nobody does. Not
     through a symlink, nor from a FIFO (which would block): the lock program refuses both."""
-    import fcntl
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -104,8 +100,6 @@ def _owned_process(pidfile: str) -> Tuple[Optional[int], Optional[Dict[str, Any]
 def _registry_text(path: str) -> Tuple[str, Optional[str]]:
     """The registry entry's text (its first 64 KiB), and what is wrong with it: not through a
     symlink, nor from a FIFO or a device (which could block or never end)."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
@@ -285,12 +279,12 @@ class ServiceFacts:
         )
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
-    if isinstance(answer.get("service"), dict):
-        facts.service = ServiceFacts.from_json(answer["service"])
-    for name, unit in (answer.get("units") or {}).items():
-        if isinstance(unit, dict):
-            facts.units[name] = ServiceFacts.from_json(unit)
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
+    service = answer.get("service")
+    return {"service": ServiceFacts.from_json(service) if isinstance(service, dict) else None,
+            "units": {name: ServiceFacts.from_json(unit)
+                      for name, unit in (answer.get("units") or {}).items()
+                      if isinstance(unit, dict)}}
 
 
 FACT = Fact(gather="gather_service", parse=parse)

@@ -9,14 +9,11 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List
 
 from orchestrator.facts.common import read_text
 from orchestrator.facts.fact import Fact
 from orchestrator.facts.venv_trust import venv_distrust
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -133,11 +130,11 @@ class VenvFacts:
         return "\n".join(lines) + ("\n" if lines else "")
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
     venv = answer.get("venv")
     if not venv:
-        return
-    facts.venv = VenvFacts(
+        return {}
+    return {"venv": VenvFacts(
         path=venv["path"],
         exists=bool(venv["exists"]),
         python_version=venv.get("python_version"),
@@ -150,7 +147,7 @@ def parse(answer: dict[str, Any], facts: Facts) -> None:
         writable=bool((venv.get("access") or {}).get("writable", True)),
         write_checked=(venv.get("access") or {}).get("checked"),
         write_owner=(venv.get("access") or {}).get("owner"),
-    )
+    )}
 
 
 FACT = Fact(gather="gather_venv", parse=parse)

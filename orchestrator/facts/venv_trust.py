@@ -18,12 +18,9 @@ import glob
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import Any, Dict, List
 
 from orchestrator.facts.fact import Fact
-
-if TYPE_CHECKING:
-    from orchestrator.facts.answer import Facts
 
 # == host side: shipped to the host (stdlib only, Python 3.8) ==
 
@@ -44,6 +41,7 @@ def _own_group(gid: int) -> bool:
     if gid != os.getegid():
         return False
     try:
+        # not on every platform: no group is then the user's own
         import grp
 
         members = set(grp.getgrgid(gid).gr_mem)
@@ -140,19 +138,20 @@ class VenvTrust:
     problems: list[TrustProblem] = field(default_factory=list)
 
 
-def parse(answer: dict[str, Any], facts: Facts) -> None:
+def parse(answer: dict[str, Any]) -> dict[str, Any]:
     said = answer.get("venv_trust")
-    if isinstance(said, dict):
-        facts.extra["venv_trust"] = VenvTrust(
-            user=str(said.get("user", "")),
-            problems=[TrustProblem(path=str(p.get("path")), owner=str(p.get("owner")),
-                                   mode=str(p.get("mode")), why=str(p.get("why")))
-                      for p in said.get("problems") or [] if isinstance(p, dict)])
+    if not isinstance(said, dict):
+        return {}
+    return {"venv_trust": VenvTrust(
+        user=str(said.get("user", "")),
+        problems=[TrustProblem(path=str(p.get("path")), owner=str(p.get("owner")),
+                               mode=str(p.get("mode")), why=str(p.get("why")))
+                  for p in said.get("problems") or [] if isinstance(p, dict)])}
 
 
-def venv_trust(facts: Facts) -> VenvTrust | None:
-    """The venv's trust as the probe found it (None: not asked)."""
-    found = facts.extra.get("venv_trust")
+def venv_trust(extra: dict[str, Any]) -> VenvTrust | None:
+    """The venv's trust as the probe found it, from the facts' `extra` (None: not asked)."""
+    found = extra.get("venv_trust")
     return found if isinstance(found, VenvTrust) else None
 
 

@@ -23,6 +23,7 @@ from orchestrator.errors import InventoryError
 from orchestrator.inventory.ansible import load_ansible_inventory
 from orchestrator.inventory.missing import BUILT_IN
 from orchestrator.inventory.models import DEFAULT_INVENTORY, HostSpec, Inventory, SshSettings
+from orchestrator.plan.loader import load_validated_yaml
 
 __all__ = ["DEFAULT_INVENTORY", "HostSpec", "Inventory", "SshSettings", "load_inventory"]
 
@@ -30,8 +31,6 @@ __all__ = ["DEFAULT_INVENTORY", "HostSpec", "Inventory", "SshSettings", "load_in
 def load_inventory(path: Path | str | None = None) -> Inventory:
     """Read and validate an inventory file (default `inventory/local.yaml`): orch's own
     format, or an Ansible inventory in YAML or INI (see inventory/ansible.py)."""
-    from orchestrator.plan.loader import load_validated_yaml
-
     file = Path(path) if path is not None else DEFAULT_INVENTORY
     if path is None and not os.path.lexists(file):
         # No inventory at all: the embedded default is this machine.

@@ -42,7 +42,10 @@ def matches(inventory: Inventory, pattern: str) -> list[str]:
 
 
 def narrow(inventory: Inventory, names: list[str], limit: list[str]) -> list[str]:
-    """The plan's hosts `names` (in order) that the --limit items keep."""
+    """The plan's hosts `names` (in order) that the --limit items keep (all of them when
+    there is no --limit)."""
+    if not limit:
+        return names
     kept: list[str] | None = None  # None: only exclusions, so every host of the plan
     dropped: set[str] = set()
     outside: list[str] = []

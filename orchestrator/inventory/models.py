@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import InventoryError
+from orchestrator.inventory.missing import unknown_host_hint
 from orchestrator.names import check_name
 from orchestrator.plan.models import FieldError
 from orchestrator.plan.variables import ENV_REF
@@ -197,9 +198,9 @@ class Inventory(_Strict):
                    and (d := self._distance(m, name, (*trail, group))) is not None]
         return 1 + min(nearest) if nearest else None
 
-    def select(self, hosts: str | list[str], limit: list[str] | None = None) -> list[str]:
-        """Host names for a plan's `hosts:` (a group, a host, or a list of either), in order,
-        narrowed by `--limit` (inventory/limit.py: hosts, groups, patterns)."""
+    def select(self, hosts: str | list[str]) -> list[str]:
+        """Host names for a plan's `hosts:` (a group, a host, or a list of either), in order
+        (`--limit` narrows them: inventory/limit.py)."""
         wanted = [hosts] if isinstance(hosts, str) else list(hosts)
         names: list[str] = []
         expanded: dict[str, list[str]] = {}
@@ -207,10 +208,6 @@ class Inventory(_Strict):
             for name in self._expand(item, (), expanded):
                 if name not in names:
                     names.append(name)
-        if limit:
-            from orchestrator.inventory.limit import narrow
-
-            names = narrow(self, names, limit)  # names, groups, patterns, !exclusions
         return names
 
     def _expand(self, item: str, trail: tuple[str, ...], expanded: dict[str, list[str]]) -> list[str]:
@@ -228,8 +225,6 @@ class Inventory(_Strict):
                             if n not in out]
                 expanded[item] = out
             return expanded[item]
-        from orchestrator.inventory.missing import unknown_host_hint
-
         known = sorted([*self.hosts, *self.groups])
         where = f" in {self.source}" if self.source else ""
         raise InventoryError(

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import PlanError
-from orchestrator.matrix.objective import Objective, parse_objective
-from orchestrator.matrix.spec import MAX_VARIANTS, canonical, dotted_key
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.meaning import sections_of
 from orchestrator.plan.models import Plan
+from orchestrator.plan.models.matrix import MAX_VARIANTS, canonical, dotted_key
+from orchestrator.plan.models.objective import Objective, parse_objective
 
 Values = dict[str, Any]  # axis (dotted, --set syntax) -> value
 
@@ -195,6 +195,7 @@ def matrix_of(base: LoadedPlan, path: Path | str, overlays: Sequence[Path | str]
         try:
             loaded = load_plan(path, overlays, [*sets, *variant_sets(values)])
             if check:
+                # only a check compiles (start-up time)
                 from orchestrator.apply.compile import check as compile_check
 
                 compile_check(loaded)

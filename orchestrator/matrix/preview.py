@@ -14,6 +14,12 @@ from pathlib import Path
 from orchestrator.errors import OrchError
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, transition
 from orchestrator.plan.models import Plan
+from orchestrator.report.plan_diff import UNSET, diff_plans
+from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.reader import plan_runs, read_meta, read_record
+from orchestrator.runs.run_records import HostSteps
+from orchestrator.service.launch import render_launch
+from orchestrator.service.spec_diff import argv_changes, duration, env_changes
 from orchestrator.tables import Column, TableData
 
 TAKES = {
@@ -27,13 +33,8 @@ TAKES = {
 def changes(before: Plan, after: Plan) -> list[str]:
     """What `after` changes against `before`: the launch as a restart shows it
     (`~ --max-num-seqs: 64 -> 128`), then the pins and the rest of the plan."""
-    from orchestrator.report.plan_diff import UNSET, diff_plans
-    from orchestrator.service.spec_diff import argv_changes, env_changes
-
     lines: list[str] = []
     if before.service and after.service and before.python and after.python:
-        from orchestrator.service.launch import render_launch
-
         try:
             a = render_launch(before, venv_bin=f"{before.python.venv}/bin")
             b = render_launch(after, venv_bin=f"{after.python.venv}/bin")
@@ -75,10 +76,6 @@ def _median(values: Sequence[float]) -> float | None:
 
 def history(root: Path, plan_name: str) -> History:
     """The start-ups, sweeps and installs recorded by the plan's earlier runs."""
-    from orchestrator.runs.layout import RunLayout
-    from orchestrator.runs.reader import plan_runs, read_meta, read_record
-    from orchestrator.runs.run_records import HostSteps
-
     found = History()
     startups: list[float] = []
     installs: list[float] = []
@@ -128,12 +125,6 @@ def estimate(variant: Variant, takes: str, past: History) -> float | None:
     if takes == "install":
         total += past.install or 0.0
     return total
-
-
-def duration(seconds: float) -> str:
-    from orchestrator.service.spec_diff import duration as said
-
-    return said(seconds)
 
 
 def listing(matrix: MatrixPlan, root: Path) -> tuple[TableData, list[str]]:

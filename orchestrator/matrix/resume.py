@@ -11,10 +11,12 @@ import re
 from pathlib import Path
 
 from orchestrator.errors import RunFolderError, UsageError
-from orchestrator.matrix import matrix_file
 from orchestrator.matrix.expand import MatrixPlan, Variant
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.report.plan_diff import diff_plans
+from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.runs.reader import load_plan_yaml, read_meta
 
 # `<UTC time>-<hash8>` (runs/layout.py run_folder_name), `-N` for a second in one second
 RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}(?:-\d+)?")
@@ -101,9 +103,6 @@ def _plan_change(entry: VariantEntry, variant: Variant) -> str:
     generic = "its plan changed (the base plan, an overlay or --set)"
     if not entry.run or not RunLayout(Path(entry.run)).plan.is_file():
         return generic
-    from orchestrator.report.plan_diff import diff_plans
-    from orchestrator.runs.reader import load_plan_yaml
-
     try:
         changes = diff_plans(load_plan_yaml(RunLayout(Path(entry.run)).plan), variant.plan)
     except RunFolderError:
@@ -135,8 +134,6 @@ def bind_runs(folder: Path, record: MatrixRecord) -> None:
 
 
 def _same_variant(where: Path, position: int, entry: VariantEntry, run: Path) -> None:
-    from orchestrator.runs.reader import read_meta
-
     digest = read_meta(run).plan_digest
     if digest and entry.digest and digest != entry.digest:
         raise RunFolderError(

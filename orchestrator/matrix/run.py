@@ -2,7 +2,7 @@
 
 apply runs the variants in the order that installs and restarts least (`run_order`), each a
 normal apply (converge, replace the service, wait, smoke, sweep, collect) in its own run
-folder, listed with its values in the matrix run's `matrix.json` (matrix/matrix_file.py). A
+folder, listed with its values in the matrix run's `matrix.json` (runs/matrix_file.py). A
 variant that fails is recorded with its cause and the next one runs (`--fail-fast` stops
 there); Ctrl-C marks the matrix interrupted, and `--resume` skips the variants that finished
 and resumes the one that was cut (its finished levels kept, as a run's resume does).
@@ -25,11 +25,14 @@ from orchestrator.console import make_console
 from orchestrator.errors import OrchError, RunFolderError, UsageError
 from orchestrator.exit_codes import ExitCode
 from orchestrator.holder import Holder
-from orchestrator.matrix import matrix_file, resume
+from orchestrator.matrix import resume
 from orchestrator.matrix.expand import MatrixPlan, Variant, run_order, short, transition
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.matrix.preview import TAKES, changes, listing
+from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import MatrixLayout, RunLayout
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.runs.reader import read_meta, read_record
+from orchestrator.runs.run_records import HostSteps
 from orchestrator.runs.writer import lock_folder, name_holder
 from orchestrator.tables import Column, TableData, to_rich
 
@@ -264,8 +267,6 @@ def _finished(entry: VariantEntry) -> bool:
     record last said: orch may have been killed between the two)."""
     if not entry.run or not _exists(entry.run):
         return False
-    from orchestrator.runs.reader import read_meta
-
     try:
         complete = read_meta(Path(entry.run)).status == "complete"
     except RunFolderError:
@@ -279,10 +280,6 @@ def _cause(run: str | None) -> str | None:
     """The first failed step of a variant's run, as its steps.json says."""
     if not run or not _exists(run):
         return None
-    from orchestrator.runs.layout import RunLayout
-    from orchestrator.runs.reader import read_meta, read_record
-    from orchestrator.runs.run_records import HostSteps
-
     try:
         for host in read_meta(Path(run)).hosts:
             steps_file = RunLayout(Path(run)).host(host).steps

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import yaml
 
 from orchestrator.errors import PlanError
-from orchestrator.plan.source import FieldPath, arg_snippet
+from orchestrator.plan.source import FieldPath, arg_snippet, kind_of
 
 T = TypeVar("T")
 
@@ -217,8 +217,6 @@ def _list_index(items: list[Any], segment: str, where: str, argument: str) -> in
 
 
 def _kind(value: Any) -> str:
-    from orchestrator.plan.source import kind_of
-
     return kind_of(value)
 
 

@@ -30,6 +30,12 @@ from orchestrator.plan.layers import (
 )
 from orchestrator.plan.meaning import controller_path, expand, patterns
 from orchestrator.plan.models import Plan
+from orchestrator.plan.secrets import (
+    SECRET_FIELDS,
+    SECRETS_HINT,
+    literal_secrets,
+    misplaced_secrets,
+)
 from orchestrator.plan.source import (
     Document,
     FieldPath,
@@ -343,8 +349,6 @@ def _template_inside(value: str, directory: Path, field_path: FieldPath,
 def _check_secret_places(plan: Plan, positions: Positions) -> None:
     """A `${env:NAME}` where the host would not get its value privately (a script, a prompt,
     a command line) is refused here, so `orch validate` says it at its line, not `orch plan`."""
-    from orchestrator.plan.secrets import SECRET_FIELDS, SECRETS_HINT, misplaced_secrets
-
     _check_literal_secrets(plan, positions)
     misplaced = misplaced_secrets(plan)
     if not misplaced:
@@ -367,8 +371,6 @@ def _check_literal_secrets(plan: Plan, positions: Positions) -> None:
     """A secret written out (`HF_TOKEN: hf_...`, in a file or by --set) would be kept in
     clear in the run folder's plan.yaml and meta.json: refused at its line, the value masked
     where the error quotes it."""
-    from orchestrator.plan.secrets import literal_secrets
-
     found = literal_secrets(plan)
     for _, value in found:
         masking.register(value)

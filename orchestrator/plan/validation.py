@@ -176,6 +176,7 @@ def _data_path(loc: tuple[int | str, ...], data: Any, kind: str) -> tuple[FieldP
 def _union_problem(
     model: type[BaseModel], data: Any, path: FieldPath, positions: Positions
 ) -> Problem:
+    # the schema's reader only for a plan that is wrong (start-up time)
     from orchestrator.plan.docs import expected_at
 
     _, value = get_path(data, path)
@@ -210,6 +211,7 @@ def _where(parent: FieldPath) -> str:
 
 def _unknown_key(model: type[BaseModel], path: FieldPath, positions: Positions) -> Problem:
     """A key the model does not have: the nearest known key, or where the key belongs."""
+    # the schema's reader only for a plan that is wrong (start-up time)
     from orchestrator.plan.docs import field_index, model_at
 
     name = path[-1] if path else ""
@@ -233,6 +235,7 @@ def _unknown_key(model: type[BaseModel], path: FieldPath, positions: Positions) 
 
 def _missing_key(model: type[BaseModel], path: FieldPath, positions: Positions) -> Problem:
     """A required key that no layer sets (or that a `--set X=null` deleted)."""
+    # the schema's reader only for a plan that is wrong (start-up time)
     from orchestrator.plan.docs import expected_at
 
     name = path[-1] if path else ""
@@ -267,6 +270,7 @@ def _validator_problem(
 def _literal_problem(
     model: type[BaseModel], path: FieldPath, item: dict[str, Any], positions: Positions
 ) -> Problem:
+    # the schema's reader only for a plan that is wrong (start-up time)
     from orchestrator.plan.docs import expected_at, literal_values
 
     return Problem(
@@ -282,6 +286,7 @@ def _value_problem(
     model: type[BaseModel], path: FieldPath, item: dict[str, Any], positions: Positions
 ) -> Problem:
     """A value of the wrong type, or one its field refuses."""
+    # the schema's reader only for a plan that is wrong (start-up time)
     from orchestrator.plan.docs import expected_at
 
     kind: str = item["type"]
@@ -317,6 +322,7 @@ def _yaml_text(value: Any) -> str:
 
 def _described(model: type[BaseModel], top: FieldPath, path: FieldPath) -> str | None:
     """The description of the nearest described field from `path` up to `top`."""
+    # the schema's reader only for a plan that is wrong (start-up time)
     from orchestrator.plan.docs import annotation_at, expected_at
 
     for size in range(len(path), len(top) - 1, -1):

@@ -20,17 +20,17 @@ from typing import Any
 
 from orchestrator.bench.level_metrics import slo_is_set
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix import matrix_file
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
-from orchestrator.matrix.objective import Objective, parse_objective
+from orchestrator.plan.models.objective import Objective, parse_objective
 from orchestrator.report.comparability import comparability_warnings
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.distributions import read_distributions
 from orchestrator.report.figures import Point
 from orchestrator.report.level_table import MISSING, tok_s
 from orchestrator.report.series import Series, build_series
+from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import RunLayout
-from orchestrator.runs.reader import RunData, load_run
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.runs.reader import RunData, load_run, plan_name_of_file
 from orchestrator.tables import Column, TableData
 
 
@@ -112,8 +112,6 @@ def matrix_ref(ref: str, root: Path) -> Path | None:
         return matrix_file.folder_of(path)
     name = ref
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        from orchestrator.runs.reader import plan_name_of_file
-
         name = plan_name_of_file(path)
     elif path.is_dir():
         name, root = path.name, path.parent

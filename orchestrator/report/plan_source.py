@@ -31,6 +31,7 @@ class PlanRef:
 def read_plan(ref: str, runs_root: Path) -> PlanRef:
     path = Path(ref)
     if path.is_file():
+        # the YAML loader only when a plan file is read (start-up time)
         from orchestrator.plan.loader import load_plan
 
         loaded = load_plan(path)

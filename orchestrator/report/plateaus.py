@@ -1,39 +1,14 @@
-"""Why each compared run plateaus (limits/verdicts.py), read back from its run folder: the
-plan's `service.args` and the host's facts (topology, GPU count) as the apply saw them, the
-level files' verdicts (judged on reading when a level file predates them), the knee as the
-comparison found it. `plateau_table` and `plateau_lines` say it for `orch compare` and the
-report: "kimi-nvfp4: interconnect-bound from C=64, TP8 over SYS links"."""
+"""Why each compared run plateaus, as each series read it from its run folder
+(series.py: plateau_of): `plateau_table` and `plateau_lines` say it for `orch compare` and
+the report: "kimi-nvfp4: interconnect-bound from C=64, TP8 over SYS links"."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-from orchestrator.engines import known
-from orchestrator.engines.layout import EngineFlags
-from orchestrator.limits.verdicts import Plateau, plan_facts, plateau
-from orchestrator.runs.reader import HostData, RunData
+from orchestrator.limits.verdicts import Plateau
+from orchestrator.report.series import Series
 from orchestrator.tables import Column, TableData, text
-
-if TYPE_CHECKING:
-    from orchestrator.report.series import Series
-
-
-def plateau_of(run: RunData, host: HostData, knee: tuple[int | None, str], threshold: float) -> Plateau:
-    assert host.bench is not None
-    service = run.plan.service if run.plan is not None else None
-    args: dict[str, Any] = dict(service.args) if service is not None else {}
-    extra = tuple(service.extra_args) if service is not None else ()
-    facts = host.facts or {}
-    gpus = facts.get("gpus")
-    topology = facts.get("topology")
-    # The run's engine names the flags; a plan-less bench of an unknown server has none, and
-    # the advice then says what to change in words rather than in one engine's flags.
-    named = known(service.engine if service is not None else run.engine or "")
-    found = plan_facts(args, extra, topology if isinstance(topology, str) else None,
-                       len(gpus) if isinstance(gpus, list) else None,
-                       flags=named.flags if named is not None else EngineFlags())
-    return plateau(host.bench.levels, args, extra, found, threshold, known=knee)
 
 
 def _links(found: Plateau) -> str:

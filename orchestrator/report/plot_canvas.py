@@ -36,6 +36,7 @@ class Plot:
 
 def _matplotlib() -> tuple[Any, Any]:
     try:
+        # matplotlib (the report extra) only once a plot is drawn (start-up time)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
@@ -91,6 +92,7 @@ def concurrency_axis(axes: Any) -> None:
 def log_scale(axes: Any, which: Literal["x", "y"]) -> None:
     """A log scale, labelled in plain numbers at 1, 2 and 5 of each decade (no 10^x
     notation, no crowded minor labels)."""
+    # matplotlib only once a plot is drawn (start-up time)
     from matplotlib.ticker import LogLocator, NullFormatter
 
     if which == "x":
@@ -106,6 +108,7 @@ def log_scale(axes: Any, which: Literal["x", "y"]) -> None:
 def legend(figure: Any, entries: Sequence[tuple[str, LineStyle, str]]) -> None:
     """A legend under the panels, never over a line: (colour, line style, label) entries, in
     as many columns as fit the figure's width."""
+    # matplotlib only once a plot is drawn (start-up time)
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colour_, linestyle=line, linewidth=2) for colour_, line, _ in entries]

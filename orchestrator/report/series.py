@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.limits.verdicts import Plateau
+from orchestrator.engines import known
+from orchestrator.engines.layout import EngineFlags
+from orchestrator.limits.verdicts import Plateau, plan_facts, plateau
 from orchestrator.report.figures import (
     DEFAULT_KNEE_THRESHOLD,
     Point,
@@ -17,7 +19,6 @@ from orchestrator.report.figures import (
     single_stream,
 )
 from orchestrator.report.gpus import GpuCount, gpu_count
-from orchestrator.report.plateaus import plateau_of
 from orchestrator.runs.reader import HostData, RunData
 
 
@@ -36,7 +37,7 @@ class Series:
     model: str | None
     knee: int | None
     knee_how: str
-    plateau: Plateau  # what held it at the knee, and what to try (report/plateaus.py)
+    plateau: Plateau  # what held it at the knee, and what to try (plateau_of)
 
     @property
     def engine(self) -> str:
@@ -63,6 +64,28 @@ class Series:
 
     def point_at(self, key: tuple[str, float]) -> Point | None:
         return next((p for p in self.points if p.key == key), None)
+
+
+def plateau_of(run: RunData, host: HostData, knee_at: tuple[int | None, str],
+               threshold: float) -> Plateau:
+    """Why the run plateaus (limits/verdicts.py), read back from its run folder: the plan's
+    `service.args` and the host's facts (topology, GPU count) as the apply saw them, the level
+    files' verdicts (judged on reading when a level file predates them), the knee as the
+    comparison found it."""
+    assert host.bench is not None
+    service = run.plan.service if run.plan is not None else None
+    args: dict[str, Any] = dict(service.args) if service is not None else {}
+    extra = tuple(service.extra_args) if service is not None else ()
+    facts = host.facts or {}
+    gpus = facts.get("gpus")
+    topology = facts.get("topology")
+    # The run's engine names the flags; a plan-less bench of an unknown server has none, and
+    # the advice then says what to change in words rather than in one engine's flags.
+    named = known(service.engine if service is not None else run.engine or "")
+    found = plan_facts(args, extra, topology if isinstance(topology, str) else None,
+                       len(gpus) if isinstance(gpus, list) else None,
+                       flags=named.flags if named is not None else EngineFlags())
+    return plateau(host.bench.levels, args, extra, found, threshold, known=knee_at)
 
 
 def _config(run: RunData, host: HostData) -> dict[str, Any]:

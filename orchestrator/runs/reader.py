@@ -25,6 +25,7 @@ from orchestrator import local_files
 from orchestrator.engines import known
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
+from orchestrator.plan.models.base import parse_pin
 from orchestrator.runs.json_reader import REPAIR as _REPAIR
 from orchestrator.runs.json_reader import not_a_figure, parse_json
 from orchestrator.runs.layout import BenchLayout, RunLayout
@@ -285,8 +286,6 @@ def frozen_set(path: Path, host: str) -> list[str] | None:
     """The `name==version` lines of a host's freeze.txt; None when it has none. An empty
     one, or a line that is not an exact pin, is a RunFolderError at `file:line` (a locked
     apply uninstalls what the set does not list: an empty set would take everything)."""
-    from orchestrator.plan.models.base import parse_pin
-
     freeze = RunLayout(path).host(host).freeze
     if not freeze.exists():
         return None
@@ -366,6 +365,7 @@ def latest_complete(root: Path, plan_name: str) -> Path:
 
 
 def plan_name_of_file(path: Path) -> str:
+    # the YAML loader only when a plan file is read (start-up time)
     from orchestrator.plan.loader import load_plan
 
     try:

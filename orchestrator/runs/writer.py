@@ -28,6 +28,7 @@ from orchestrator.errors import LockBusy, RunFolderError
 from orchestrator.events import Event
 from orchestrator.holder import Holder, describe_text
 from orchestrator.runs.layout import BenchLayout, HostLayout, RunLayout, run_folder_name
+from orchestrator.runs.reader import read_meta
 from orchestrator.runs.run_records import (
     DiagnosisRecord,
     HostFactsRecord,
@@ -198,8 +199,6 @@ class RunFolder:
     def claim(cls, path: Path, holder: Holder) -> RunFolder:
         """An unfinished run folder to continue (`orch apply --resume`), locked for this
         apply and read, nothing written: the caller checks it may, then calls `resume()`."""
-        from orchestrator.runs.reader import read_meta
-
         holder = replace(holder, run=str(path))
         fd = lock_folder(RunLayout(path).lock, path)
         try:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from orchestrator.apply.lock import service_lock_path
+from orchestrator.bench.reach import bench_url
 from orchestrator.engines.compile_cache import Start, start_kind
 from orchestrator.engines.kernels import FALLBACK_FIX, fallbacks_of
 from orchestrator.engines.kernels import describe as describe_kernels
@@ -37,6 +37,7 @@ from orchestrator.service.backends import (
     watch_command,
 )
 from orchestrator.service.host_state import last_kernels, other_port, record_of
+from orchestrator.service.lock import service_lock_path
 from orchestrator.service.readiness import Readiness, parse_watch, wait_ready
 from orchestrator.service.step import ServiceStep, choose_backend, registry_note, service_request
 from orchestrator.transport.base import Transport
@@ -49,8 +50,6 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 def reach(transport: Transport, inventory: Inventory, plan: Plan) -> Iterator[str]:
     """The base URL of the host's service as seen from here: direct for this machine or an
     exposed port, an SSH port forward for `bench.via: ssh` or a loopback-only service."""
-    from orchestrator.bench.reach import bench_url
-
     assert plan.service is not None
     spec = inventory.hosts.get(transport.host)
     via_ssh = plan.bench is not None and plan.bench.via == "ssh"
@@ -264,7 +263,7 @@ def stop(handle: ServiceHandle) -> bool:
     """Stop the service; whether it was running. Not in a venv another user could change:
     the stop writes its marker there and signals the pid its pidfile names, as the user."""
     assert handle.plan.python is not None
-    said = refusal(venv_trust(handle.facts), handle.plan.python.venv, "writes and signals")
+    said = refusal(venv_trust(handle.facts.extra), handle.plan.python.venv, "writes and signals")
     if said is not None:
         raise OrchError(f"{handle.transport.host}: {said}")
     found = handle.found

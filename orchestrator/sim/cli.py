@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     subs = parser.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")

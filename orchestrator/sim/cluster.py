@@ -16,6 +16,7 @@ head is not up yet) and serve nothing themselves. A lost connection ends both si
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -49,6 +50,7 @@ class Group:
 
 def join_ray(world_size: int, log: VllmLog, *, wait_scale: float, stop: threading.Event) -> Group:
     try:
+        # Ray only on a multi-node simulator, where the host has it
         import ray
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -146,8 +148,7 @@ class NodeWorker:
     """One simulated worker process per node (a Ray actor)."""
 
     def where(self) -> tuple[str, int]:
-        import os
-
+        # Ray only on a multi-node simulator, where the host has it
         import ray
 
         return ray.util.get_node_ip_address(), os.getpid()

@@ -19,7 +19,9 @@ call `.wait_ready()` or `.wait_exit()` on what it returns, and `.stop()` when do
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -32,6 +34,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from orchestrator.errors import StartupFailed, StartupTimeout
 
@@ -201,8 +204,6 @@ class RawResult:
 async def _raw_request(
     host: str, port: int, path: str, payload: bytes, connected: Callable[[], Awaitable[None]]
 ) -> RawResult:
-    import asyncio
-
     reader, writer = await asyncio.open_connection(host, port)
     await connected()  # every connection is open before any request is sent
     started = time.monotonic()
@@ -240,10 +241,6 @@ async def raw_batch(
     """`concurrency` identical requests at once over plain sockets (a client that costs little
     CPU, so that throughput measurements measure the server). One connection per request;
     all connections are opened first, then every request is sent at once."""
-    import asyncio
-    import json
-    from urllib.parse import urlsplit
-
     url = urlsplit(base_url)
     payload = json.dumps(body).encode()
     host, port = url.hostname or "127.0.0.1", url.port or 80

@@ -47,7 +47,7 @@ class PythonEnvStep(Step):
 
     def plan(self, facts: Facts) -> StepPlan:
         result = StepPlan(step=self.name)
-        untrusted = refusal(venv_trust(facts), self.python.venv, "runs")
+        untrusted = refusal(venv_trust(facts.extra), self.python.venv, "runs")
         if untrusted is not None:  # before anything runs its python (pip, the service)
             result.blocked = untrusted
             return result

@@ -35,17 +35,20 @@ def connect(
     """
     spec = host_spec(name, inventory)
     if spec.connection == "local":
+        # only the transport asked for (paramiko is slow to import: start-up time)
         from orchestrator.transport.local import LocalTransport
 
         return LocalTransport(name)
 
     transport: Transport
     if inventory.ssh.transport == "openssh":
+        # only the transport asked for (start-up time)
         from orchestrator.transport.openssh import OpensshTransport
 
         transport = OpensshTransport(name, resolve_target(name, inventory), inventory.ssh,
                                      on_retry=on_retry, backoff=backoff)
     else:
+        # only the transport asked for (start-up time)
         from orchestrator.transport.ssh import SshTransport
 
         transport = SshTransport(name, resolve_target(name, inventory), inventory.ssh,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.matrix.spec import canonical, dotted_key
+from orchestrator.plan.models.matrix import canonical, dotted_key
 from orchestrator.tune.space import Space, Values, key_of
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from orchestrator.errors import PlanError
 from orchestrator.plan.loader import LoadedPlan, load_plan
+from orchestrator.plan.models.tune import Choice, Param
 from orchestrator.tune.space import tune_sets
-from orchestrator.tune.spec import Choice, Param
 
 
 def _values(param: Param) -> list[Any]:

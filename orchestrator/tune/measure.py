@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix.objective import Condition
+from orchestrator.plan.models.objective import Condition
 from orchestrator.report.figures import Point
 from orchestrator.report.series import Series, build_series
 from orchestrator.runs.layout import RunLayout

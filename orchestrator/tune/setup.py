@@ -10,12 +10,11 @@ from typing import Any
 
 from orchestrator.errors import UsageError
 from orchestrator.inventory import load_inventory
-from orchestrator.matrix.objective import Condition
-from orchestrator.matrix.spec import canonical
+from orchestrator.inventory.limit import narrow
 from orchestrator.plan.loader import LoadedPlan, load_plan
-from orchestrator.tune.check import check_space
-from orchestrator.tune.forecast import Predict
-from orchestrator.tune.slo import (
+from orchestrator.plan.models.matrix import canonical
+from orchestrator.plan.models.objective import Condition
+from orchestrator.plan.models.slo import (
     DEFAULT_OBJECTIVE,
     EXAMPLE,
     SloError,
@@ -23,8 +22,10 @@ from orchestrator.tune.slo import (
     parse_objective_metric,
     parse_slo,
 )
+from orchestrator.plan.models.tune import Choice
+from orchestrator.tune.check import check_space
+from orchestrator.tune.forecast import Predict
 from orchestrator.tune.space import Space, Values
-from orchestrator.tune.spec import Choice
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ def prepare(options: TuneOptions) -> Setup:
         objective = parse_objective_metric(options.objective or tune.objective or DEFAULT_OBJECTIVE)
     except SloError as error:
         raise UsageError(f"--objective: {error}") from None
-    hosts = load_inventory(options.inventory).select(loaded.plan.hosts, options.limit or None)
+    inventory = load_inventory(options.inventory)
+    hosts = narrow(inventory, inventory.select(loaded.plan.hosts), options.limit or [])
     # a multi-node server is one deployment on all its hosts: its trials run in turn
     whole = loaded.plan.service is not None and loaded.plan.service.nodes is not None
     workers: list[str | None] = [None] if whole or not hosts else list(hosts)

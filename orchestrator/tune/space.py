@@ -20,7 +20,7 @@ from optuna.distributions import (
 )
 from optuna.trial import BaseTrial
 
-from orchestrator.tune.spec import Choice, Param, Range
+from orchestrator.plan.models.tune import Choice, Param, Range
 
 Values = dict[str, Any]  # axis (dotted, --set syntax) -> value
 _SCALAR = (str, int, float, bool, type(None))

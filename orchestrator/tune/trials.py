@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from orchestrator.matrix.objective import Condition
+from orchestrator.plan.models.objective import Condition
 from orchestrator.tune.measure import cause, finished, measure
 from orchestrator.tune.tune_file import TrialEntry
 

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from orchestrator import local_files
-from orchestrator.matrix.spec import canonical
 from orchestrator.plan.layers import parse_set
+from orchestrator.plan.models.matrix import canonical
 
 
 def tuned_path(plan_file: Path) -> Path:

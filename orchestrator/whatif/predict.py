@@ -1,4 +1,4 @@
-"""A plan's predicted curve: its model, GPU and flags through the formulas (anchored where
+"""A deployment's predicted curve: its model, GPU and flags through the formulas (anchored where
 measured), and the motivating benchmark replayed on the result (batch mode, C requests at
 once, answers of about 510 tokens), in model time: what the real box would do."""
 
@@ -6,22 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from orchestrator.whatif.anchors import BY_PROFILE
 from orchestrator.whatif.batch import run
-from orchestrator.whatif.costs import Box
-from orchestrator.whatif.deployment import Deployment, with_flags
-from orchestrator.whatif.engine_cost import Engine, engine
-from orchestrator.whatif.errors import WhatIfUnknown
-from orchestrator.whatif.hardware import DEFAULT_GPU, gpu, links_of
-from orchestrator.whatif.hf_config import read_config
+from orchestrator.whatif.engine_cost import Engine
 from orchestrator.whatif.limiter import limiter
-from orchestrator.whatif.shapes import ModelShape, known_model
-
-if TYPE_CHECKING:
-    from orchestrator.plan.models import Plan
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 KNEE_SHARE = 0.9  # the knee: the lowest concurrency reaching this share of the peak
@@ -88,52 +76,3 @@ def predict_engine(eng: Engine, concurrency: Sequence[int], max_tokens: int = 10
     return Prediction(fits=True, why=why, levels=tuple(levels), peak_output_throughput=peak,
                       knee=knee, limiter=name, **common)  # type: ignore[arg-type]
 
-
-def _shape(plan: Plan, config: Path | None) -> ModelShape:
-    """The plan's model: a config.json given, a known repository, or a local checkpoint."""
-    if config is not None:
-        return read_config(config)
-    service = plan.service
-    names = list(dict.fromkeys(n for n in ((plan.model.repo if plan.model else None),
-                                           service.model if service else None) if n))
-    for name in names:
-        shape = known_model(name)
-        if shape is not None:
-            return shape
-    for name in [*names, *([plan.model.dir] if plan.model and plan.model.dir else [])]:
-        if (Path(name) / "config.json").is_file():
-            return read_config(Path(name))
-    raise WhatIfUnknown(
-        f"the what-if model does not know the model {' or '.join(names) or '(none named)'}",
-        hint="give its config.json (orch predict --config PATH), or use a known one")
-
-
-def plan_box(plan: Plan, gpu_name: str | None = None, config: Path | None = None) -> Box:
-    """The plan's model, GPU and deployment (its service.args over the engine's defaults)."""
-    service = plan.service
-    if service is None:
-        raise WhatIfUnknown(f"plan {plan.name} has no service: nothing to predict")
-    if service.engine == "sim":
-        measured = BY_PROFILE.get(service.sim.profile)
-        if measured is None:
-            raise WhatIfUnknown(f"the simulator profile {service.sim.profile} models no GPU "
-                                "deployment the what-if model knows")
-        base, model, spec = measured.box.deployment, measured.box.model, measured.box.gpu
-    else:
-        base, model, spec = Deployment(), _shape(plan, config), gpu(gpu_name or DEFAULT_GPU)
-    try:
-        deployment = with_flags(base, dict(service.args))
-    except ValueError as error:
-        raise WhatIfUnknown(f"service.args: {error}") from None
-    return Box(model, spec, links_of(spec), deployment)
-
-
-def predict_plan(plan: Plan, concurrency: Sequence[int] | None = None, *,
-                 gpu_name: str | None = None, config: Path | None = None) -> Prediction:
-    """The plan's predicted levels (its bench.concurrency unless given), in model time."""
-    box = plan_box(plan, gpu_name, config)
-    bench = plan.bench
-    if concurrency is None:
-        asked = bench.concurrency if bench is not None else "auto"
-        concurrency = DEFAULT_LEVELS if asked == "auto" else asked
-    return predict_engine(engine(box), list(concurrency), bench.max_tokens if bench else 1024)

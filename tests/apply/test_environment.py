@@ -16,13 +16,13 @@ import pytest
 from fixtures.service_plans import make_plan
 
 from orchestrator.apply.environment import EnvironmentCapture
-from orchestrator.apply.lock import LockGuard
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.events import Event, StageEvent
 from orchestrator.facts import Facts, HostFacts
 from orchestrator.facts.environment import parse_nvidia_smi_q
 from orchestrator.runs.environment_record import read_environment
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.writer import RunFolder
+from orchestrator.service.lock import LockGuard
 from orchestrator.transport.local import LocalTransport
 
 SMI_Q = Path(__file__).parents[1] / "fixtures" / "nvidia-smi-q-2x-rtx-pro-6000.txt"

@@ -11,10 +11,10 @@ import pytest
 
 from orchestrator.apply.converge import HostJob
 from orchestrator.apply.hosts import run_hosts
-from orchestrator.apply.outcome import HostOutcome
 from orchestrator.events import Event, StepEnd
 from orchestrator.facts import Facts, ProbeRequest
 from orchestrator.inventory import HostSpec, Inventory
+from orchestrator.runs.outcome import HostOutcome
 from orchestrator.steps.base import Change, Step, StepPlan
 from orchestrator.transport.base import Transport
 from orchestrator.transport.command import Command

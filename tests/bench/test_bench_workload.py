@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.bench.cli import bench_config, configure
 from orchestrator.bench.workload import DEFAULT_PROMPT, Workload, load_dataset
+from orchestrator.commands.bench import bench_config, configure
 from orchestrator.errors import BenchError
 from orchestrator.plan.models import Bench
 
@@ -163,7 +163,7 @@ def test_cli_rejects_bad_options(argv: tuple[str, ...]) -> None:
 
 
 def test_every_flag_is_a_field_of_the_bench_model_with_its_help() -> None:
-    from orchestrator.bench.cli import FLAGS, _field
+    from orchestrator.commands.bench import FLAGS, _field
 
     parser = argparse.ArgumentParser()
     configure(parser)

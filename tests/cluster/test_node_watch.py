@@ -9,12 +9,12 @@ import threading
 
 from rich.console import Console
 
-from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.cluster.gate import Gate
 from orchestrator.cluster.topology import build
 from orchestrator.cluster.watch import parse_unit_state
 from orchestrator.engines import engine
 from orchestrator.output import failure_reason, recap_table
+from orchestrator.runs.outcome import HostOutcome, StepOutcome
 
 # The end of a Ray node's log that could not start (Ray 2.60, its port inside the workers' range)
 RAY_PORT_TAKEN = """\

@@ -1,7 +1,9 @@
-"""The shape of the code, held: layers import only downwards, no circles, nothing outside
-engines/ imports an engine's package, and modules and functions stay small (docs/concepts.md
-draws the same layers). Read from the sources with `ast`; imports under `if TYPE_CHECKING:`
-are types only and do not count."""
+"""The shape of the code, held: each folder of orchestrator/ (and each module beside them) sits
+in one layer, and imports only from its own layer or below; no two folders import each other;
+no module imports itself back through others; nothing outside engines/ imports an engine's
+package; modules and functions stay small (docs/concepts.md draws the same layers). Read
+from the sources with `ast`; every import counts, those under `if TYPE_CHECKING:` and those
+inside functions too: a type or a deferred import ties two modules as surely as any other."""
 
 from __future__ import annotations
 
@@ -12,41 +14,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "orchestrator"
 
-# Bottom up; a module belongs to the layer of its longest matching prefix.
+# Bottom up: each folder of orchestrator/ (`apply/`) and each module beside them (`cli.py`)
+# in exactly one layer; everything inside a folder is in the folder's layer.
 LAYERS: list[tuple[str, ...]] = [
-    ("orchestrator", "orchestrator.errors", "orchestrator.masking", "orchestrator.names",
-     "orchestrator.exit_codes", "orchestrator.metrics", "orchestrator.local_files",
-     "orchestrator.console", "orchestrator.tables", "orchestrator.events",
-     "orchestrator.selfwheel"),
-    ("orchestrator.engines", "orchestrator.engines.base", "orchestrator.engines.signatures",
-     "orchestrator.engines.kernels", "orchestrator.engines.layout"),  # the registry, the value
-    ("orchestrator.whatif",),  # pure, stdlib only: the simulator runs its engine from it
-    ("orchestrator.sim",),  # stdlib only: shipped to hosts
-    ("orchestrator.plan", "orchestrator.matrix.spec", "orchestrator.matrix.objective",
-     "orchestrator.tune.spec", "orchestrator.tune.slo"),
-    ("orchestrator.inventory",),
-    ("orchestrator.transport",),
-    ("orchestrator.facts",),
-    ("orchestrator.packages", "orchestrator.steps"),
-    ("orchestrator.runs", "orchestrator.matrix.matrix_file"),
-    ("orchestrator.server_client", "orchestrator.bench"),
-    ("orchestrator.limits",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
-    ENGINE_PACKAGES := ("orchestrator.engines.vllm", "orchestrator.engines.sim",
-                        "orchestrator.engines.sglang", "orchestrator.engines.llama"),
-    ("orchestrator.apply.lock", "orchestrator.apply.outcome"),
-    ("orchestrator.service",),
-    ("orchestrator.cluster",),
-    ("orchestrator.apply", "orchestrator.output", "orchestrator.live_view"),
-    ("orchestrator.report",),
-    ("orchestrator.matrix",),
-    ("orchestrator.init",),  # orch init's work: it checks its files with the apply's compile
-    ("orchestrator.tune",),  # orch tune: applies, reads runs and reports, above the matrix
-    ("orchestrator.commands", "orchestrator.cli", "orchestrator.cli_hints",
-     "orchestrator.bench.cli"),
+    ("__init__.py", "errors.py", "exit_codes.py", "masking.py", "names.py", "metrics.py",
+     "local_files.py", "events.py", "holder.py", "http_deadline.py", "console.py", "tables.py",
+     "selfwheel.py"),  # what every layer shares
+    ("whatif/",),  # pure, stdlib only: the what-if model the simulator prices its steps by
+    ("sim/",),  # stdlib only: shipped to hosts
+    ("plan/",),  # the plan's model (the engines' names, matrix, tune, SLO), loader, layers
+    ("inventory/",),
+    ("transport/",),
+    ("facts/",),
+    ("steps/", "packages.py"),
+    ("engines/",),  # the registry, the Engine value and each engine's package
+    ("runs/",),  # run folders, their records, what a host's apply ended with
+    ("bench/", "server_client.py"),
+    ("limits/",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
+    ("service/",),  # the model server, and the host's locks
+    ("cluster/",),
+    ("output.py", "live_view.py"),
+    ("apply/",),
+    ("report/",),
+    ("matrix/",),
+    ("init/",),  # orch init's work: it checks its files with the apply's compile
+    ("tune/",),  # orch tune: applies, reads runs and reports, above the matrix
+    ("commands/", "cli.py", "cli_hints.py"),
 ]
+ENGINE_PACKAGES = ("orchestrator.engines.vllm", "orchestrator.engines.sim",
+                   "orchestrator.engines.sglang", "orchestrator.engines.llama")
 MAX_MODULE_LINES = 450  # physical lines, docstrings and comments included
 MAX_FUNCTION_LINES = 50  # from its `def` line to its last, nested functions included
-
 
 
 def _modules() -> dict[str, Path]:
@@ -60,46 +58,61 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _runtime_imports(tree: ast.AST) -> Iterator[tuple[str, str | None, int]]:
-    """(module, name, line) of every orchestrator import, at any depth, but types only."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            stack.extend(node.orelse)
-            continue
+def _imports(tree: ast.AST) -> Iterator[tuple[str, str | None, int]]:
+    """(module, name, line) of every orchestrator import, at any depth, types only too."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("orchestrator"):
             yield from ((node.module, alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.Import):
             yield from ((a.name, None, node.lineno) for a in node.names
                         if a.name.startswith("orchestrator"))
-        stack.extend(ast.iter_child_nodes(node))
 
 
 def _edges() -> dict[str, set[tuple[str, int]]]:
     edges: dict[str, set[tuple[str, int]]] = {}
     for name, path in MODULES.items():
-        for module, imported, line in _runtime_imports(ast.parse(path.read_text())):
+        for module, imported, line in _imports(ast.parse(path.read_text())):
             target = f"{module}.{imported}" if f"{module}.{imported}" in MODULES else module
             if target != name:
                 edges.setdefault(name, set()).add((target, line))
     return edges
 
 
+def folder(module: str) -> str:
+    """The folder (`apply/`) or the module beside the folders (`cli.py`) a module is part of."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "__init__.py"
+    return f"{parts[1]}/" if (ROOT / parts[1]).is_dir() else f"{parts[1]}.py"
+
+
 def layer(module: str) -> int:
-    best, rank = -1, -1
-    for index, prefixes in enumerate(LAYERS):
-        for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
-                best, rank = len(prefix), index
-    assert rank >= 0, f"{module} has no layer: add it to LAYERS and docs/concepts.md"
-    return rank
+    found = [index for index, entries in enumerate(LAYERS) if folder(module) in entries]
+    assert found, f"{folder(module)} has no layer: add it to LAYERS and docs/concepts.md"
+    return found[0]
+
+
+def test_the_layers_name_each_folder_once() -> None:
+    named = [entry for entries in LAYERS for entry in entries]
+    present = {folder(module) for module in MODULES}
+    assert sorted(named) == sorted(present), (
+        f"LAYERS names {sorted(set(named) - present) or 'nothing'} that is not under "
+        f"orchestrator/, misses {sorted(present - set(named)) or 'nothing'}, or names one twice")
+
+
+def test_no_two_folders_import_each_other() -> None:
+    ties = {(folder(a), folder(b)) for a, targets in _edges().items() for b, _ in targets
+            if folder(a) != folder(b)}
+    mutual = sorted(f"{a} <-> {b}" for a, b in ties if (b, a) in ties and a < b)
+    assert not mutual, "folders that import each other:\n" + "\n".join(mutual)
 
 
 def test_every_import_goes_down_or_stays_in_its_layer() -> None:
-    upward = [f"{a}:{line} imports {b} (layer {layer(b)} above {layer(a)})"
-              for a, targets in _edges().items() for b, line in targets if layer(b) > layer(a)]
-    assert upward == []
+    upward = sorted(f"{a}:{line} imports {b} ({folder(b)}, layer {layer(b)}, is above "
+                    f"{folder(a)}, layer {layer(a)})"
+                    for a, targets in _edges().items() for b, line in targets
+                    if layer(b) > layer(a))
+    assert not upward, "imports that run from a lower layer up:\n" + "\n".join(upward)
 
 
 def test_no_module_imports_itself_back_through_others() -> None:
@@ -131,7 +144,8 @@ def test_no_module_imports_itself_back_through_others() -> None:
     for module in MODULES:
         if module not in index:
             visit(module)
-    assert circles == []
+    assert not circles, "modules that import each other, in a circle:\n" + "\n".join(
+        ", ".join(circle) for circle in circles)
 
 
 def test_only_engines_import_an_engines_package() -> None:

@@ -185,8 +185,8 @@ def test_bench_takes_vllm_bench_serves_spellings(tmp_path: Path) -> None:
 
 
 def test_bench_dataset_name_random_and_the_completions_path(tmp_path: Path) -> None:
-    from orchestrator.bench.cli import bench_config
     from orchestrator.cli import build_parser
+    from orchestrator.commands.bench import bench_config
 
     parser = build_parser("bench")
     args = parser.parse_args(["bench", "--url", "http://x", "--endpoint", "/v1/completions",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from orchestrator.apply.outcome import HostOutcome, StepOutcome
 from orchestrator.events import Probed, Retry, StageEvent, StepEnd
 from orchestrator.output import Reporter, recap_table
+from orchestrator.runs.outcome import HostOutcome, StepOutcome
 
 
 def render(renderable: object, width: int = 80) -> str:

@@ -20,10 +20,10 @@ from fixtures.orchcli import SECRET, orch, write_inventory
 from fixtures.sshd import SshServer
 from fixtures.transports import openssh_inventory
 
-from orchestrator.apply.lock import HostLock, lock_path, service_lock_path
 from orchestrator.errors import ConnectError, ProbeError
 from orchestrator.holder import Holder, controller_id, process_start
 from orchestrator.inventory import HostSpec, Inventory
+from orchestrator.service.lock import HostLock, lock_path, service_lock_path
 from orchestrator.transport import connect
 
 pytestmark = pytest.mark.slow

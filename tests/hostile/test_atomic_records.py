@@ -23,9 +23,9 @@ import pytest
 from fixtures.orchcli import orch
 
 from orchestrator.errors import RunFolderError
-from orchestrator.matrix import matrix_file
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
+from orchestrator.runs import matrix_file
 from orchestrator.runs.layout import RunLayout
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.runs.run_records import HostFactsRecord, LevelResult, SweepSummary
 from orchestrator.runs.writer import RunFolder, write_level, write_sweep
 

@@ -333,8 +333,7 @@ def test_the_controller_checks_the_hosts_answer_again(lie: dict[str, object], wo
                              "commit": "a" * 40, "files": [{"path": "config.json", "size": 2}],
                              "space": ["/models", 10 ** 15], **lie}
     entry["states"] = [[f.get("path"), f.get("size"), "missing"] for f in entry["files"]]
-    facts = Facts()
-    parse({"model": entry}, facts)
+    facts = Facts(extra=parse({"model": entry}))
     spec = ModelSpec(repo="o/r", revision="main", dir="/models/m")
     plan = ModelStep(spec, PythonEnv(venv="/opt/v"), {}).plan(facts)
     assert plan.blocked is not None and words in plan.blocked, plan.blocked

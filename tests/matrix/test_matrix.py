@@ -16,9 +16,9 @@ from fixtures import zygote
 
 from orchestrator.errors import PlanError, UsageError
 from orchestrator.matrix.expand import load_matrix, run_order, transition
-from orchestrator.matrix.objective import ObjectiveError, parse_objective
 from orchestrator.matrix.preview import changes, history
 from orchestrator.matrix.run import select
+from orchestrator.plan.models.objective import ObjectiveError, parse_objective
 
 BASE: dict[str, Any] = {
     "name": "mx",

@@ -13,11 +13,11 @@ from typing import Any, get_args
 
 from inmemory import run
 
-from orchestrator.bench.cli import GOODPUT_KEYS
 from orchestrator.bench.gpu_telemetry import energy_figures
 from orchestrator.bench.level_metrics import summarize_level
 from orchestrator.bench.request_record import METRIC_DEFINITIONS, RequestRecord, derive
 from orchestrator.bench.results import csv_columns, normalized, render_csv
+from orchestrator.commands.bench import GOODPUT_KEYS
 from orchestrator.metrics import (
     CHOOSABLE,
     LATENCIES,

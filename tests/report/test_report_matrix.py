@@ -19,10 +19,10 @@ from runmaker import SIM_PLANS, Server, record_run, running_sims, sim_plan
 
 from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.cli import main
-from orchestrator.matrix import matrix_file
-from orchestrator.matrix.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.report.matrix import compare_matrix, matrix_table
 from orchestrator.report.matrix_plots import METRICS, matrix_figure, matrix_plots, variant_lines
+from orchestrator.runs import matrix_file
+from orchestrator.runs.matrix_file import MatrixRecord, VariantEntry
 from orchestrator.transport.local import LocalTransport
 
 pytestmark = pytest.mark.slow

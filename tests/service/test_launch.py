@@ -224,10 +224,11 @@ def test_secret_values_with_shell_metacharacters_read_back_exactly(tmp_path: Pat
 def test_the_plan_admits_exactly_the_registered_engines() -> None:
     from typing import get_args
 
-    from orchestrator.engines import LAUNCHABLE
+    from orchestrator.engines import all_engines
     from orchestrator.plan.models import ServiceSpec
 
-    assert set(get_args(ServiceSpec.model_fields["engine"].annotation)) == set(LAUNCHABLE)
+    admitted = set(get_args(ServiceSpec.model_fields["engine"].annotation))
+    assert admitted == {found.name for found in all_engines()}
 
 
 def test_a_cpu_build_of_vllm_is_launched_through_its_server_module() -> None:

@@ -44,9 +44,7 @@ def asked_as(user: str, venv: Path) -> Facts:
     argv = ["runuser", "-u", user, "--", HOST_PYTHON, "-"]
     answer = json.loads(subprocess.run(argv, input=program, capture_output=True, text=True,
                                        check=True, cwd="/").stdout)
-    facts = Facts()
-    parse({"venv": answer}, facts)
-    return facts
+    return Facts(**parse({"venv": answer}))
 
 
 def step(venv: Path) -> PythonEnvStep:

@@ -15,11 +15,11 @@ import yaml
 
 from orchestrator.errors import PlanError
 from orchestrator.plan.loader import load_plan
+from orchestrator.plan.models.slo import SloError, describe, parse_objective_metric, parse_slo
+from orchestrator.plan.models.tune import Range
 from orchestrator.tune.candidates import advised
 from orchestrator.tune.forecast import skip_reason
-from orchestrator.tune.slo import SloError, describe, parse_objective_metric, parse_slo
 from orchestrator.tune.space import Space, tune_sets
-from orchestrator.tune.spec import Range
 from orchestrator.tune.stop import Budget, stalled, stop_reason
 from orchestrator.tune.table import winner
 from orchestrator.tune.tune_file import TrialEntry, TuneRecord

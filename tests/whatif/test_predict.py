@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan.loader import load_plan
+from orchestrator.plan.prediction import predict_plan
 from orchestrator.sim.calibration import batch_run
 from orchestrator.sim.options import parse_serve_args
-from orchestrator.whatif import WhatIfUnknown, predict_plan
+from orchestrator.whatif import WhatIfUnknown
 
 ROOT = Path(__file__).resolve().parents[2]
 KIMI = ROOT / "plans/sim/kimi-nvfp4.yaml"

@@ -16,8 +16,8 @@ from fixtures.orchcli import last_run, orch
 from fixtures.sshd import free_port
 
 from orchestrator.plan.loader import load_plan
+from orchestrator.plan.prediction import predict_plan
 from orchestrator.runs.run_records import LevelResult
-from orchestrator.whatif import predict_plan
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,6 @@ from pydantic import (
     ConfigDict,
 )
 
-from orchestrator.engines import LAUNCHABLE
-
 
 class FieldError(ValueError):
     """A validation failure that belongs to part of the validated value: `at` is the path
@@ -62,10 +60,14 @@ def _at_most_30_days(seconds: float, value: Any) -> float:
 # The JSON Schema accepts the written forms ("30m") as well as seconds.
 Duration = Annotated[float, BeforeValidator(parse_duration, json_schema_input_type=float | str)]
 
+# The engines a plan can launch, by the name its `service.engine` gives: each is the package
+# of that name under engines/, which the registry (engines/__init__.py) builds on first use.
+LAUNCHABLE: tuple[str, ...] = ("vllm", "sim", "sglang")
+
 if TYPE_CHECKING:
     EngineName = str
-else:  # the registry's names, as a Literal: validation, the schema and the docs read it
-    EngineName = Literal[tuple(LAUNCHABLE)]
+else:  # the names as a Literal: validation, the schema and the docs read it
+    EngineName = Literal[LAUNCHABLE]
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?==([A-Za-z0-9.+!_-]+)$")
 

@@ -12,16 +12,16 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.matrix.spec import Matrix
 from orchestrator.names import check_name
 from orchestrator.plan.meaning import HOST_VARS, makes_step
 from orchestrator.plan.models.base import Duration, FieldError, StrictModel, host_path
 from orchestrator.plan.models.bench import Bench
 from orchestrator.plan.models.install import FileSpec, Install, PythonEnv
+from orchestrator.plan.models.matrix import Matrix
 from orchestrator.plan.models.model import ModelSpec, service_defaults
 from orchestrator.plan.models.service import Health, ServiceSpec
 from orchestrator.plan.models.smoke import SmokeCheck
-from orchestrator.tune.spec import Tune
+from orchestrator.plan.models.tune import Tune
 
 
 def environment(value: dict[str, str]) -> dict[str, str]:

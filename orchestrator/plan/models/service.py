@@ -43,6 +43,7 @@ class SimSpec(StrictModel):
     @field_validator("profile")
     @classmethod
     def _known_profile(cls, value: str) -> str:
+        # the simulator's tables only for a plan that names them (start-up time)
         from orchestrator.sim.profiles import PROFILES
 
         if value not in PROFILES:
@@ -52,6 +53,7 @@ class SimSpec(StrictModel):
     @field_validator("fail_at_startup")
     @classmethod
     def _known_failure(cls, value: str | None) -> str | None:
+        # the simulator's tables only for a plan that names them (start-up time)
         from orchestrator.sim.options import FAILURES
 
         if value is not None and value not in FAILURES:

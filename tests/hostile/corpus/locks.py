@@ -22,9 +22,9 @@ from pathlib import Path
 from fixtures import quick_venv
 from hostile.corpus import Case, section
 
-from orchestrator.apply.lock import HostLock, service_lock_path
 from orchestrator.holder import Holder, controller_id
 from orchestrator.inventory import HostSpec, Inventory
+from orchestrator.service.lock import HostLock, service_lock_path
 from orchestrator.transport import connect
 
 Prepare = Callable[[Path], Callable[[], None] | None]

@@ -7,7 +7,7 @@
     OP     := <= | <
     UNIT   := s | ms
 
-Each term is a `Condition` of the matrix objective (matrix/objective.py), so a level's figure
+Each term is a `Condition` of the matrix objective (plan/models/objective.py), so a level's figure
 is read and held to it the same way. The objective is a throughput of the metric table
 (`output_throughput`, `request_throughput`, ...): what the tune maximises at a level meeting
 every term.
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.matrix.objective import Condition
 from orchestrator.metrics import LATENCIES, METRICS
+from orchestrator.plan.models.objective import Condition
 
 EXAMPLE = "p99_ttft<=2s,p99_tpot<=60ms"
 DEFAULT_OBJECTIVE = "output_throughput"

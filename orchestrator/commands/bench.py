@@ -16,6 +16,8 @@ from orchestrator.metrics import OBJECTIVES
 
 if TYPE_CHECKING:
     from orchestrator.plan.models import Bench
+# The library is imported inside the functions that use it, not here: orch imports this
+# module to build its parser, and start-up time matters (cli.py).
 
 
 def _levels(text: str) -> list[int] | str:

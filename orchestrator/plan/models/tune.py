@@ -9,7 +9,7 @@ loaded (pure).
       slo: p99_ttft<=2s,p99_tpot<=60ms                             # --slo's default
       objective: output_throughput                                 # --objective's default
 
-An axis is a plan path in `--set` syntax as in `matrix:` (matrix/spec.py); written nested, a
+An axis is a plan path in `--set` syntax as in `matrix:` (plan/models/matrix.py); written nested, a
 mapping without `low`/`high` is a level of the path. A range of integers is searched over
 integers, one with a float bound over reals.
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.matrix.spec import MatrixShapeError, canonical, dotted_key
-from orchestrator.tune.slo import EXAMPLE, SloError, parse_objective_metric, parse_slo
+from orchestrator.plan.models.matrix import MatrixShapeError, canonical, dotted_key
+from orchestrator.plan.models.slo import EXAMPLE, SloError, parse_objective_metric, parse_slo
 
 NOT_AXES = ("name", "matrix", "extends", "tune")
 RANGE_KEYS = {"low", "high", "step", "log"}

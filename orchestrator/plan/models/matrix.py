@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.errors import PlanError
-from orchestrator.matrix.objective import EXAMPLE, ObjectiveError, parse_objective
 from orchestrator.plan.layers import parse_set
+from orchestrator.plan.models.objective import EXAMPLE, ObjectiveError, parse_objective
 
 NOT_AXES = ("name", "matrix", "extends")  # the variants of a matrix share its name
 MAX_VARIANTS = 256
