@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.report.plateaus import plateau_of
+from orchestrator.report.series import plateau_of
 from orchestrator.runs.reader import BenchData, HostData, RunData
 from orchestrator.runs.run_records import LevelResult, Meta
 
