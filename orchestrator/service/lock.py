@@ -49,6 +49,9 @@ LOCK_TIMEOUT_S = 60.0  # to start the lock program and hear from it (not the wai
 _PROGRAM = r"""
 import errno, fcntl, json, os, signal, stat, sys, time
 paths, holder, wait, evict, probe = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", json.loads(sys.argv[4]), int(sys.argv[5])
+# The fact program is read before any waiting: a controller writing more than a pipe holds
+# (64 KiB) would block on a program that waits for a lock, and never hear it say so.
+program = sys.stdin.buffer.read(probe) if probe else b""
 def say(word, *data):
     print(word + " " + json.dumps(list(data)), flush=True)
 def current(fd):
@@ -149,7 +152,7 @@ signal.signal(signal.SIGTERM, broken)
 print("locked", flush=True)
 if probe:
     import io
-    program, shown, sys.stdout = sys.stdin.buffer.read(probe), sys.stdout, io.StringIO()
+    shown, sys.stdout = sys.stdout, io.StringIO()
     try:
         exec(compile(program, "<orch>", "exec"), {"__name__": "__main__"})
         word, said = "probe", sys.stdout.getvalue()

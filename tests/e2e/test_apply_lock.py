@@ -265,6 +265,39 @@ def test_the_lock_program_runs_the_probe_once_it_holds_the_locks(tmp_path: Path)
     failing.release()
 
 
+def test_a_fact_program_larger_than_a_pipe_reaches_a_lock_program_that_waits(
+        tmp_path: Path) -> None:
+    """The lock program reads the fact program before it waits for a held lock: a program
+    over a pipe's 64 KiB would otherwise block the controller's write, and the wait would
+    never be heard (an `apply --wait` hung so once its facts grew past 64 KiB)."""
+    transport = connect("here", Inventory(hosts={"here": HostSpec(connection="local")}))
+    path = str(tmp_path / ".orch" / "apply-here.lock")
+    first = hold(path, other())
+    program = b"#" + b"x" * (1 << 20) + b"\nprint('facts')\n"  # 1 MiB: 16 pipes' worth
+    heard: list[str] = []
+    done: list[str] = []
+
+    def second() -> None:
+        def waiting(holder: str) -> None:
+            heard.append(holder)
+            first.release()  # the first apply ends: the second takes the lock
+
+        lock = HostLock(transport, (path,), Holder.me("runs/x", "apply"), wait=True,
+                        break_lock=False, on_wait=waiting, probe=program)
+        lock.acquire()
+        done.append(lock.probed(timeout=60))
+        lock.release()
+
+    thread = threading.Thread(target=second, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    if thread.is_alive():
+        first.release()
+    assert not thread.is_alive(), "the controller's write of the fact program never ended"
+    assert heard and "alice@other-controller" in heard[0]
+    assert done == ["facts\n"]
+
+
 @pytest.mark.parametrize("client", ["paramiko", "openssh"])
 def test_a_host_lost_while_its_lock_program_waits_is_a_connection_error(
         client: str, tmp_path: Path) -> None:
