@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from orchestrator.engines import all_engines
+
 SECRET_SHOWN = "(secret)"
 
 
@@ -78,14 +80,26 @@ def _env_value(value: str, secret: bool) -> str:
     return SECRET_SHOWN if secret or value == "***" else value
 
 
+def _cache_roots() -> frozenset[str]:
+    """The variables orch sets to an engine's compile cache root (engines/compile_cache.py):
+    derived from the flags a diff already shows, so said in words, not as a path."""
+    return frozenset(e.compile_cache.env for e in all_engines() if e.compile_cache is not None)
+
+
 def env_changes(
     before: Mapping[str, str], after: Mapping[str, str], secret_names: frozenset[str]
 ) -> list[str]:
     lines: list[str] = []
+    roots = _cache_roots()
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
         secret = key in secret_names
         if old == new:
+            continue
+        if key in roots:
+            lines.append("~ compile cache: another key (its graphs compile again: a cold start)"
+                         if old is not None and new is not None else
+                         f"{'+' if new is not None else '-'} compile cache ({key})")
             continue
         if old is None and new is not None:
             lines.append(f"+ env {key}={_env_value(new, secret)}")
