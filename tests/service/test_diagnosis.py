@@ -290,7 +290,7 @@ REAL_CPU_CASES = [
      "no room for the KV cache on NUMA node 0", "VLLM_CPU_KVCACHE_SPACE"),
     ("real-0.32.0-batch-below-seqs.log", "config-refused",
      "vLLM refused its SchedulerConfig: max_num_batched_tokens (2) must be greater than or "
-     "equal to max_num_seqs (8).", "change the values it names in service.args"),
+     "equal to max_num_seqs (8)", "change the values it names in service.args"),
     ("real-0.32.0-port-taken.log", "address-in-use",
      "port 8132 is already in use", "choose another service.port"),
 ]

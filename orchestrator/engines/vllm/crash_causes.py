@@ -304,7 +304,7 @@ def exception(m: re.Match[str], _: str) -> tuple[str, str, Details]:
 
 
 def config_refused(m: re.Match[str], _: str) -> tuple[str, str, Details]:
-    config, message = m.group(1), m.group(2).strip()
+    config, message = m.group(1), m.group(2).strip().rstrip(".")
     return (
         f"vLLM refused its {config}: {message}"[:400],
         "change the values it names in service.args (the same launch fails the same way, so "
