@@ -276,7 +276,8 @@ def test_a_host_held_by_another_apply_stops_the_tune_and_resume_runs_the_trial(
         assert held.returncode == 75, out + held.stderr
         folder, record = tune_json(tmp_path)
         assert [t["status"] for t in record["trials"]] == ["interrupted"], record["trials"]
-        assert "another apply holds" in record["trials"][0]["cause"]
+        cause = record["trials"][0]["cause"]
+        assert cause.startswith("localhost: another apply holds ") and "someone" in cause, cause
         assert record["status"] == "interrupted" and record["stopped"].startswith("a host was busy")
         where = folder.relative_to(tmp_path)  # as the tune named it: under ./runs
         assert f"continue it when the host is free: orch tune {plan} --resume {where}" in out
