@@ -30,7 +30,8 @@ from orchestrator.tune.study import Study
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ("What changed", "Measured", "Peak", "Predicted", "SLO", "Limiter", "Host", "Status")
-# Its own service name and port: a server of its own beside test_real_vllm_cpu.py's.
+# Its own service name and port; tests/real/conftest.py runs it after (or before), never
+# beside, test_real_vllm_cpu.py: they share the cached venv and its apply lock.
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
 SLO = "p99_ttft<=20s,p99_tpot<=2s"  # lenient: on a shared 2-core host the plan itself meets it
 LIMITS = {"p99_ttft_ms": 20000.0, "p99_tpot_ms": 2000.0}
