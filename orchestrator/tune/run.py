@@ -105,6 +105,14 @@ def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
         console.print(f"tune interrupted; continue it with: orch tune {options.plan} "
                       f"--resume {folder}", soft_wrap=True, markup=False)
         raise
+    if tuner.busy:  # the trial the host did not take runs again on --resume
+        record.status, record.stopped, record.finished = "interrupted", tuner.stopped, tune_file.now()
+        tune_file.write(folder, record)
+        console.print(to_rich(table(record, None), console.width))
+        console.print(f"stopped: {record.stopped}", soft_wrap=True, markup=False)
+        console.print(f"continue it when the host is free: orch tune {options.plan} --resume "
+                      f"{folder}", soft_wrap=True, markup=False)
+        return ExitCode.LOCKED
     record.status, record.stopped, record.finished = "complete", tuner.stopped, tune_file.now()
     return _conclude(console, options, record, folder)
 

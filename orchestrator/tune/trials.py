@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from orchestrator.exit_codes import ExitCode
 from orchestrator.plan.models.objective import Condition
 from orchestrator.tune.measure import cause, finished, measure
 from orchestrator.tune.tune_file import TrialEntry
@@ -98,9 +99,12 @@ class Children:
             child.wait()
 
 
-def run_trial(runner: Runner, children: Children, entry: TrialEntry, host: str | None) -> None:
+def run_trial(runner: Runner, children: Children, entry: TrialEntry, host: str | None) -> bool:
     """Apply and judge the trial; its entry says what happened (complete, failed, or
-    interrupted when Ctrl-C stopped it)."""
+    interrupted when Ctrl-C stopped it). False when the host never took it: another apply
+    holds the host's lock (the apply's exit 75), which says nothing of the candidate, so the
+    entry is interrupted (run again by --resume) and the tune stops rather than fail every
+    trial it has left in a second."""
     started = time.monotonic()
     earlier = Path(entry.run) if entry.run else None
     resume = earlier if earlier is not None and earlier.is_dir() and not finished(earlier) else None
@@ -117,15 +121,20 @@ def run_trial(runner: Runner, children: Children, entry: TrialEntry, host: str |
     entry.seconds = round((entry.seconds or 0) + time.monotonic() - started, 3)
     if children.stopping:
         entry.status = "interrupted"
-        return
+        return True
+    if code == ExitCode.LOCKED:
+        entry.status = "interrupted"
+        entry.cause = cause(run) or f"another apply holds {host or 'a host'}"
+        return False
     judged = measure(run, runner.slo, runner.objective) if run is not None and code == 0 else None
     if judged is None:
         entry.status = "failed"
         entry.cause = cause(run) or (f"apply exited {code}" + (f" (its output: {log_path})"
                                                               if runner.quiet else ""))
-        return
+        return True
     entry.status = "complete"
     entry.objective, entry.peak, entry.at = judged.score, judged.peak, judged.at
     entry.slo, entry.slo_met = judged.slo, judged.score is not None
     entry.limiter = judged.limiter
     entry.constraint, entry.best, entry.advice = judged.constraint, judged.best, judged.suggestions
+    return True

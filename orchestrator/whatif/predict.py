@@ -75,4 +75,3 @@ def predict_engine(eng: Engine, concurrency: Sequence[int], max_tokens: int = 10
     name, why = limiter(eng, max(concurrency))
     return Prediction(fits=True, why=why, levels=tuple(levels), peak_output_throughput=peak,
                       knee=knee, limiter=name, **common)  # type: ignore[arg-type]
-

@@ -8,6 +8,7 @@ prediction a stand-in with the what-if model's signature: a plan in, a forecast 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import orch
 from fixtures.sshd import free_port
+from orchestrator.apply.lock import service_lock_path
 
 from orchestrator.plan.models import Plan
 from orchestrator.tune.run import tune
@@ -249,4 +251,42 @@ def test_a_pivot_to_another_install_is_a_trial_like_any(tmp_path: Path) -> None:
         assert "(install + restart)" in out
     finally:
         orch("stop", plan, "--set", "vars.v=2", cwd=tmp_path)
+        orch("stop", plan, cwd=tmp_path)
+
+
+def test_a_host_held_by_another_apply_stops_the_tune_and_resume_runs_the_trial(
+        tmp_path: Path) -> None:
+    """Another apply holding the service's lock says nothing of a candidate: the trial is
+    interrupted (not a failed result) and the tune stops with exit 75 rather than burn its
+    budget on trials the host never took; --resume, once the host is free, runs it."""
+    plan = write_plan(tmp_path, {"service.args.max-num-seqs": [2, 4]})
+    name = yaml.safe_load(plan.read_text())["service"]["name"]
+    lock = Path(service_lock_path(name, "localhost")).expanduser()
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held as a running `orch apply` holds it
+        os.write(fd, json.dumps({"user": "someone", "command": "apply", "run": "theirs"}).encode())
+        held = orch("tune", plan, "--slo", "p99_ttft<=30s", "--trials", "3", cwd=tmp_path)
+    finally:
+        os.ftruncate(fd, 0)
+        os.close(fd)
+    try:
+        out = " ".join(held.stdout.split())
+        assert held.returncode == 75, out + held.stderr
+        folder, record = tune_json(tmp_path)
+        assert [t["status"] for t in record["trials"]] == ["interrupted"], record["trials"]
+        cause = record["trials"][0]["cause"]
+        assert cause.startswith("localhost: another apply holds ") and "someone" in cause, cause
+        assert record["status"] == "interrupted" and record["stopped"].startswith("a host was busy")
+        where = folder.relative_to(tmp_path)  # as the tune named it: under ./runs
+        assert f"continue it when the host is free: orch tune {plan} --resume {where}" in out
+        resumed = orch("tune", plan, "--slo", "p99_ttft<=30s", "--trials", "1",
+                       "--resume", where, cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
+        record = json.loads((folder / "tune.json").read_text())
+        ran = [(t["source"], t["status"]) for t in record["trials"] if t["status"] != "pending"]
+        assert ran == [("baseline", "complete")], record["trials"]  # advice waits for budget
+        assert record["winner"] == 1
+    finally:
         orch("stop", plan, cwd=tmp_path)

@@ -288,6 +288,9 @@ REAL_CPU_CASES = [
      "no kernel for heads of 16 dims", "32, 64, 80"),
     ("real-0.32.0-kv-too-small.log", "cpu-kv-cache-too-small",
      "no room for the KV cache on NUMA node 0", "VLLM_CPU_KVCACHE_SPACE"),
+    ("real-0.32.0-batch-below-seqs.log", "config-refused",
+     "vLLM refused its SchedulerConfig: max_num_batched_tokens (2) must be greater than or "
+     "equal to max_num_seqs (8)", "change the values it names in service.args"),
     ("real-0.32.0-port-taken.log", "address-in-use",
      "port 8132 is already in use", "choose another service.port"),
 ]

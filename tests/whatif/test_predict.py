@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.vllm_cpu import make_model
 
 from orchestrator.plan.loader import load_plan
 from orchestrator.plan.prediction import predict_plan
@@ -72,13 +73,20 @@ def test_the_prediction_is_what_the_simulators_scheduler_runs(path: Path, sets: 
         assert level.output_throughput == pytest.approx(ran.throughput, rel=0.05)
 
 
-def test_a_vllm_plan_takes_its_gpu_from_the_option() -> None:
+def test_a_vllm_plan_takes_its_gpu_from_the_option(tmp_path: Path) -> None:
     on_h200 = predict_plan(plan(ROOT / "plans/minimax-m2.5.yaml"), [1, 64], gpu_name="NVIDIA H200")
     assert on_h200.fits and not on_h200.anchored and on_h200.gpu == "NVIDIA H200"
     with pytest.raises(WhatIfUnknown, match="unknown GPU"):
         predict_plan(plan(ROOT / "plans/minimax-m2.5.yaml"), gpu_name="GTX 480")
     with pytest.raises(WhatIfUnknown, match=r"does not know the model Qwen/Qwen3-0\.6B"):
         predict_plan(plan(ROOT / "plans/vllm-cpu.yaml"))
+    # the tiny model's config.json is read, but its plan serves on no GPU (vllm-cpu)
+    make_model(tmp_path / "tiny")
+    on_cpu = plan(ROOT / "plans/vllm-cpu-local.yaml", f"vars.model_dir={tmp_path / 'tiny'}")
+    with pytest.raises(WhatIfUnknown, match=r"serves on vLLM's CPU build \(vllm-cpu 0\.32\.0\): "
+                                            "the what-if model models GPUs only"):
+        predict_plan(on_cpu)
+    assert predict_plan(on_cpu, [1], gpu_name="NVIDIA H200").gpu == "NVIDIA H200"
     with pytest.raises(WhatIfUnknown, match="the simulator profile instant"):
         predict_plan(plan(KIMI, "service.sim.profile=instant"))
 

@@ -303,6 +303,16 @@ def exception(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     )
 
 
+def config_refused(m: re.Match[str], _: str) -> tuple[str, str, Details]:
+    config, message = m.group(1), m.group(2).strip().rstrip(".")
+    return (
+        f"vLLM refused its {config}: {message}"[:400],
+        "change the values it names in service.args (the same launch fails the same way, so "
+        "orch does not relaunch it)",
+        {"config": config},
+    )
+
+
 def unknown_args(m: re.Match[str], _: str) -> tuple[str, str, Details]:
     args = m.group(1).strip()
     return (

@@ -316,6 +316,16 @@ SIGNATURES: list[Signature] = [
             "over more GPUs",
         ),
     ),
+    # vLLM's config classes are pydantic dataclasses: a value their validators refuse (flags
+    # that contradict each other) is a ValidationError whose next line says which.
+    Signature(
+        "config-refused",
+        re.compile(r"ValidationError: \d+ validation errors? for (\w+)\n(?:[ \t]*\w+\n)?"
+                   r"[ \t]+(?:Value error, )?([^\n]+?)[ \t]*\[type="),
+        cause.config_refused,
+        covers=("python-exception",),
+        fallback=True,  # a refusal a signature above explains more closely is theirs
+    ),
     # Last: any Python exception that ended the process is a cause (the same launch fails the
     # same way), unless a signature above explained it.
     Signature(
