@@ -187,8 +187,11 @@ def test_a_starved_load_generator_is_named_client_bound_never_the_server(tmp_pat
                     hog.wait()
     assert bench.returncode == 0, "".join(said)[-3000:]
     judged = [level(tmp_path, label) for label in ("c4", "c8")]
-    for one in judged:
-        assert one["limiter"]["name"] == "client-bound", one["limiter"]
+    # never the server: each level is the client's, or (on a machine busy beyond the test's
+    # own hogs, where the server starves too) too little to judge; at least one is the client's
+    names = [one["limiter"]["name"] for one in judged]
+    assert set(names) <= {"client-bound", "not-enough-evidence"}, [j["limiter"] for j in judged]
+    assert "client-bound" in names, [j["limiter"] for j in judged]
     # how late depends on how much work the kernel let through: at least one level lost a
     # fifth of its time (seen: 97% at both), and says its latencies are unreliable
     assert any("latency_unreliable" in one["flags"] for one in judged), [one["client_late"] for one in judged]
