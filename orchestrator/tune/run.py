@@ -105,6 +105,7 @@ def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
         console.print(f"tune interrupted; continue it with: orch tune {options.plan} "
                       f"--resume {folder}", soft_wrap=True, markup=False)
         raise
+    tuner.close()
     record.status, record.stopped, record.finished = "complete", tuner.stopped, tune_file.now()
     return _conclude(console, options, record, folder)
 
