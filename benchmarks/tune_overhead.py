@@ -64,7 +64,7 @@ def table(folder: Path, wall: float) -> str:
     overhead = wall - applies
     skipped = sum(t["status"] == "skipped" for t in record["trials"])
     rows = [("wall time of orch tune", wall),
-            (f"applies ({len(ran)} trials; {skipped} skipped by prediction, no apply)", applies),
+            (f"applies ({len(ran)} trials; {skipped} candidates skipped, no apply)", applies),
             ("  converge + start-up (to the server ready)", parts["converge"]),
             ("  smoke checks", parts["smoke"]),
             ("  sweeps", parts["sweep"]),
