@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.plan.models import Plan
-from orchestrator.whatif.anchors import BY_PROFILE
+from orchestrator.whatif.anchors import BOX_GPUS, BY_PROFILE
 from orchestrator.whatif.costs import Box
 from orchestrator.whatif.deployment import Deployment, with_flags
 from orchestrator.whatif.engine_cost import engine
@@ -68,7 +68,9 @@ def plan_box(plan: Plan, gpu_name: str | None = None, config: Path | None = None
         deployment = with_flags(base, dict(service.args))
     except ValueError as error:
         raise WhatIfUnknown(f"service.args: {error}") from None
-    return Box(model, spec, links_of(spec), deployment)
+    # a simulated plan runs on the measured deployments' box, which has BOX_GPUS GPUs
+    count = BOX_GPUS if service.engine == "sim" else None
+    return Box(model, spec, links_of(spec), deployment, count)
 
 
 def predict_plan(plan: Plan, concurrency: Sequence[int] | None = None, *,

@@ -34,6 +34,7 @@ from orchestrator.tune.trials import Children, Runner, run_trial
 from orchestrator.tune.tune_file import TrialEntry, TuneRecord
 
 MAX_PROPOSALS = 50  # proposals in a row tried before or skipped: the search is done
+RANKED = 4  # with a prediction, proposals drawn at once: the highest predicted peak runs first
 Say = Callable[[str], None]
 
 
@@ -88,9 +89,11 @@ class Tuner:
             return self._start(base, worker)
         if base.status == "running":
             return None
-        for entry in [t for t in self.record.trials if t.status == "pending"]:
+        pending = [t for t in self.record.trials if t.status == "pending"]
+        for entry in sorted(pending, key=lambda t: -_peak_of(t)):  # the highest predicted first
             if self._check(entry):
                 return self._start(entry, worker)
+            self._prune(entry)
             tune_file.write(self.runner.folder, self.record)
         return self._ask(worker)
 
@@ -113,6 +116,7 @@ class Tuner:
         space = self.setup.space
         tried = {key_of(t.values) for t in self.record.trials
                  if space.optuna_params(t.values) is not None}  # the baseline may lie outside
+        drawn: list[TrialEntry] = []
         for _ in range(MAX_PROPOSALS):
             if size is not None and len(tried) >= size:
                 break
@@ -127,9 +131,17 @@ class Tuner:
             tried.add(key_of(values))
             if self._check(entry):
                 self.asked[entry.number] = trial
-                return self._start(entry, worker)
+                drawn.append(entry)
+                if len(drawn) >= (RANKED if self.options.predict is not None else 1):
+                    break
+                continue
             self.study.tell(trial, None, None, TrialState.PRUNED)
             tune_file.write(self.runner.folder, self.record)
+        if drawn:  # the highest predicted runs; the others wait as pending, ranked so too
+            best = max(drawn, key=_peak_of)
+            for entry in drawn:
+                entry.status = "pending"
+            return self._start(best, worker)
         self.stopped = "every candidate of the tune space was tried" if size is not None and \
             len(tried) >= size else f"{MAX_PROPOSALS} proposals in a row were tried before or " \
                                     "skipped"
@@ -167,6 +179,19 @@ class Tuner:
         peak is held against (a peak against a peak, whatever the objective)."""
         return max((t.peak for t in self.record.trials
                     if t.status == "complete" and t.slo_met and t.peak), default=None)
+
+    def _prune(self, entry: TrialEntry) -> None:
+        trial = self.asked.pop(entry.number, None)
+        if trial is not None:
+            self.study.tell(trial, None, None, TrialState.PRUNED)
+
+    def close(self) -> None:
+        """The tune stopped: proposals drawn but not run are skipped, said why (the advice
+        not run stays pending, as before)."""
+        for entry in self.record.trials:
+            if entry.status == "pending" and entry.source == "search":
+                entry.status, entry.cause = "skipped", "skipped: not run before the tune stopped"
+                self._prune(entry)
 
     def _tell(self, trial: Trial, entry: TrialEntry) -> None:
         """A proposal already tried: the sampler is told what that trial measured."""
@@ -249,6 +274,11 @@ class Tuner:
             with self.cond:
                 self.stopped = self.stopped or f"an error: {error}"
                 self.cond.notify_all()
+
+
+def _peak_of(entry: TrialEntry) -> float:
+    peak = (entry.predicted or {}).get("peak_output_throughput")
+    return float(peak) if isinstance(peak, int | float) else 0.0
 
 
 def _value(entry: TrialEntry) -> float | None:

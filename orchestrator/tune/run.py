@@ -113,6 +113,7 @@ def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
         console.print(f"continue it when the host is free: orch tune {options.plan} --resume "
                       f"{folder}", soft_wrap=True, markup=False)
         return ExitCode.LOCKED
+    tuner.close()
     record.status, record.stopped, record.finished = "complete", tuner.stopped, tune_file.now()
     return _conclude(console, options, record, folder)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import PlanError, UsageError
 from orchestrator.inventory import load_inventory
 from orchestrator.inventory.limit import narrow
 from orchestrator.plan.loader import LoadedPlan, load_plan
@@ -23,6 +23,7 @@ from orchestrator.plan.models.slo import (
     parse_slo,
 )
 from orchestrator.plan.models.tune import Choice
+from orchestrator.plan.variables import substitute_vars
 from orchestrator.tune.check import check_space
 from orchestrator.tune.forecast import Predict
 from orchestrator.tune.space import Space, Values
@@ -87,7 +88,8 @@ def prepare(options: TuneOptions) -> Setup:
     check_space(options.plan, options.overlays, options.sets, loaded)
     space = Space(tune.params())
     return Setup(loaded, space, slo, describe(slo), objective, hosts, workers,
-                 {key: written(loaded.data, key) for key in space.params})
+                 {key: as_choice(written(loaded.data, key), space.params[key], loaded.data)
+                  for key in space.params})
 
 
 def written(data: dict[str, Any], key: str) -> Any:
@@ -98,6 +100,21 @@ def written(data: dict[str, Any], key: str) -> Any:
             return None
         node = node[segment]
     return node
+
+
+def as_choice(value: Any, param: Any, data: dict[str, Any]) -> Any:
+    """The plan's value as the axis lists it: a choice written as a variable reference
+    (`${vars.builds.int4}`) is the baseline when it resolves to the plan's value."""
+    if not isinstance(param, Choice) or value in param.values:
+        return value
+    variables = data.get("vars") or {}
+    for choice in param.values:
+        try:
+            if isinstance(choice, str) and substitute_vars(choice, variables) == value:
+                return choice
+        except PlanError:
+            continue
+    return value
 
 
 def space_json(space: Space) -> dict[str, Any]:

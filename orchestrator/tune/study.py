@@ -26,8 +26,12 @@ class Study:
     def __init__(self, folder: Path, *, seed: int | None, storage: str | None = None) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         url = storage or f"sqlite:///{folder / DB}"
+        # a new study.db gets this Optuna's own schema: its version check (alembic, about 0.6 s
+        # of a tune's own time) is for a study an older Optuna made, which --resume may open
+        new = storage is None and not (folder / DB).exists()
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4)
-        self.study = optuna.create_study(study_name=STUDY, storage=url, sampler=sampler,
+        self.study = optuna.create_study(study_name=STUDY, storage=optuna.storages.RDBStorage(
+            url, skip_compatibility_check=new) if storage is None else url, sampler=sampler,
                                          direction="maximize", load_if_exists=True)
         self._lock = threading.Lock()
 

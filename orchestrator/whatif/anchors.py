@@ -18,6 +18,7 @@ from orchestrator.whatif.hardware import DEFAULT_GPU, GPUS, links_of
 from orchestrator.whatif.shapes import KIMI_K25_INT4, KIMI_K25_NVFP4, MINIMAX_M25_FP8, ModelShape
 
 RTX_PRO_6000 = GPUS[DEFAULT_GPU]
+BOX_GPUS = 8  # the measured deployments' machine: 8 of them (MiniMax ran on 4)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class Box:
     gpu: GpuSpec
     links: Links
     deployment: Deployment
+    gpu_count: int | None = None  # the GPUs the box has (None: not known, not checked)
 
 
 def touched_experts(model: ModelShape, tokens: float) -> float:
@@ -175,7 +176,11 @@ def memory_budget_gib(box: Box) -> float:
 
 
 def fits(box: Box, weights_gib: float | None = None) -> tuple[bool, str]:
-    """Whether one replica's weights fit each GPU's share of memory, and why (one line)."""
+    """Whether the deployment's GPUs are in the box and one replica's weights fit each GPU's
+    share of memory, and why (one line)."""
+    d = box.deployment
+    if box.gpu_count is not None and d.gpus > box.gpu_count:
+        return False, f"{d.label()} needs {d.gpus} GPUs; the box has {box.gpu_count}"
     weights = weights_per_gpu_gib(box) if weights_gib is None else weights_gib
     budget = memory_budget_gib(box)
     util = box.deployment.gpu_memory_utilization

@@ -139,3 +139,43 @@ def test_a_candidate_predicted_to_lose_by_far_is_skipped(tmp_path: Path) -> None
     assert all(re.fullmatch(r"skipped: predicted peak 10 tok/s < 0\.5x the best measured "
                             r"(100|12\d)", t.cause or "") for t in skipped), skipped
     assert all(t.run is None for t in skipped)
+
+
+@dataclass(frozen=True)
+class Peak:
+    fits: bool
+    why: str
+    peak_output_throughput: float
+
+
+def by_seqs(plan: Plan) -> Peak:
+    """A prediction: the larger the batch limit, the higher the peak."""
+    assert plan.service is not None
+    return Peak(True, "", 100.0 + int(plan.service.args["max-num-seqs"]))  # type: ignore[call-overload]
+
+
+def test_with_a_prediction_the_search_runs_the_highest_predicted_of_its_proposals(
+        tmp_path: Path) -> None:
+    loop = tuner(tmp_path, trials=4, predict=by_seqs)
+    base = loop.next("localhost")
+    assert base is not None
+    measured(base, 100.0)
+    loop.finish(base)
+    first = loop.next("localhost")
+    assert first is not None and first.source == "search"
+    drawn = [t for t in loop.record.trials if t.source == "search" and t.status != "skipped"]
+    assert len(drawn) == 4 and [t.status for t in drawn].count("pending") == 3
+    seqs = [t.values["service.args.max-num-seqs"] for t in drawn]
+    assert first.values["service.args.max-num-seqs"] == max(seqs), seqs
+    measured(first, 150.0)
+    loop.finish(first)
+    second = loop.next("localhost")  # the next highest of those waiting, before a new draw
+    waiting = sorted(seqs, reverse=True)[1]
+    assert second is not None and second.values["service.args.max-num-seqs"] == waiting
+    measured(second, 160.0)
+    loop.finish(second)
+    loop.close()  # stopped: what was drawn and not run is skipped, and the study told so
+    left = [t for t in drawn if t.status == "skipped"]
+    assert len(left) == 2 and all(t.cause == "skipped: not run before the tune stopped"
+                                  for t in left)
+    assert not loop.asked

@@ -19,6 +19,8 @@ from orchestrator.plan.models.slo import SloError, describe, parse_objective_met
 from orchestrator.plan.models.tune import Range
 from orchestrator.tune.candidates import advised
 from orchestrator.tune.forecast import skip_reason
+from orchestrator.tune.loop import changed
+from orchestrator.tune.setup import TuneOptions, prepare
 from orchestrator.tune.space import Space, tune_sets
 from orchestrator.tune.stop import Budget, stalled, stop_reason
 from orchestrator.tune.table import winner
@@ -210,3 +212,17 @@ def test_the_tuned_plan_keeps_the_tunes_overlays_after_the_plan(tmp_path: Path) 
     loaded = load_plan(tuned).plan
     assert loaded.service is not None and loaded.service.port == 9000
     assert loaded.service.args["max-num-seqs"] == 64  # the winner's value over the overlay's
+
+
+def test_a_choice_written_as_a_variable_reference_is_the_baselines_value(tmp_path: Path) -> None:
+    # the build pivot of plans/sim/kimi-nvfp4-tune.yaml: the plan's vars.build resolves to a
+    # map; the axis lists the references, so the plan as written is its nvfp4 choice
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({
+        **BASE, "vars": {"build": "${vars.builds.a}", "builds": {"a": {"p": "x"}, "b": {"p": "y"}}},
+        "tune": {"vars.build": ["$${vars.builds.a}", "$${vars.builds.b}"],
+                 "service.args.max-num-seqs": [16, 32]}}))
+    setup = prepare(TuneOptions(plan=path, slo="p99_ttft<=2s"))
+    assert setup.baseline == {"vars.build": "${vars.builds.a}", "service.args.max-num-seqs": 16}
+    assert changed({"vars.build": "${vars.builds.b}", "service.args.max-num-seqs": 16},
+                   setup.baseline) == {"vars.build": "${vars.builds.b}"}

@@ -1,5 +1,6 @@
 """`predict_plan` and `orch predict` on the shipped plans: the motivating figures at their own
-flags, a TP4 x DP2 Kimi that does not fit, a MiniMax TP2 x DP2 that fits with another curve,
+flags, a TP4 x DP2 Kimi that does not fit, a TP8 x DP2 Kimi that needs more GPUs than the box
+has, a MiniMax TP2 x DP2 that fits with another curve,
 the same curve the simulator's own scheduler runs (virtual time), and clear errors."""
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ def test_kimi_on_tp4_dp2_does_not_fit() -> None:
     got = predict_plan(plan(KIMI, *TP4_DP2))
     assert not got.fits and got.levels == () and got.limiter == "does-not-fit"
     assert got.why.startswith("weights 142 GiB per GPU > 95.6 GiB x 0.90 (TP4 x DP2")
+
+
+def test_a_simulated_layout_needing_more_gpus_than_the_box_has_does_not_fit() -> None:
+    # TP8 x DP2 would fit each GPU's memory, but takes 16 GPUs of the 8-GPU box
+    got = predict_plan(plan(KIMI, "service.args.data-parallel-size=2"))
+    assert not got.fits and got.levels == () and got.peak_output_throughput == 0.0
+    assert got.why == "TP8 x DP2 needs 16 GPUs; the box has 8"
+    assert predict_plan(plan(MINIMAX, "service.args.data-parallel-size=2")).fits  # 4 x 2 GPUs
 
 
 def test_minimax_on_tp2_dp2_fits_with_another_curve() -> None:
