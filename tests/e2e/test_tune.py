@@ -24,9 +24,9 @@ import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import orch
 from fixtures.sshd import free_port
-from orchestrator.apply.lock import service_lock_path
 
 from orchestrator.plan.models import Plan
+from orchestrator.service.lock import service_lock_path
 from orchestrator.tune.run import tune
 from orchestrator.tune.setup import TuneOptions
 
