@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator import __version__, local_files
+from orchestrator import __version__
 from orchestrator.errors import RunFolderError
-from orchestrator.runs.json_reader import parse_json
 from orchestrator.runs.layout import MatrixLayout, run_folder_name
+from orchestrator.runs.reader import read_record
+from orchestrator.runs.run_records import Record
 from orchestrator.runs.writer import write_file
 
 FILE = MatrixLayout.FILE
@@ -44,7 +45,7 @@ class VariantEntry(BaseModel):
     seconds: float | None = None
 
 
-class MatrixRecord(BaseModel):
+class MatrixRecord(Record):
     model_config = ConfigDict(extra="allow")
 
     orch_version: str = __version__
@@ -113,18 +114,7 @@ def read(folder: Path) -> MatrixRecord:
     path = folder / FILE if folder.is_dir() else folder
     if not path.is_file():
         raise RunFolderError(f"{folder} is not a matrix run (no {FILE})")
-    try:
-        data = parse_json(path, local_files.read_text(path, errors="replace"))
-    except OSError as error:
-        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{path}: expected a matrix run's record (a JSON object)")
-    try:
-        return MatrixRecord.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<record>"
-        raise RunFolderError(f"{path}: {where}: {first['msg']}") from None
+    return read_record(path, MatrixRecord)
 
 
 def matrices(root: Path, plan: str) -> list[Path]:

@@ -23,13 +23,13 @@ from typing import Any
 from orchestrator.sim.deployment import MODELLED_FLAGS, Deployed, deploy
 from orchestrator.sim.profiles import (
     DEFAULT_PROFILE,
-    KV_CACHE_DTYPE_BYTES,
     PROFILES,
     Profile,
     get_profile,
     kv_cache_tokens,
 )
 from orchestrator.sim.versions import DEFAULT_VLLM_VERSION, VllmVersion, parse_version
+from orchestrator.whatif.deployment import KV_DTYPE_BYTES
 
 FAILURES = ("flashinfer-mismatch", "cuda-oom", "kv-cache", "nccl", "trust-remote-code", "port-in-use")
 
@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-num-seqs", type=_positive_int, default=None, help="running-batch limit")
     add("--max-model-len", type=parse_model_len, default=None, help="context length")
     add("--max-num-batched-tokens", type=_positive_int, default=None, help="prefill budget")
-    add("--kv-cache-dtype", choices=sorted(KV_CACHE_DTYPE_BYTES), default=None,
+    add("--kv-cache-dtype", choices=sorted(KV_DTYPE_BYTES), default=None,
         help="KV cache dtype: auto is the model's bf16 (2 bytes), fp8 one byte, so twice the "
              "tokens (default: the profile's)")  # fmt: skip
     add("--reasoning-parser", default=None, help="reasoning parser (e.g. kimi_k2)")

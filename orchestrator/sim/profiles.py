@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 
 from orchestrator.whatif import anchors as measured
 from orchestrator.whatif.costs import wire_bytes_per_token
+from orchestrator.whatif.deployment import KV_DTYPE_BYTES
 
 # Response length model shared by all profiles: a response ends by itself after
 # MEAN_RESPONSE_TOKENS tokens on average (reasoning included), spread uniformly by
@@ -323,18 +324,6 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (KIMI_NVFP4, MINIMAX_EP, KIMI
 DEFAULT_PROFILE = KIMI_NVFP4.name
 
 
-# Bytes per element of each vLLM --kv-cache-dtype (0.17.1's and 0.32's choices: config/cache.py's
-# CacheDType). `auto` stores the model's dtype, bf16 in every profile; the quantized ones store
-# one byte (fp8, int8) or half of one (the 4-bit ones), their scales left out.
-MODEL_DTYPE_BYTES = 2.0
-KV_CACHE_DTYPE_BYTES: dict[str, float] = {
-    "auto": MODEL_DTYPE_BYTES, "bfloat16": 2.0, "float16": 2.0,
-    "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0, "fp8_ds_mla": 1.0,
-    "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0, "turboquant_k8v4": 0.75,
-    "int4_per_token_head": 0.5, "nvfp4": 0.5, "nvfp4_4over6": 0.5, "nvfp4_ds_mla": 0.5,
-    "turboquant_4bit_nc": 0.5, "ultraquant_4bit": 0.5, "turboquant_k3v4_nc": 0.4375,
-    "turboquant_3bit_nc": 0.375,
-}  # fmt: skip
 KV_BLOCK_SIZE = 16  # tokens per KV block (vLLM's default block size)
 
 
@@ -346,7 +335,7 @@ def kv_cache_tokens(profile: Profile, kv_cache_dtype: str | None = None) -> int:
     Whole blocks of KV_BLOCK_SIZE tokens, as vLLM allocates them.
     """
     dtype = kv_cache_dtype or profile.kv_cache_dtype
-    scale = KV_CACHE_DTYPE_BYTES[profile.kv_cache_dtype] / KV_CACHE_DTYPE_BYTES[dtype]
+    scale = KV_DTYPE_BYTES[profile.kv_cache_dtype] / KV_DTYPE_BYTES[dtype]
     blocks = int(profile.kv_cache_tokens * scale) // KV_BLOCK_SIZE
     return blocks * KV_BLOCK_SIZE
 

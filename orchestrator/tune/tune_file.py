@@ -16,11 +16,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator import __version__, local_files
+from orchestrator import __version__
 from orchestrator.errors import RunFolderError
-from orchestrator.runs.json_reader import parse_json
+from orchestrator.runs.reader import read_record
+from orchestrator.runs.run_records import Record
 from orchestrator.runs.writer import write_file
 
 FILE = "tune.json"
@@ -55,7 +56,7 @@ class TrialEntry(BaseModel):
     seconds: float | None = None
 
 
-class TuneRecord(BaseModel):
+class TuneRecord(Record):
     model_config = ConfigDict(extra="allow")
 
     orch_version: str = __version__
@@ -108,15 +109,4 @@ def read(folder: Path) -> TuneRecord:
     path = folder / FILE
     if not path.is_file():
         raise RunFolderError(f"{folder} is not a tune folder (no {FILE})")
-    try:
-        data = parse_json(path, local_files.read_text(path, errors="replace"))
-    except OSError as error:
-        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{path}: expected a tune record (a JSON object)")
-    try:
-        return TuneRecord.model_validate(data)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<record>"
-        raise RunFolderError(f"{path}: {where}: {first['msg']}") from None
+    return read_record(path, TuneRecord)

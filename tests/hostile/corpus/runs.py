@@ -186,7 +186,7 @@ CASES = [
         Case("--resume a matrix run whose record is a list", ["apply", "p.yaml", "--resume", MATRIX],
              prepare=_matrix_run(lambda f: (f / "matrix.json").write_text("[]\n")),
              after=_unchanged, at=("matrix-1/matrix.json",),
-             says=("expected a matrix run's record",)),
+             says=("expected a JSON object",)),
         Case("--resume a matrix run whose variant's run climbs out",
              ["apply", "p.yaml", "--resume", MATRIX], after=_unchanged,
              prepare=_matrix_run(_record_edit(_run_of(1, path="../../../../etc"))),
