@@ -53,7 +53,9 @@ def table(record: TuneRecord, winner: TrialEntry | None) -> TableData:
          Column("SLO"), Column("Limiter", prose=True, priority=1), Column("Host", priority=2),
          Column("Status", prose=True)])
     for entry in record.trials:
-        predicted = (entry.predicted or {}).get("peak_output_throughput")
+        forecast = entry.predicted or {}
+        # a deployment predicted not to fit has no curve: its peak is no figure to show
+        predicted = forecast.get("peak_output_throughput") if forecast.get("fits", True) else None
         mark = " *" if winner is not None and entry.number == winner.number else ""
         data.add([f"{entry.number}{mark}", f"{label(entry.changed)} ({entry.source})",
                   _tok(entry.objective), _tok(entry.peak),

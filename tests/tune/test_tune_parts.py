@@ -23,7 +23,7 @@ from orchestrator.tune.loop import changed
 from orchestrator.tune.setup import TuneOptions, prepare
 from orchestrator.tune.space import Space, tune_sets
 from orchestrator.tune.stop import Budget, stalled, stop_reason
-from orchestrator.tune.table import winner
+from orchestrator.tune.table import table, winner
 from orchestrator.tune.tune_file import TrialEntry, TuneRecord
 from orchestrator.tune.tuned_plan import tuned_text
 
@@ -226,3 +226,16 @@ def test_a_choice_written_as_a_variable_reference_is_the_baselines_value(tmp_pat
     assert setup.baseline == {"vars.build": "${vars.builds.a}", "service.args.max-num-seqs": 16}
     assert changed({"vars.build": "${vars.builds.b}", "service.args.max-num-seqs": 16},
                    setup.baseline) == {"vars.build": "${vars.builds.b}"}
+
+
+def test_the_table_shows_no_predicted_peak_for_a_deployment_that_does_not_fit() -> None:
+    record = TuneRecord(plan="p", plan_file="p.yaml", slo="p99_ttft<=2s",
+                        objective="output_throughput", trials=[
+        TrialEntry(number=1, source="baseline", values={}, status="complete", objective=100.0,
+                   peak=100.0, predicted={"fits": True, "why": "", "peak_output_throughput": 98.0}),
+        TrialEntry(number=2, source="search", values={"tp": 4}, changed={"tp": 4},
+                   status="skipped", cause="skipped: weights 142 GiB per GPU > 95.6 GiB x 0.90",
+                   predicted={"fits": False, "why": "weights", "peak_output_throughput": 0.0})])
+    shown = table(record, None)
+    column = [c.header for c in shown.columns].index("Predicted")
+    assert [row[column] for row in shown.rows] == ["98", "-"]
