@@ -132,7 +132,8 @@ class Tuner:
             if self._check(entry):
                 self.asked[entry.number] = trial
                 drawn.append(entry)
-                if len(drawn) >= (RANKED if self.options.predict is not None else 1):
+                # ranked only by a prediction: one the model could not make runs at once
+                if len(drawn) >= (RANKED if _predicted(entry) else 1):
                     break
                 continue
             self.study.tell(trial, None, None, TrialState.PRUNED)
@@ -274,6 +275,10 @@ class Tuner:
             with self.cond:
                 self.stopped = self.stopped or f"an error: {error}"
                 self.cond.notify_all()
+
+
+def _predicted(entry: TrialEntry) -> bool:
+    return "peak_output_throughput" in (entry.predicted or {})
 
 
 def _peak_of(entry: TrialEntry) -> float:

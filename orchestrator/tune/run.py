@@ -99,6 +99,9 @@ def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
     try:
         run_workers(tuner)
     except KeyboardInterrupt:
+        for entry in record.trials:  # one whose worker had not said so yet is cut short too
+            if entry.status == "running":
+                entry.status = "interrupted"
         record.status, record.stopped, record.finished = "interrupted", "Ctrl-C", tune_file.now()
         tune_file.write(folder, record)
         console.print(to_rich(table(record, None), console.width))

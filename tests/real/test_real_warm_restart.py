@@ -54,6 +54,6 @@ def test_the_second_start_of_the_same_plan_is_warm_and_the_first_cold(tmp_path: 
     log = (run / "hosts/localhost/service.log").read_text()
     assert f"{cache}/" in log and ("Directly load" in log or "load failure from" in log)
     said = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    assert any(e.get("phase") == "install" and e.get("status") == "skipped" and
+    assert any(e.get("stage") == "install" and e.get("status") == "skipped" and
                e.get("message", "").startswith("install unchanged since ") for e in said)
-    assert any(e.get("phase") == "ready" and "warm start" in e.get("message", "") for e in said)
+    assert any(e.get("stage") == "ready" and "warm start" in e.get("message", "") for e in said)

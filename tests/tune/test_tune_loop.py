@@ -19,6 +19,7 @@ from orchestrator.tune.setup import TuneOptions, prepare
 from orchestrator.tune.study import Study
 from orchestrator.tune.trials import Runner
 from orchestrator.tune.tune_file import TrialEntry, TuneRecord, read
+from orchestrator.whatif import WhatIfUnknown
 
 PLAN: dict[str, Any] = {
     "name": "tl", "hosts": "localhost",
@@ -179,3 +180,23 @@ def test_with_a_prediction_the_search_runs_the_highest_predicted_of_its_proposal
     assert len(left) == 2 and all(t.cause == "skipped: not run before the tune stopped"
                                   for t in left)
     assert not loop.asked
+
+
+def unknown(plan: Plan) -> Peak:
+    """The what-if model does not know the plan's model (a CPU build, say)."""
+    raise WhatIfUnknown("the what-if model models GPUs only")
+
+
+def test_without_a_prediction_each_proposal_runs_as_it_is_drawn(tmp_path: Path) -> None:
+    loop = tuner(tmp_path, trials=3, predict=unknown)
+    base = loop.next("localhost")
+    assert base is not None and base.predicted == {"error": "the what-if model models GPUs only"}
+    measured(base, 100.0)
+    loop.finish(base)
+    first = loop.next("localhost")
+    assert first is not None and first.source == "search"
+    assert [t.status for t in loop.record.trials] == ["complete", "running"]  # none waits
+    measured(first, 90.0)
+    loop.finish(first)
+    loop.close()
+    assert not [t for t in loop.record.trials if t.status == "skipped"]
