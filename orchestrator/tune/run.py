@@ -101,7 +101,8 @@ def _tune(options: TuneOptions, setup: Setup, folder: Path) -> int:
     except KeyboardInterrupt:
         for entry in record.trials:  # one whose worker had not said so yet is cut short too
             if entry.status == "running":
-                entry.status = "interrupted"
+                found = runner.run_folder(entry)  # where --resume continues it
+                entry.status, entry.run = "interrupted", entry.run or (str(found) if found else None)
         record.status, record.stopped, record.finished = "interrupted", "Ctrl-C", tune_file.now()
         tune_file.write(folder, record)
         console.print(to_rich(table(record, None), console.width))

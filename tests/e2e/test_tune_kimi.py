@@ -54,8 +54,13 @@ def test_the_kimi_tune_finds_1_5x_and_its_plan_reproduces_the_winner(tmp_path: P
         assert f"winner: trial {best['number']}, " in out and " before, now " in out
         # layouts that do not fit the 8 GPUs are skipped by the prediction, said why, no apply
         skipped = [t for t in trials if t["status"] == "skipped"]
-        assert skipped and all(not t["predicted"]["fits"] and t["run"] is None for t in skipped)
-        assert {t["cause"].split(" ", 2)[1] for t in skipped} <= {"weights", "TP8", "TP4", "TP2"}
+        assert skipped and all(t["run"] is None for t in skipped)
+        unfit = [t for t in skipped if not t["predicted"]["fits"]]
+        assert unfit and {t["cause"].split(" ", 2)[1] for t in unfit} <= {"weights", "TP8", "TP4",
+                                                                         "TP2"}
+        # the rest were predicted to lose by far, or drawn and not run before the tune stopped
+        assert all(t["cause"].startswith(("skipped: predicted peak", "skipped: not run"))
+                   for t in skipped if t["predicted"]["fits"])
 
         tuned_plan = tmp_path / "plans/sim/kimi-nvfp4-tune.tuned.yaml"
         assert (tmp_path / record["tuned_plan"]).resolve() == tuned_plan.resolve()
