@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator import __version__
 from orchestrator.errors import RunFolderError
+from orchestrator.runs import writer
 from orchestrator.runs.layout import MatrixLayout, run_folder_name
 from orchestrator.runs.reader import read_record
 from orchestrator.runs.run_records import Record
@@ -76,16 +77,8 @@ def _now() -> str:
 
 def new_folder(root: Path, plan: str, digest: str) -> Path:
     stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    for attempt in range(1, 100):
-        folder = root / plan / (PREFIX + run_folder_name(stamp, digest, attempt))
-        try:
-            folder.mkdir(parents=True)
-            return folder
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise RunFolderError(f"cannot make {folder}: {error.strerror or error}") from None
-    raise RunFolderError(f"cannot make a matrix folder under {root / plan}")
+    return writer.new_folder(root / plan, lambda n: PREFIX + run_folder_name(stamp, digest, n),
+                             "matrix folder")
 
 
 def write(folder: Path, record: MatrixRecord) -> None:

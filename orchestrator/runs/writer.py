@@ -18,7 +18,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,22 @@ def _hint(error: OSError) -> str | None:
 
 
 # -- a benchmark's folder ---------------------------------------------------------------
+
+
+def new_folder(parent: Path, name: Callable[[int], str], what: str) -> Path:
+    """A folder of its own under `parent`, named `name(1)`, else `name(2)`... when another
+    apply or tune made that one within the same second (mkdir decides: no race)."""
+    for attempt in range(1, 100):
+        folder = parent / name(attempt)
+        try:
+            folder.mkdir(parents=True)
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise RunFolderError(f"cannot create the {what} {folder}: {error.strerror or error}",
+                                 hint="choose a writable place with --runs-dir") from None
+    raise RunFolderError(f"cannot create a {what} under {parent}")
 
 
 def write_level(bench: BenchLayout, result: LevelResult, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -173,19 +189,9 @@ class RunFolder:
                command: str = "apply", hosts: Sequence[str] = (), holder: Holder | None = None,
                **fields: Any) -> RunFolder:
         now = time.time()
-        base = root / plan_name
-        attempt = 1
-        path = base / run_folder_name(_utc_stamp(now), plan_digest)
-        while path.exists():  # two runs within one second
-            attempt += 1
-            path = base / run_folder_name(_utc_stamp(now), plan_digest, attempt)
-        try:
-            path.mkdir(parents=True)
-        except OSError as error:
-            raise RunFolderError(
-                f"cannot create the run folder {path}: {error.strerror}",
-                hint="choose a writable place with --runs-dir",
-            ) from None
+        stamp = _utc_stamp(now)
+        path = new_folder(root / plan_name, lambda n: run_folder_name(stamp, plan_digest, n),
+                          "run folder")
         holder = replace(holder or Holder.me(None, command), run=str(path))
         fd = lock_folder(RunLayout(path).lock, path)
         name_holder(fd, holder, RunLayout(path).lock)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator import __version__
 from orchestrator.errors import RunFolderError
+from orchestrator.runs import writer
 from orchestrator.runs.reader import read_record
 from orchestrator.runs.run_records import Record
 from orchestrator.runs.writer import write_file
@@ -87,16 +88,8 @@ def now() -> str:
 
 def new_folder(root: Path, plan: str) -> Path:
     stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    for attempt in range(1, 100):
-        folder = root / plan / (PREFIX + stamp + ("" if attempt == 1 else f"-{attempt}"))
-        try:
-            folder.mkdir(parents=True)
-            return folder
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise RunFolderError(f"cannot make {folder}: {error.strerror or error}") from None
-    raise RunFolderError(f"cannot make a tune folder under {root / plan}")
+    return writer.new_folder(root / plan, lambda n: PREFIX + stamp + ("" if n == 1 else f"-{n}"),
+                             "tune folder")
 
 
 def write(folder: Path, record: TuneRecord) -> None:
