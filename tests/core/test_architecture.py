@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("steps/", "packages.py"),
     ("engines/",),  # the registry, the Engine value and each engine's package
     ("runs/",),  # run folders, their records, what a host's apply ended with
-    ("bench/", "server_client.py"),
+    ("bench/", "server_client.py", "router_client.py"),
     ("limits/",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
     ("service/",),  # the model server, and the host's locks
     ("cluster/",),

@@ -16,6 +16,7 @@ from orchestrator.names import check_name
 from orchestrator.plan.meaning import HOST_VARS, makes_step
 from orchestrator.plan.models.base import Duration, FieldError, StrictModel, host_path
 from orchestrator.plan.models.bench import Bench
+from orchestrator.plan.models.fleet import Replicas, Router
 from orchestrator.plan.models.install import FileSpec, Install, PythonEnv
 from orchestrator.plan.models.matrix import Matrix
 from orchestrator.plan.models.model import ModelSpec, service_defaults
@@ -139,6 +140,12 @@ class Plan(StrictModel):
     )
     commands: Annotated[list[CommandSpec], HOST_VARS, makes_step("commands")] = Field(
         default_factory=list, description="Guarded commands, before install or before launch.")
+    replicas: Replicas | None = Field(
+        None, description="Several servers of this service: one per host of `hosts`, or "
+                          "several per host on disjoint GPU sets (docs/fleet.md).")
+    router: Router | None = Field(
+        None, description="vLLM's router in front of the replicas: its release, where it "
+                          "runs, port, policy and flags (docs/fleet.md).")
     matrix: Matrix | None = Field(
         None, description="Variants of this plan: axes (a plan path in --set syntax, with the "
                           "list of values it takes) and optional include, exclude and "
@@ -201,6 +208,24 @@ class Plan(StrictModel):
         if self.model is not None and self.python is None:
             raise FieldError("model: needs a `python:` section (the venv whose huggingface_hub "
                              "fetches it)", at=("model",))
+        return self
+
+    @model_validator(mode="after")
+    def _fleet(self) -> Plan:
+        if self.router is None:
+            if self.replicas is not None and self.replicas.prefill is not None:
+                raise FieldError("replicas.prefill needs `router: {mode: pd}`",
+                                 at=("replicas", "prefill"))
+            return self
+        if self.service is None:
+            raise FieldError("router: needs a `service:` (the replicas it routes to)",
+                             at=("router",))
+        if self.service.nodes is not None:
+            raise FieldError("router: routes to replicas, each one server; service.nodes (one "
+                             "server across hosts) cannot be a replica here", at=("router",))
+        if self.router.mode == "pd" and (self.replicas is None or self.replicas.prefill is None):
+            raise FieldError("router.mode: pd needs `replicas.prefill: N` (how many replicas "
+                             "serve prefill; the others decode)", at=("router", "mode"))
         return self
 
     @model_validator(mode="after")
