@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -197,3 +198,30 @@ def _check_the_transfer_shows_in_ttft(pages: dict[str, str], prompt: int) -> Non
     assert decode_ttft >= transfer + KIMI_NVFP4.step_seconds(1, 1)
     computed_here = (prompt - 1) * KIMI_NVFP4.prefill_per_token_s
     assert decode_ttft - whole_ttft == pytest.approx(transfer - computed_here, abs=0.25 * transfer)
+
+
+def _until(check: Callable[[], bool], what: str, budget_s: float = 10.0) -> None:
+    deadline = time.monotonic() + budget_s
+    while not check():
+        assert time.monotonic() < deadline, f"not seen within {budget_s} s: {what}"
+        time.sleep(0.02)
+
+
+def test_a_pull_waits_in_the_queue_and_a_client_gone_meanwhile_aborts_it() -> None:
+    remote = {"do_remote_prefill": True, "remote_engine_id": "e", "remote_block_ids": [0, 1],
+              "remote_host": "localhost", "remote_port": 5600}
+    with running_simulator(profile="instant", kv_transfer_config=NIXL_BOTH,
+                           kv_link_gbps=0.000001, startup_time_scale=0.0001) as sim, \
+            httpx.Client(timeout=10) as client:  # 256 bytes a token at 1 kbit/s: seconds each
+        with client.stream("POST", sim.url("/v1/chat/completions"), json={
+                "messages": MESSAGES, "max_tokens": 4, "stream": True,
+                "kv_transfer_params": remote}) as response:
+            assert response.status_code == 200
+            _until(lambda: _metric(_page(sim), "vllm:num_requests_waiting") == 1, "waiting 1")
+        _until(lambda: _metric(_page(sim), "vllm:request_success_total",
+                               finished_reason="abort") == 1, "the abort counted")
+        page = _page(sim)
+        assert _metric(page, "vllm:num_requests_waiting") == 0
+        assert _metric(page, "vllm:nixl_xfer_time_seconds_count") == 0  # never arrived
+        answer = client.post(sim.url("/v1/completions"), json={"prompt": "hi", "max_tokens": 2})
+        assert answer.json()["usage"]["completion_tokens"] == 2  # the engine goes on
