@@ -22,13 +22,15 @@ import argparse
 import json
 import math
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 ROLES = ("kv_producer", "kv_consumer", "kv_both")
 NIXL = "NixlConnector"
 DEFAULT_LINK_GBPS = 100.0  # Gbit/s per GPU: one 100 Gb/s RDMA NIC per GPU
-# vLLM's VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT defaults: what a prefill server advertises.
+# What a prefill server advertises: vLLM's VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT, or their
+# defaults (two real servers on one host need two ports).
 SIDE_CHANNEL_HOST = "localhost"
 SIDE_CHANNEL_PORT = 5600
 # Without these in do_remote_prefill parameters, vLLM's NixlConnector computes the prompt
@@ -44,6 +46,7 @@ class KvTransfer:
     role: str
     engine_id: str
     link_gbps: float = DEFAULT_LINK_GBPS
+    side_channel: tuple[str, int] = (SIDE_CHANNEL_HOST, SIDE_CHANNEL_PORT)
     next_block: int = 0  # block ids stay unique while the server runs, as a block table's
 
     @property
@@ -65,8 +68,8 @@ class KvTransfer:
             "remote_block_ids": list(range(first, self.next_block)),
             "remote_engine_id": self.engine_id,
             "remote_request_id": request_id,
-            "remote_host": SIDE_CHANNEL_HOST,
-            "remote_port": SIDE_CHANNEL_PORT,
+            "remote_host": self.side_channel[0],
+            "remote_port": self.side_channel[1],
             "tp_size": tensor_parallel,
         }
 
@@ -122,13 +125,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              f"{DEFAULT_LINK_GBPS:g})")
 
 
-def from_args(args: argparse.Namespace) -> KvTransfer | None:
+def from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> KvTransfer | None:
     config = args.kv_transfer_config
     if config is None:
         return None
     engine_id = config.get("engine_id") or str(uuid.uuid4())
+    port = environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "")
+    side_channel = (environ.get("VLLM_NIXL_SIDE_CHANNEL_HOST") or SIDE_CHANNEL_HOST,
+                    int(port) if port.isdigit() else SIDE_CHANNEL_PORT)
     return KvTransfer(config["kv_connector"], config["kv_role"], str(engine_id),
-                      args.kv_link_gbps)
+                      args.kv_link_gbps, side_channel)
 
 
 def plan(params: Any, config: KvTransfer | None, prompt_tokens: int) -> Part:

@@ -391,7 +391,7 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
         data_parallel=deployed.replicas,
         memory_note=_memory_note(deployed),
         deployment_modelled=deployed.deployment is not None,
-        kv_transfer=disagg.from_args(args),
+        kv_transfer=disagg.from_args(args, os.environ),
     )
 
 

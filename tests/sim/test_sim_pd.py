@@ -67,7 +67,8 @@ def test_a_bad_config_is_a_usage_error(value: str, said: str,
 @pytest.fixture(scope="module")
 def producer() -> Iterator[SimulatorProcess]:
     with running_simulator(profile="instant", kv_transfer_config=_role("kv_producer"),
-                           startup_time_scale=0.0001) as sim:
+                           startup_time_scale=0.0001,
+                           env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "5601"}) as sim:
         yield sim
 
 
@@ -84,7 +85,7 @@ def test_a_prefill_request_answers_with_where_its_kv_is(producer: SimulatorProce
     assert len(params["remote_block_ids"]) == math.ceil(prompt / 16)
     assert params["remote_request_id"] == answer["id"]
     assert isinstance(params["remote_engine_id"], str) and params["remote_engine_id"]
-    assert (params["remote_host"], params["remote_port"], params["tp_size"]) == ("localhost", 5600, 1)
+    assert (params["remote_host"], params["remote_port"], params["tp_size"]) == ("localhost", 5601, 1)
     again = httpx.post(producer.url("/v1/chat/completions"), json=body, timeout=10).json()
     assert again["kv_transfer_params"]["remote_engine_id"] == params["remote_engine_id"]
     assert set(again["kv_transfer_params"]["remote_block_ids"]).isdisjoint(params["remote_block_ids"])
