@@ -47,6 +47,7 @@ class Generation:
     ignore_eos: bool
     seed: int | None
     request_id: str | None
+    kv_transfer_params: dict[str, Any] | None  # P/D (sim/disagg.py)
 
 
 def _load(body: bytes) -> dict[str, Any]:
@@ -134,6 +135,7 @@ def _common(data: dict[str, Any], options: SimOptions, prompt_tokens: int) -> di
         "ignore_eos": bool(_typed(data, "ignore_eos", bool, "true or false")),
         "seed": seed,
         "request_id": request_id,
+        "kv_transfer_params": _typed(data, "kv_transfer_params", dict, "an object"),
     }
 
 

@@ -11,9 +11,10 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
+from typing import Any
 
-from orchestrator.sim import wire
-from orchestrator.sim.api_requests import ApiError, parse_chat, parse_completion
+from orchestrator.sim import disagg, wire
+from orchestrator.sim.api_requests import ApiError, Generation, parse_chat, parse_completion
 from orchestrator.sim.dcgm_stand_in import STAND_IN_DCGM_PATH
 from orchestrator.sim.dcgm_stand_in import render as render_dcgm
 from orchestrator.sim.engine import Engine
@@ -116,7 +117,9 @@ class SimApp:
             "gpu_memory_utilization": "0.9",
             "num_gpu_blocks": str(self.o.kv_cache_tokens // KV_BLOCK_SIZE),
         }
-        text = render(self.metrics, self.model, self.engine.counts(), info, cache)
+        kv = self.o.kv_transfer
+        text = render(self.metrics, self.model, self.engine.counts(), info, cache,
+                      kv.connector if kv is not None else None)
         responder.send(200, text.encode(), wire.METRICS_CONTENT_TYPE)
 
     def stand_in_dcgm(self, request: Request, responder: Responder) -> None:
@@ -144,19 +147,48 @@ class SimApp:
         if self.engine.dead:
             raise ApiError(500, ENGINE_DEAD, "InternalServerError")
 
+    def _part(self, gen: Generation) -> disagg.Part:
+        """What the request's kv_transfer_params ask of this server (P/D, sim/disagg.py)."""
+        try:
+            part = disagg.plan(gen.kv_transfer_params, self.o.kv_transfer, gen.prompt_tokens)
+        except ValueError as error:
+            raise ApiError(400, str(error), "BadRequestError", "kv_transfer_params") from None
+        if part.note:
+            self.log.warning("APIServer", "nixl_connector.py:1", part.note)
+        return part
+
+    def _sequence(self, gen: Generation, natural: int | None, part: disagg.Part) -> Sequence:
+        if part.prefill_only:  # the prompt and one token, ending "length" as vLLM's does
+            return Sequence(gen.prompt_tokens, 1, None)
+        seq = Sequence(gen.prompt_tokens, gen.max_tokens, None if gen.ignore_eos else natural)
+        seq.remote_tokens = part.remote_tokens
+        return seq
+
+    def _kv_params(self, part: disagg.Part, gen: Generation, request_id: str) -> dict[str, Any] | None:
+        kv = self.o.kv_transfer
+        if kv is None or not part.prefill_only or gen.stream:
+            return None
+        return kv.produced(request_id, gen.prompt_tokens, KV_BLOCK_SIZE, self.o.tensor_parallel)
+
     def _submit(self, seq: Sequence, responder: Responder) -> None:
         engine = self.engine
         responder.on_close = lambda: engine.abort(seq)
-        engine.submit(seq)
+        kv = self.o.kv_transfer
+        if kv is None or not seq.remote_tokens:
+            engine.submit(seq)
+            return
+        per_gpu = self.o.kv_bytes_per_token
+        seconds = kv.seconds(seq.remote_tokens, per_gpu)
+        engine.submit_transferred(seq, seconds, seq.remote_tokens * per_gpu * self.o.tensor_parallel)
 
     def chat(self, request: Request, responder: Responder) -> None:
         self._refuse_if_dead()
         gen = parse_chat(request.body, self.o)
+        part = self._part(gen)
         script = build_script(gen.prompt_text, self._key(gen.seed), thinking=gen.thinking)
         request_id = self._request_id("chatcmpl-", request, gen.request_id)
         created = int(time.time())
-        natural = None if gen.ignore_eos else script.natural_tokens
-        seq = Sequence(gen.prompt_tokens, gen.max_tokens, natural)
+        seq = self._sequence(gen, script.natural_tokens, part)
         split = self.o.splits_reasoning
         if gen.stream:
             chunks = wire.ChatChunks(
@@ -187,17 +219,18 @@ class SimApp:
                 gen.prompt_tokens,
                 split,
                 gen.include_reasoning,
+                self._kv_params(part, gen, request_id),
             )
         self._submit(seq, responder)
 
     def completions(self, request: Request, responder: Responder) -> None:
         self._refuse_if_dead()
         gen = parse_completion(request.body, self.o)
+        part = self._part(gen)
         script = build_script(gen.prompt_text, self._key(gen.seed), thinking=False)
         request_id = self._request_id("cmpl-", request, gen.request_id)
         created = int(time.time())
-        natural = None if gen.ignore_eos else script.natural_tokens
-        seq = Sequence(gen.prompt_tokens, gen.max_tokens, natural)
+        seq = self._sequence(gen, script.natural_tokens, part)
         if gen.stream:
             chunks = wire.CompletionChunks(
                 request_id,
@@ -209,7 +242,6 @@ class SimApp:
             seq.sink = CompletionStream(responder, script, chunks, include_usage=gen.include_usage)
             responder.start_stream(200, wire.SSE_CONTENT_TYPE)
         else:
-            seq.sink = CompletionWhole(
-                responder, script, request_id, created, self.model, gen.prompt_tokens
-            )
+            seq.sink = CompletionWhole(responder, script, request_id, created, self.model,
+                                       gen.prompt_tokens, self._kv_params(part, gen, request_id))
         self._submit(seq, responder)

@@ -61,6 +61,10 @@ class Engine:
         self.completed = 0
         self.submitted = 0
         self._wake = asyncio.Event()
+        # Remote prefills pulling their KV (sim/disagg.py): they wait, as vLLM's
+        # WAITING_FOR_REMOTE_KVS requests do, and cross the link one at a time.
+        self._transfers: dict[Sequence, asyncio.TimerHandle] = {}
+        self._link_free = 0.0
 
     # requests ---------------------------------------------------------------------
     def submit(self, seq: Sequence) -> None:
@@ -69,17 +73,39 @@ class Engine:
         self.scheduler.add(seq)
         self._wake.set()
 
+    def submit_transferred(self, seq: Sequence, seconds: float, nbytes: float) -> None:
+        """A remote prefill: its prompt's KV is pulled over the link first (`seconds` model
+        seconds, once the transfers ahead of it are done), then it joins the queue."""
+        now = time.monotonic()
+        seq.arrival = now
+        self.submitted += 1
+        duration = seconds * self.scale
+        self._link_free = max(now, self._link_free) + duration
+        handle = asyncio.get_running_loop().call_later(
+            self._link_free - now, self._transferred, seq, duration, nbytes)
+        self._transfers[seq] = handle
+
+    def _transferred(self, seq: Sequence, duration: float, nbytes: float) -> None:
+        del self._transfers[seq]
+        self.metrics.transferred(duration, nbytes)
+        self.scheduler.add(seq)
+        self._wake.set()
+
     def abort(self, seq: Sequence) -> None:
         """The client went away: the sequence leaves at the next step."""
+        handle = self._transfers.pop(seq, None)
+        if handle is not None:
+            handle.cancel()
         if seq.finish_reason is None and not seq.aborted:
-            self.scheduler.abort(seq)
+            if handle is None:
+                self.scheduler.abort(seq)
             seq.finish_reason = "abort"
             self.metrics.finished_request(seq, time.monotonic(), "abort")
             self.completed += 1
 
     def counts(self) -> tuple[int, int, float]:
         """(running, waiting, KV usage) for /metrics and the stats line."""
-        waiting = sum(1 for s in self.scheduler.waiting if not s.aborted)
+        waiting = sum(1 for s in self.scheduler.waiting if not s.aborted) + len(self._transfers)
         return len(self.scheduler.running), waiting, self.scheduler.kv_usage
 
     # the loop ---------------------------------------------------------------------
@@ -137,7 +163,15 @@ class Engine:
         self.dead = True
         failures.report_runtime_crash(self.log, self.engine_proc, reason)
         now = time.monotonic()
-        for seq in self.scheduler.fail_all(failures.ENGINE_DEAD):
+        pulling = list(self._transfers)
+        for handle in self._transfers.values():
+            handle.cancel()
+        self._transfers.clear()
+        for seq in pulling:
+            seq.finish_reason = "error"
+            if seq.sink is not None:
+                seq.sink.on_error(seq, failures.ENGINE_DEAD)
+        for seq in (*self.scheduler.fail_all(failures.ENGINE_DEAD), *pulling):
             self.metrics.finished_request(seq, now, "error")
         if self.on_dead is not None:
             self.on_dead()

@@ -24,6 +24,9 @@ REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
 TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000,
                  50000, 100000)  # fmt: skip
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+# vLLM's NixlPromMetrics buckets: transfer seconds, and bytes from 2 KiB to 8 GiB.
+NIXL_TIME_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+NIXL_BYTES_BUCKETS = tuple(float(2 ** (10 + i)) for i in range(1, 25, 2))
 
 
 def format_value(value: float) -> str:
@@ -79,12 +82,21 @@ class EngineMetrics:
         self.queue = Histogram(REQUEST_BUCKETS)
         self.request_prompt = Histogram(TOKEN_BUCKETS)
         self.request_generation = Histogram(TOKEN_BUCKETS)
+        self.external_prompt_tokens = 0  # prompt tokens whose KV came by transfer (P/D)
+        self.xfer_time = Histogram(NIXL_TIME_BUCKETS)
+        self.xfer_bytes = Histogram(NIXL_BYTES_BUCKETS)
 
     # StepObserver -----------------------------------------------------------------
     def admitted(self, seq: Sequence, now: float, first: bool) -> None:
         if first:
             self.prompt_tokens += seq.prompt_tokens
+            self.external_prompt_tokens += seq.remote_tokens
             self.queue.observe(now - seq.arrival)
+
+    def transferred(self, seconds: float, nbytes: float) -> None:
+        """A remote prefill's KV arrived: `seconds` on the link (wall), `nbytes` bytes."""
+        self.xfer_time.observe(seconds)
+        self.xfer_bytes.observe(nbytes)
 
     def tokens(self, running: list[Sequence], now: float) -> None:
         self.generation_tokens += len(running)
@@ -177,8 +189,10 @@ def render(
     gauges: tuple[int, int, float],
     info: dict[str, str],
     cache_info: dict[str, str],
+    kv_connector: str | None = None,
 ) -> str:
-    """The /metrics page."""
+    """The /metrics page; a server with a KV connector (P/D) also counts its prompt tokens
+    by source, and NIXL's transfer families with NixlConnector."""
     page = _Page(model_name, metrics.created)
     running, waiting, kv = gauges
     page.gauge("orch_simulator_info", "This server is the orch vLLM simulator.", 1.0,
@@ -200,4 +214,23 @@ def render(
                  [({"finished_reason": r}, v) for r, v in metrics.finish_counts.items()])
     for name, help_text, attribute in _HISTOGRAMS:
         page.histogram(name, help_text, getattr(metrics, attribute))
+    if kv_connector is not None:
+        _transfer_families(page, metrics, nixl=kv_connector == "NixlConnector")
     return page.text()
+
+
+def _transfer_families(page: _Page, metrics: EngineMetrics, *, nixl: bool) -> None:
+    external = metrics.external_prompt_tokens
+    sources = {"local_compute": metrics.prompt_tokens - external, "local_cache_hit": 0,
+               "external_kv_transfer": external}
+    page.counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+                 [({"source": k}, v) for k, v in sources.items()])
+    if not nixl:
+        return
+    page.histogram("vllm:nixl_xfer_time_seconds",
+                   "Histogram of transfer duration for NIXL KV Cache transfers.", metrics.xfer_time)
+    page.histogram("vllm:nixl_bytes_transferred",
+                   "Histogram of bytes transferred per NIXL KV Cache transfers.",
+                   metrics.xfer_bytes)
+    page.counter("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.",
+                 [({}, 0)])

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.sim import disagg
 from orchestrator.sim.deployment import MODELLED_FLAGS, Deployed, deploy
 from orchestrator.sim.profiles import (
     DEFAULT_PROFILE,
@@ -92,6 +93,7 @@ class SimOptions:
     data_parallel: int = 1  # engine replicas sharing the requests (one scheduler, DP x limits)
     memory_note: str = ""  # why the deployment does not fit, when it does not
     deployment_modelled: bool = False  # the profile is a measured deployment: TP, DP, EP count
+    kv_transfer: disagg.KvTransfer | None = None  # --kv-transfer-config: P/D (sim/disagg.py)
 
     @property
     def engine_max_num_seqs(self) -> int:
@@ -114,6 +116,11 @@ class SimOptions:
     def kv_cache_tokens(self) -> int:
         """The KV cache's capacity in tokens at this cache dtype ("GPU KV cache size")."""
         return kv_cache_tokens(self.profile, self.cache_dtype)
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV bytes one GPU holds per token: what it pulls per token of a remote prefill."""
+        return self.profile.kv_cache_gib * 2**30 / self.kv_cache_tokens
 
     @property
     def world_size(self) -> int:
@@ -268,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--master-addr", default="127.0.0.1", help="rank 0's address (mp)")
     add("--master-port", type=_port, default=29501, help="rank 0's port (mp)")
     add("--headless", action="store_true", help="a worker node: no API server")
+    disagg.add_arguments(parser)
     return parser
 
 
@@ -383,6 +391,7 @@ def parse_serve_args(argv: list[str]) -> SimOptions:
         data_parallel=deployed.replicas,
         memory_note=_memory_note(deployed),
         deployment_modelled=deployed.deployment is not None,
+        kv_transfer=disagg.from_args(args, os.environ),
     )
 
 

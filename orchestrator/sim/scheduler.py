@@ -54,6 +54,7 @@ class Sequence:
     last_token_at: float = 0.0
     finish_reason: str | None = None
     aborted: bool = False
+    remote_tokens: int = 0  # prompt tokens whose KV came by transfer: not computed here
 
     @property
     def kv_tokens(self) -> int:
@@ -106,8 +107,9 @@ class Scheduler:
                 self.aborted -= 1
                 continue
             need = seq.kv_tokens  # a preempted sequence recomputes its output too
+            compute = need - seq.remote_tokens
             fits_kv = self.kv_used + need + 1 <= self.kv_capacity
-            fits_budget = prefill + need <= self.max_batched_tokens
+            fits_budget = prefill + compute <= self.max_batched_tokens
             if self.running and not fits_kv:
                 break
             if prefill and not fits_budget:
@@ -115,7 +117,7 @@ class Scheduler:
             self.waiting.popleft()
             self.running.append(seq)
             self.kv_used += need
-            prefill += need
+            prefill += compute
             first = seq.admitted_at is None
             if first:
                 seq.admitted_at = now
@@ -172,6 +174,7 @@ class Scheduler:
         while self.kv_used > self.kv_capacity and len(self.running) > 1:
             victim = self.running.pop()
             self.kv_used -= victim.kv_tokens
+            victim.remote_tokens = 0  # its KV is gone: recomputed when it comes back
             self.waiting.appendleft(victim)
             if observer is not None:
                 observer.preempted(victim)

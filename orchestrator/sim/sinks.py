@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.sim import wire
 from orchestrator.sim.failures import ENGINE_DEAD
@@ -102,6 +103,7 @@ class ChatWhole:
     prompt_tokens: int
     split_reasoning: bool
     include_reasoning: bool
+    kv_params: dict[str, Any] | None = None  # a prefill for a remote decode (sim/disagg.py)
 
     def on_token(self, seq: Sequence, finish: str | None) -> None:
         if finish is None:
@@ -123,6 +125,7 @@ class ChatWhole:
             finish=finish,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=count,
+            kv_transfer_params=self.kv_params,
         )
         self.responder.send(200, body, wire.JSON_CONTENT_TYPE)
 
@@ -170,6 +173,7 @@ class CompletionWhole:
     created: int
     model: str
     prompt_tokens: int
+    kv_params: dict[str, Any] | None = None  # a prefill for a remote decode (sim/disagg.py)
 
     def on_token(self, seq: Sequence, finish: str | None) -> None:
         if finish is None:
@@ -183,6 +187,7 @@ class CompletionWhole:
             finish=finish,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=seq.generated,
+            kv_transfer_params=self.kv_params,
         )
         self.responder.send(200, body, wire.JSON_CONTENT_TYPE)
 

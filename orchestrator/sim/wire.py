@@ -168,6 +168,7 @@ def chat_response(
     finish: str,
     prompt_tokens: int,
     completion_tokens: int,
+    kv_transfer_params: dict[str, Any] | None = None,
 ) -> bytes:
     message: dict[str, Any] = {
         "role": "assistant",
@@ -200,7 +201,7 @@ def chat_response(
         "usage": usage(prompt_tokens, completion_tokens, details=True),
         "prompt_logprobs": None,
         "prompt_token_ids": None,
-        "kv_transfer_params": None,
+        "kv_transfer_params": kv_transfer_params,
     }
     return dumps(body).encode()
 
@@ -248,6 +249,7 @@ def completion_response(
     finish: str,
     prompt_tokens: int,
     completion_tokens: int,
+    kv_transfer_params: dict[str, Any] | None = None,
 ) -> bytes:
     body = {
         "id": request_id,
@@ -269,6 +271,6 @@ def completion_response(
         "service_tier": None,
         "system_fingerprint": None,
         "usage": usage(prompt_tokens, completion_tokens, details=True),
-        "kv_transfer_params": None,
+        "kv_transfer_params": kv_transfer_params,
     }
     return dumps(body).encode()
