@@ -69,13 +69,25 @@ def gpus_needed(plan: Plan) -> int | None:
     return None if spec is None or spec.gpus is None else spec.per_host * spec.gpus
 
 
+# vLLM's P/D connector as its examples run both halves; the router pulls the KV with NIXL
+# (its --kv-connector default). A plan's own `kv-transfer-config` wins.
+PD_CONNECTOR = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+NIXL_SIDE_CHANNEL_PORT = 5600  # vLLM's default; replica i of a host takes 5600 + i
+
+
 def replica_plan(plan: Plan, replica: Replica) -> Plan:
     """`plan` as `replica` runs it: its service name and port, its GPUs in the service's
-    environment. One replica per host without `gpus:` is `plan` itself."""
+    environment, a P/D half its KV connector. One replica per host without `gpus:` is
+    `plan` itself."""
     if plan.service is None:
         return plan
-    service = plan.service.model_copy(update={"name": replica.service, "port": replica.port})
+    args = dict(plan.service.args)
     env = dict(plan.env)
     if replica.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in replica.gpus)
+    if replica.role != "both":
+        args.setdefault("kv-transfer-config", dict(PD_CONNECTOR))
+        env.setdefault("VLLM_NIXL_SIDE_CHANNEL_PORT", str(NIXL_SIDE_CHANNEL_PORT + replica.index))
+    service = plan.service.model_copy(
+        update={"name": replica.service, "port": replica.port, "args": args})
     return plan.model_copy(update={"service": service, "env": env})

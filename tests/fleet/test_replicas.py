@@ -37,7 +37,13 @@ def test_several_per_host_get_their_own_port_name_and_gpu_set() -> None:
 
 def test_pd_splits_the_replicas_into_prefill_then_decode() -> None:
     plan = _plan(router={"mode": "pd"}, replicas={"prefill": 1})
-    assert [r.role for r in replicas_of(plan, ["a", "b", "c"])] == ["prefill", "decode", "decode"]
+    found = replicas_of(plan, ["a", "b", "c"])
+    assert [r.role for r in found] == ["prefill", "decode", "decode"]
+    decode = replica_plan(plan, found[1])
+    assert decode.service is not None
+    assert decode.service.args["kv-transfer-config"] == {"kv_connector": "NixlConnector",
+                                                         "kv_role": "kv_both"}
+    assert replica_plan(plan, found[0]).env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5600"
 
 
 @pytest.mark.parametrize(("fleet", "words"), [

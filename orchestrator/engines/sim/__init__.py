@@ -29,6 +29,7 @@ SIM_FLAGS = {
     "crash-after-requests": "service.sim.crash_after_requests",
     "hang-after-requests": "service.sim.hang_after_requests",
     "slow-start": "service.sim.slow_start",
+    "kv-link-gbps": "service.sim.kv_link_gbps",
 }
 
 
@@ -51,6 +52,7 @@ def sim_flags(service: ServiceSpec) -> list[str]:
         ("--crash-after-requests", sim.crash_after_requests),
         ("--hang-after-requests", sim.hang_after_requests),
         ("--slow-start", sim.slow_start),
+        ("--kv-link-gbps", sim.kv_link_gbps),
     ]
     for flag, value in optional:
         if value is not None:

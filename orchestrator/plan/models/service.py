@@ -39,6 +39,9 @@ class SimSpec(StrictModel):
     crash_after_requests: int | None = Field(None, ge=1, description="Crash after N requests.")
     hang_after_requests: int | None = Field(None, ge=1, description="Hang after N requests.")
     slow_start: float | None = Field(None, ge=0, description="Extra start-up seconds.")
+    kv_link_gbps: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Prefill/decode disaggregation: the "
+        "link a decode server pulls the prompt's KV over, in Gbit/s (default 100).")
 
     @field_validator("profile")
     @classmethod
