@@ -11,6 +11,7 @@ are 0 and the router has no attempt to it without an outcome.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -31,9 +32,11 @@ def in_flight_of(lines: Iterable[str]) -> int:
         found = _IN_FLIGHT.match(line)
         if found is not None:
             try:
-                total += float(found.group(1))
+                value = float(found.group(1))
             except ValueError:
                 continue
+            if math.isfinite(value):
+                total += value
     return int(total)
 
 

@@ -1,5 +1,5 @@
 """What the roll and the repair say as they go: stage lines the reporter already shows
-(`b  roll  running  draining (3 in flight)`), kept in events.jsonl as `"event": "roll"` or
+(`b  roll  running  draining (3 in flight)`, b being the replica), kept in events.jsonl as `"event": "roll"` or
 `"event": "fleet"` with the replica and the step."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class FleetRepair(StageEvent):
     kind: ClassVar[str] = "fleet"
 
 
-def roll_step(member_id: str, step: str, message: str, status: str = "running") -> RollStep:
-    return RollStep(member_id, stage="roll", status=status, message=f"{step}: {message}"
-                    if message else step, replica=member_id, step=step)
+def roll_step(member_id: str, step: str, detail: str, status: str = "running") -> RollStep:
+    """`b  roll  running  draining (3 in flight)`."""
+    return RollStep(member_id, stage="roll", status=status, message=f"{step} ({detail})"
+                    if detail else step, replica=member_id, step=step)

@@ -159,7 +159,7 @@ def _back_in(member: Member, router: RouterClient, swap: Swap, outcome: str,
         return
     swap.outcome = "swapped" if outcome == "swapped" else "restored"
     said = f"{swap.before or '?'} -> {swap.after or '?'}"
-    emit(roll_step(member.id, "back in", said if outcome == "swapped" else f"restored ({said})",
+    emit(roll_step(member.id, "back in", said if outcome == "swapped" else f"restored, {said}",
                    "ok" if outcome == "swapped" else "warning"))
 
 

@@ -106,3 +106,23 @@ def test_without_the_drain_the_update_cuts_the_streams_in_flight(tmp_path: Path)
         assert record.outcome == "done"
         assert all(s.drained and s.drained.timed_out for s in record.swaps)
         assert figures["failed"] > 0
+
+
+def _most_out_at_once(record: RollRecord) -> int:
+    """From the record: how many replicas were out of the router at the same moment."""
+    spans = [(s.started, s.started + sum(s.phases.values())) for s in record.swaps]
+    return max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans)
+
+
+@pytest.mark.parametrize("asked, expected", [(2, 2), (5, 2)])
+def test_max_unavailable_swaps_that_many_at_once_and_keeps_one_serving(
+        tmp_path: Path, asked: int, expected: int) -> None:
+    with sim_fleet(tmp_path, 3, **SIM) as fleet:
+        fleet.next = {rid: {"vllm_version": "0.2.0"} for rid in "abc"}
+        record, load, _, figures = _roll_under_load(tmp_path, fleet,
+                                                    RollOptions(max_unavailable=asked))
+        print(f"\nroll figures (max_unavailable {asked}): {figures}")
+        assert record.outcome == "done" and record.max_unavailable == expected
+        assert _most_out_at_once(record) == expected
+        assert figures["failed"] == 0, [(r.error_kind, r.error_message) for r in load.failed()]
+        assert [fleet.version(m) for m in fleet.members] == ["0.2.0"] * 3
