@@ -6,7 +6,8 @@ after the call returned. A request the router picked the worker for just before 
 be on its way, not yet counted by the replica: the router's own counters say so (it counts
 an attempt when sent and its outcome when the answer's head came back). The drain is over
 when, twice in a row, the replica's `vllm:num_requests_running` + `vllm:num_requests_waiting`
-are 0 and the router has no attempt to it without an outcome.
+are 0 and the router has no attempt to it without an outcome, or has had the same number
+of them for ROUTER_STILL_S (abandoned by their clients: the router never counts their outcome).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet.records import Drained
@@ -23,6 +25,9 @@ from orchestrator.router_client import RouterClient, RouterCounters
 
 _IN_FLIGHT = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+(\S+)")
 SETTLED_POLLS = 2  # zero seen this many times in a row: a request in transit shows up by then
+# The router's attempts without an outcome that have not moved for this long are not in
+# transit: a client that gave up before the answer's head leaves one behind for good.
+ROUTER_STILL_S = 2.0
 
 
 def in_flight_of(lines: Iterable[str]) -> int:
@@ -68,6 +73,22 @@ def _router_pending(router: RouterClient, url: str) -> int:
         return 0  # the router is gone: it sends nothing more
 
 
+@dataclass
+class _Looks:
+    """What the drain saw so far: zero looks in a row, the router's count and since when."""
+
+    quiet: int = 0
+    pending: int = -1
+    pending_since: float = 0.0
+
+    def settled(self, here: int | None, pending: int, now: float) -> bool:
+        if pending != self.pending:
+            self.pending, self.pending_since = pending, now
+        router_done = pending == 0 or now - self.pending_since >= ROUTER_STILL_S
+        self.quiet = self.quiet + 1 if not here and router_done else 0
+        return self.quiet >= SETTLED_POLLS
+
+
 def drain(url: str, router: RouterClient, *, timeout_s: float, every_s: float = 0.1,
           stop: threading.Event | None = None, in_flight: int | None = None,
           router_load: int | None = None) -> Drained:
@@ -78,12 +99,10 @@ def drain(url: str, router: RouterClient, *, timeout_s: float, every_s: float = 
     start = time.monotonic()
     first = in_flight if in_flight is not None else replica_in_flight(url)
     drained = Drained(in_flight=first or 0, router_load=router_load)
-    quiet, left = 0, first or 0
+    looks, here, pending = _Looks(), first, 0
     while True:
-        here = replica_in_flight(url)
-        left = (here or 0) + _router_pending(router, url)
-        quiet = quiet + 1 if left == 0 else 0
-        if quiet >= SETTLED_POLLS or (here is None and left == 0):
+        here, pending = replica_in_flight(url), _router_pending(router, url)
+        if looks.settled(here, pending, time.monotonic()):
             break
         if time.monotonic() - start >= timeout_s:
             drained.timed_out = True
@@ -91,5 +110,6 @@ def drain(url: str, router: RouterClient, *, timeout_s: float, every_s: float = 
         if stop.wait(every_s):
             break
     drained.seconds = round(time.monotonic() - start, 3)
-    drained.left = left
+    drained.left = here or 0
+    drained.router_unanswered = pending
     return drained

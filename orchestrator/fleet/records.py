@@ -28,6 +28,7 @@ class Drained:
     seconds: float = 0.0
     timed_out: bool = False
     left: int = 0  # still in flight when the drain ended (0 unless it timed out)
+    router_unanswered: int = 0  # the router's attempts to it never answered (clients gone)
     router_load: int | None = None  # the router's own load figure for it (None: not tracked)
 
 

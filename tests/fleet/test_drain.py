@@ -3,8 +3,23 @@ router's attempts to a worker still without an outcome."""
 
 from __future__ import annotations
 
-from orchestrator.fleet.drain import in_flight_of, pending_at_router
-from orchestrator.router_client import parse_counters
+import contextlib
+from pathlib import Path
+
+import httpx
+import pytest
+from fixtures.fleet import wait_for
+from fixtures.router import running_router
+
+from orchestrator.fleet.drain import (
+    ROUTER_STILL_S,
+    drain,
+    in_flight_of,
+    pending_at_router,
+    replica_in_flight,
+)
+from orchestrator.router_client import RouterClient, parse_counters
+from orchestrator.sim.testing import running_simulator
 
 
 def test_in_flight_sums_running_and_waiting_over_engines() -> None:
@@ -31,3 +46,24 @@ vllm_router_cb_outcomes_total{worker="http://b:1",outcome="success"} 4
     assert pending_at_router(counters, "http://a:1") == 2
     assert pending_at_router(counters, "http://b:1") == 0
     assert pending_at_router(counters, "http://c:1") == 0
+
+
+@pytest.mark.slow
+def test_an_attempt_its_client_abandoned_does_not_hold_the_drain(tmp_path: Path) -> None:
+    """A client that gives up before the answer's head leaves the router an attempt with no
+    outcome for good; the drain tells it from one in transit by its standing still."""
+    with contextlib.ExitStack() as stack:
+        sim = stack.enter_context(running_simulator(
+            "m", profile="tiny-qwen2-vllm-cpu-2-cores", time_scale=5.0, startup_time_scale=0.001))
+        router = stack.enter_context(running_router([sim.base_url], tmp_path / "router.log"))
+        client = stack.enter_context(RouterClient(router.url, router.metrics_url))
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 100}
+        with pytest.raises(httpx.ReadTimeout):  # not streamed: its head comes at the end
+            httpx.post(f"{router.url}/v1/chat/completions", json=body, timeout=0.3)
+        wait_for(lambda: replica_in_flight(sim.base_url) == 0, 30, "the request ended")
+        assert pending_at_router(client.counters(), sim.base_url) == 1
+        assert client.remove(sim.base_url)[0]
+        drained = drain(sim.base_url, client, timeout_s=30)
+        assert not drained.timed_out and drained.left == 0
+        assert drained.router_unanswered == 1
+        assert ROUTER_STILL_S <= drained.seconds < ROUTER_STILL_S + 5
