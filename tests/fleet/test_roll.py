@@ -126,3 +126,17 @@ def test_max_unavailable_swaps_that_many_at_once_and_keeps_one_serving(
         assert _most_out_at_once(record) == expected
         assert figures["failed"] == 0, [(r.error_kind, r.error_message) for r in load.failed()]
         assert [fleet.version(m) for m in fleet.members] == ["0.2.0"] * 3
+
+
+def test_a_new_version_that_fails_its_smoke_is_restored_too(tmp_path: Path) -> None:
+    """It starts and answers /health, but under another model name: the smoke's chat to the
+    plan's model fails, and it never goes back into the router as it is."""
+    with sim_fleet(tmp_path, 3, **SIM) as fleet:
+        fleet.next = {"a": {"vllm_version": "0.2.0", "served_model_name": "other"}}
+        record, _, said, figures = _roll_under_load(tmp_path, fleet)
+        (a,) = record.swaps
+        assert (a.outcome, a.failed_at, a.after) == ("restored", "smoke", "0.1.0")
+        assert a.problems and "other" in a.problems[0]
+        assert record.untouched == ["b", "c"] and figures["failed"] == 0
+        steps = [e.step for e in said if isinstance(e, RollStep) and e.replica == "a"]
+        assert steps == ["draining", "updating", "ready", "smoke failed", "restoring", "back in"]
