@@ -16,8 +16,10 @@ ROLL_FILE = "roll.json"
 # swapped: the new version serves; restored: the new one failed, the previous one serves
 # again; restore_failed: neither serves, the replica stays out of the router; not_removed:
 # the router refused to let it go (nothing touched); not_added: it serves but the router
-# refused it back (`reconcile` retries)
-Outcome = Literal["pending", "swapped", "restored", "restore_failed", "not_removed", "not_added"]
+# refused it back (`reconcile` retries); interrupted: the apply was stopped during its swap
+# (it may be out of the router: `reconcile` puts it back once it serves)
+Outcome = Literal["pending", "swapped", "restored", "restore_failed", "not_removed", "not_added",
+                  "interrupted"]
 
 
 @dataclass
@@ -71,7 +73,7 @@ class RollRecord:
     replicas: list[str]
     max_unavailable: int
     drain_timeout_s: float
-    outcome: Literal["running", "done", "stopped"] = "running"
+    outcome: Literal["running", "done", "stopped", "interrupted"] = "running"
     finished: float | None = None
     stopped_by: str | None = None  # the replica whose failure stopped the roll
     swaps: list[Swap] = field(default_factory=list)

@@ -43,43 +43,87 @@ def _quiet(_: object) -> None:
 def roll(members: Sequence[Member], router: RouterClient, ops: ReplicaOps, *,
          options: RollOptions = RollOptions(), emit: Emit = _quiet,
          folder: Path | None = None) -> RollRecord:
-    """Swap every member to the new version, in order; stop at the first that fails."""
+    """Swap every member to the new version, in order; stop at the first that fails. An
+    interruption (Ctrl-C) lets the swaps under way end, touches no other replica, and
+    raises once the record says `interrupted`."""
     width = max(1, min(options.max_unavailable, len(members) - 1))  # one always serves
-    record = RollRecord(started=time.time(), replicas=[m.id for m in members],
-                        max_unavailable=width, drain_timeout_s=options.drain_timeout_s)
-    stopped, lock = threading.Event(), threading.Lock()
+    state = _Roll(RollRecord(started=time.time(), replicas=[m.id for m in members],
+                             max_unavailable=width, drain_timeout_s=options.drain_timeout_s),
+                  folder)
     emit(roll_step("fleet", "start", f"{len(members)} replicas, {width} at a time"))
 
     def one(member: Member) -> None:
-        with lock:
-            if stopped.is_set():
-                record.untouched.append(member.id)
-                return
-        swap = swap_one(member, router, ops, options, emit)
-        with lock:
-            record.swaps.append(swap)
-            if not swap.ok:
-                stopped.set()
-                record.stopped_by = record.stopped_by or member.id
-            if folder is not None:
-                write_roll(folder, record)
+        if state.taken(member):
+            swap = Swap(member.id, member.url, started=time.time())
+            try:
+                swap_one(member, router, ops, options, emit, swap)
+            finally:
+                state.done(swap)
 
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="roll") as pool:
-        list(pool.map(one, members))
-    record.untouched.sort(key=record.replicas.index)
-    record.outcome = "stopped" if stopped.is_set() else "done"
-    record.finished = time.time()
-    if folder is not None:
-        write_roll(folder, record)
+    try:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="roll") as pool:
+            futures = [pool.submit(one, member) for member in members]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                state.interrupt()
+                raise
+    finally:
+        state.finish()
+    record = state.record
     said = f"stopped at {record.stopped_by}" if record.stopped_by else "every replica swapped"
-    emit(roll_step("fleet", "end", said, "failed" if stopped.is_set() else "ok"))
+    emit(roll_step("fleet", "end", said, "ok" if record.outcome == "done" else "failed"))
     return record
 
 
+class _Roll:
+    """The record as the swaps end, from several threads; written after each."""
+
+    def __init__(self, record: RollRecord, folder: Path | None) -> None:
+        self.record, self.folder = record, folder
+        self.stopped, self.interrupted = False, False
+        self.lock = threading.Lock()
+
+    def taken(self, member: Member) -> bool:
+        """False once the roll stopped: the member stays as it is."""
+        with self.lock:
+            if self.stopped:
+                self.record.untouched.append(member.id)
+            return not self.stopped
+
+    def done(self, swap: Swap) -> None:
+        with self.lock:
+            if swap.outcome == "pending":
+                swap.outcome, self.interrupted = "interrupted", True
+            self.record.swaps.append(swap)
+            if not swap.ok:
+                self.stopped = True
+                self.record.stopped_by = self.record.stopped_by or swap.replica
+            self._write()
+
+    def interrupt(self) -> None:
+        with self.lock:
+            self.stopped = self.interrupted = True
+
+    def finish(self) -> None:
+        with self.lock:
+            record = self.record
+            record.untouched.sort(key=record.replicas.index)
+            record.outcome = ("interrupted" if self.interrupted else
+                              "stopped" if self.stopped else "done")
+            record.finished = time.time()
+            self._write()
+
+    def _write(self) -> None:
+        if self.folder is not None:
+            write_roll(self.folder, self.record)
+
+
 def swap_one(member: Member, router: RouterClient, ops: ReplicaOps, options: RollOptions,
-             emit: Emit) -> Swap:
-    """One replica's swap (or its restore after a failed new version)."""
-    swap = Swap(member.id, member.url, started=time.time())
+             emit: Emit, swap: Swap) -> Swap:
+    """One replica's swap (or its restore after a failed new version), filled in `swap` as
+    it goes (an interruption leaves what was done so far)."""
     load = _load_of(router, member.url)
     with swap.phase("remove"):
         removed = _value(_attempt(swap, "remove", lambda: router.remove(member.url)))

@@ -13,8 +13,10 @@ from fixtures.fleet import BackgroundLoad, RouterProcess, SimFleet, sim_fleet, w
 
 from orchestrator.events import Event
 from orchestrator.fleet.events import RollStep
+from orchestrator.fleet.member import Member
 from orchestrator.fleet.records import ROLL_FILE, RollRecord
 from orchestrator.fleet.roll import RollOptions, roll
+from orchestrator.fleet.watch import FleetWatch
 from orchestrator.router_client import RouterClient
 
 pytestmark = pytest.mark.slow
@@ -140,3 +142,36 @@ def test_a_new_version_that_fails_its_smoke_is_restored_too(tmp_path: Path) -> N
         assert record.untouched == ["b", "c"] and figures["failed"] == 0
         steps = [e.step for e in said if isinstance(e, RollStep) and e.replica == "a"]
         assert steps == ["draining", "updating", "ready", "smoke failed", "restoring", "back in"]
+
+
+class _InterruptedAt(SimFleet):
+    """The apply is stopped (Ctrl-C) as it begins to update `at`."""
+
+    at = "b"
+
+    def update(self, member: Member) -> None:
+        if member.id == self.at:
+            raise KeyboardInterrupt
+        super().update(member)
+
+
+def test_an_interrupted_roll_says_so_and_reconcile_puts_the_replica_back(
+        tmp_path: Path) -> None:
+    fleet = _InterruptedAt(tmp_path, 3, **SIM)
+    fleet.next = {rid: {"vllm_version": "0.2.0"} for rid in "abc"}
+    router = RouterProcess(tmp_path / "router.log", [m.url for m in fleet.members])
+    try:
+        with RouterClient(router.url, router.metrics_url) as client:
+            with pytest.raises(KeyboardInterrupt):
+                roll(fleet.members, client, fleet, folder=tmp_path)
+            written = json.loads((tmp_path / ROLL_FILE).read_text())
+            assert (written["outcome"], written["untouched"]) == ("interrupted", ["c"])
+            assert [(s["replica"], s["outcome"]) for s in written["swaps"]] == [
+                ("a", "swapped"), ("b", "interrupted")]
+            assert list(written["swaps"][1]["phases"]) == ["remove", "drain", "update"]
+            assert fleet.member("b").url not in client.workers()
+            assert FleetWatch(client).reconcile(fleet.members).registered == ["b"]
+            assert [fleet.version(m) for m in fleet.members] == ["0.2.0", "0.1.0", "0.1.0"]
+    finally:
+        router.stop()
+        fleet.close()
