@@ -142,7 +142,7 @@ def swap_one(member: Member, router: RouterClient, ops: ReplicaOps, options: Rol
     swap.before = _value(_attempt(swap, "version", lambda: ops.version(member), keep=False))
     if _new_version(member, ops, swap, emit):
         swap.after = _value(_attempt(swap, "version", lambda: ops.version(member), keep=False))
-        _back_in(member, router, swap, "swapped", options, emit)
+        _back_in(member, router, swap, False, options, emit)
     else:
         _restore(member, router, ops, swap, options, emit)
     return swap
@@ -189,10 +189,10 @@ def _restore(member: Member, router: RouterClient, ops: ReplicaOps, swap: Swap,
         emit(roll_step(member.id, "restore failed", "left out of the router", "failed"))
         return
     swap.after = _value(_attempt(swap, "version", lambda: ops.version(member), keep=False))
-    _back_in(member, router, swap, "restored", options, emit)
+    _back_in(member, router, swap, True, options, emit)
 
 
-def _back_in(member: Member, router: RouterClient, swap: Swap, outcome: str,
+def _back_in(member: Member, router: RouterClient, swap: Swap, restored: bool,
              options: RollOptions, emit: Emit) -> None:
     with swap.phase("add"):
         added = _value(_attempt(swap, "add", lambda: router.add(member.url, options.add_timeout_s),
@@ -201,10 +201,10 @@ def _back_in(member: Member, router: RouterClient, swap: Swap, outcome: str,
         swap.outcome = "not_added"
         emit(roll_step(member.id, "not back in", (added or (False, "no answer"))[1], "failed"))
         return
-    swap.outcome = "swapped" if outcome == "swapped" else "restored"
+    swap.outcome = "restored" if restored else "swapped"
     said = f"{swap.before or '?'} -> {swap.after or '?'}"
-    emit(roll_step(member.id, "back in", said if outcome == "swapped" else f"restored, {said}",
-                   "ok" if outcome == "swapped" else "warning"))
+    emit(roll_step(member.id, "back in", f"restored, {said}" if restored else said,
+                   "warning" if restored else "ok"))
 
 
 class _Failed:
