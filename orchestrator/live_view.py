@@ -52,6 +52,11 @@ class HostBoard:
         self.levels: dict[str, LevelProgress] = {}  # by host: the level being measured
         self._lock = threading.Lock()
 
+    def shows(self, host: str) -> bool:
+        """Whether `host` has a line of its own (a replica or a router may not)."""
+        with self._lock:
+            return host in self.rows
+
     def update(self, event: Event) -> None:
         now = self.clock()
         with self._lock:

@@ -75,8 +75,9 @@ class Reporter:
             view = self.view
             if view is not None:
                 view.update(event)
-                if isinstance(event, StageEvent) and event.status == "running":
-                    return  # progress: the host's live line says it
+                if (isinstance(event, StageEvent) and event.status == "running"
+                        and view.board.shows(event.host)):
+                    return  # progress: the host's live line says it (else printed)
             line = self.render_event(event)
             if line is not None:
                 self.console.print(line)

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("limits/",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
     ("service/",),  # the model server, and the host's locks
     ("cluster/",),
+    ("fleet/",),  # the fleet behind the router: the roll, the drain, the repair
     ("output.py", "live_view.py"),
     ("apply/",),
     ("report/",),
