@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ import orchestrator
 from orchestrator.bench.client_shares import merge, shares
 from orchestrator.bench.client_worker import Job, Target
 from orchestrator.bench.load import GONE_GRACE_S, RequestRun, Shape, Stop
+from orchestrator.bench.progress import Tally
 from orchestrator.plan.models import Bench
 
 __all__ = ["ClientGroup", "ClientProcessError", "Job", "Target", "jobs_for"]
@@ -52,6 +53,7 @@ class _Member:
     conn: Connection
     ready: asyncio.Future[None]
     done: asyncio.Future[tuple[RequestRun, bool]]
+    tally: Tally = field(default_factory=Tally)  # its requests so far, as it last said
 
 
 class ClientGroup:
@@ -81,11 +83,15 @@ class ClientGroup:
             message: tuple[Any, ...] = member.conn.recv()
         except (EOFError, OSError):
             loop.remove_reader(member.conn.fileno())
-            code = member.process.poll()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                member.process.wait(JOIN_S)  # its socket closed: it is exiting
+            code = member.process.returncode
             self._fail(member, f"{member.name} ended before it sent its records"
                                + (f" (exit code {code})" if code is not None else ""))
             return
-        if message[0] == "ready":
+        if message[0] == "progress":
+            member.tally = Tally(*message[1:])
+        elif message[0] == "ready":
             member.ready.set_result(None)
         elif message[0] == "error":
             self._fail(member, f"{member.name} failed: {message[1]}")
@@ -98,6 +104,10 @@ class ClientGroup:
         for future in (member.ready, member.done):
             if not future.done():
                 future.set_exception(ClientProcessError(text))
+
+    def tally(self) -> Tally:
+        """The processes' requests so far (each says its own twice a second)."""
+        return sum((m.tally for m in self.members), Tally())
 
     async def run(self, stop: Stop) -> RequestRun:
         """Say go to every process and merge their runs; passes `stop` on to them, and

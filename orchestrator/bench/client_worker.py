@@ -24,6 +24,7 @@ from orchestrator.bench.client import StreamClient
 from orchestrator.bench.client_shares import global_index
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.load import RequestRun, Shape, Stop, run_requests
+from orchestrator.bench.progress import REFRESH_S, tally
 from orchestrator.bench.stamping import run_on_stamping_loop
 from orchestrator.bench.tokens import load_tokenizer
 from orchestrator.bench.workload import Workload
@@ -112,10 +113,13 @@ async def _drive(conn: Connection, job: Job, client: StreamClient,
             stop.set(str(message[1]))
 
     loop.add_reader(conn.fileno(), on_message)
+    run = RequestRun()
+    ticks = asyncio.ensure_future(_progress(conn, run))
     try:
-        run = await run_requests(client, _Interleaved(workload, job.process, job.processes),
-                                 job.shape, stop, id_prefix=job.id_prefix)
+        await run_requests(client, _Interleaved(workload, job.process, job.processes),
+                           job.shape, stop, id_prefix=job.id_prefix, run=run)
     finally:
+        ticks.cancel()
         with contextlib.suppress(ValueError, OSError):
             loop.remove_reader(conn.fileno())
         client.close()
@@ -123,6 +127,14 @@ async def _drive(conn: Connection, job: Job, client: StreamClient,
         record.index = global_index(record.index, job.process, job.processes)
         record.client_process = job.process
     return run
+
+
+async def _progress(conn: Connection, run: RequestRun) -> None:
+    """Until cancelled: the run's tally to the sweep (its live view) every REFRESH_S."""
+    while True:
+        seen = tally(run.records)
+        conn.send(("progress", seen.done, seen.failed, seen.tokens))
+        await asyncio.sleep(REFRESH_S)
 
 
 def main(argv: list[str]) -> int:

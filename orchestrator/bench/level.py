@@ -175,12 +175,15 @@ async def _measured(ctx: Context, spec: LevelSpec, shape: Shape, phase: str,
     run = RequestRun()
     gc.collect()
     gc.freeze()  # nothing allocated before the level is ever scanned during it
+    if group is not None:  # its records arrive at the end: its progress is the tallies
+        run.origin_ns = origin_ns
     try:
-        async with progress_events(ctx.emit, ctx.host, spec.label, run, spec.requests):
+        async with progress_events(ctx.emit, ctx.host, spec.label, run, spec.requests,
+                                   group.tally if group is not None else None):
             if group is None:
                 await run_requests(ctx.client, ctx.workload, shape, ctx.stop, id_prefix=phase,
                                    run=run)
-            else:  # the processes' records arrive at the end: no progress meanwhile
+            else:
                 run = await group.run(ctx.stop)
                 ctx.client.keep_alive = ctx.client.keep_alive and group.keep_alive
     finally:
