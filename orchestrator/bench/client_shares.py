@@ -114,6 +114,14 @@ def processes_block(repeats: Sequence[RequestRun], shapes: Sequence[Shape]) -> d
             "processes": [_one(k, runs, shapes[k]) for k, runs in enumerate(by_process(repeats))]}
 
 
+def latest_process(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The process of a `client_processes` block whose loop lost the largest share of its
+    time to late wake-ups (then: the highest median lateness); None: no loop was watched."""
+    watched = [p for p in block["processes"] if p["late"] is not None]
+    return max(watched, key=lambda p: (p["late"]["share"], p["loop_lag_ms"]["median"]),
+               default=None)
+
+
 def _one(process: int, runs: Sequence[RequestRun], shape: Shape) -> dict[str, Any]:
     wall = sum(run.duration_s for run in runs)
     metrics = [derive(r, run.origin_ns) for run in runs for r in run.records]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from orchestrator.bench.anomalies import effective_concurrency, level_flags
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.client_processes import ClientGroup, ClientProcessError, Target, jobs_for
-from orchestrator.bench.client_shares import busiest_cpu, processes_block, shares
+from orchestrator.bench.client_shares import busiest_cpu, latest_process, processes_block, shares
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.lateness import lateness
 from orchestrator.bench.level_metrics import summarize_level
@@ -341,7 +341,6 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
     config, server = ctx.config, ctx.server
     repeats = [one.result for one in measured]
     runs = [one.repeat.run for one in measured]
-    busiest = busiest_cpu(runs)
     return {
         "level": spec.label,
         "mode": spec.mode,
@@ -356,20 +355,7 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
         "keep_alive": ctx.client.keep_alive,
         "repeats": repeats,
         "spread": relative_spread([r.output_throughput or 0.0 for r in repeats]),
-        "client_cpu_s": pooled.cpu_s,
-        # with client processes: the busiest one's share of its own core (and its loop's
-        # lateness below): one process starved or busy is enough to hold the level
-        "client_cpu_utilization": busiest if busiest is not None else (
-            pooled.cpu_s / pooled.duration_s if pooled.duration_s > 0 else 0.0),
-        "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
-                                   if pooled.lags_s else None),
-        # only where the loop was watched (a level composed from records alone was not)
-        **({"client_loop_lag_ms": summarize([x * 1000 for x in pooled.loop_lags_s]),
-            "client_late": lateness(pooled.loop_lags_s, pooled.duration_s)}
-           if pooled.loop_lags_s else {}),
-        **({"client_processes": processes_block(
-            runs, shares(_shape(spec, config, spec.requests), config.client_processes))}
-           if busiest is not None else {}),
+        **_client_keys(ctx, spec, pooled, runs),
         **blocks,
         "server_version": server.version,
         "simulated": server.simulated,
@@ -377,3 +363,30 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
         "time_scale": server.time_scale,
         "metric_definitions": METRIC_DEFINITIONS,
     }
+
+
+def _client_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
+                 runs: Sequence[RequestRun]) -> dict[str, Any]:
+    """The client's own load: its CPU, how late it sent and woke. With client processes,
+    the busiest one's core and the latest one's loop (one process starved or busy is
+    enough to hold the level), and each one's figures."""
+    keys: dict[str, Any] = {
+        "client_cpu_s": pooled.cpu_s,
+        "client_cpu_utilization": pooled.cpu_s / pooled.duration_s if pooled.duration_s > 0 else 0.0,
+        "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
+                                   if pooled.lags_s else None),
+    }
+    if pooled.loop_lags_s:  # only where the loop was watched (not a level of records alone)
+        keys["client_loop_lag_ms"] = summarize([x * 1000 for x in pooled.loop_lags_s])
+        keys["client_late"] = lateness(pooled.loop_lags_s, pooled.duration_s)
+    busiest = busiest_cpu(runs)
+    if busiest is None:
+        return keys
+    block = processes_block(runs, shares(_shape(spec, ctx.config, spec.requests),
+                                         ctx.config.client_processes))
+    keys["client_cpu_utilization"] = busiest
+    latest = latest_process(block)
+    if latest is not None:
+        keys["client_loop_lag_ms"], keys["client_late"] = latest["loop_lag_ms"], latest["late"]
+    keys["client_processes"] = block
+    return keys

@@ -218,3 +218,37 @@ def test_a_process_that_cannot_start_fails_the_level(tmp_path: Path) -> None:
     assert "prompts.jsonl" in (result.stop_detail or "")
     assert level(tmp_path / "out", "c2")["partial"] is True
     assert _workers() == []
+
+
+@pytest.mark.slow
+def test_one_paused_process_makes_the_level_client_bound(tmp_path: Path) -> None:
+    """One process stopped (SIGSTOP) while the other sends its whole share: the level's
+    lateness is the paused one's, and the limiter names the level client-bound."""
+    from orchestrator.limits.verdicts import Judge
+
+    paused: list[int] = []
+
+    def emit(event: Event) -> None:
+        if not isinstance(event, LevelProgress):
+            return
+        if not paused and event.streamed_tok_s > 0:
+            paused.append(min(_workers()))
+            os.kill(paused[0], signal.SIGSTOP)
+        elif len(paused) == 1 and event.done >= 20:  # the other one's share is done
+            paused.append(paused[0])
+            os.kill(paused[0], signal.SIGCONT)
+
+    # short answers: the paused process's streams fit its socket buffers, so the server
+    # goes on serving the other process meanwhile
+    config = {**SLOW, "requests_per_level": 40, "max_tokens": 128}
+    with running_simulator(time_scale=0.05, **FAST_START) as sim:
+        result = run_sweep(Bench.model_validate(config), base_url=sim.base_url, model=None,
+                           api_key=None, out_dir=tmp_path, emit=emit, judge=Judge())
+    assert len(paused) == 2 and result.stopped is None
+    c4 = level(tmp_path, "c4")
+    assert c4["completed"] == 40
+    shares_ = sorted(p["late"]["share"] for p in c4["client_processes"]["processes"])
+    assert shares_[0] < 0.2 <= shares_[1]  # one starved, one not
+    assert c4["client_late"]["share"] == shares_[1]
+    assert c4["limiter"]["name"] == "client-bound"
+    assert "latency_unreliable" in c4["flags"]
