@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.bench.client_shares import shares, split_evenly
-from orchestrator.bench.load import Shape
+from orchestrator.bench.client_shares import busiest_cpu, merge, shares, split_evenly
+from orchestrator.bench.load import RequestRun, Shape
+from orchestrator.bench.request_record import RequestRecord
 from orchestrator.bench.stats import summarize
 from orchestrator.bench.sweep import SweepResult, run_sweep
 from orchestrator.events import Event, LevelProgress
@@ -51,6 +52,23 @@ def test_shares_split_concurrency_and_requests_exactly() -> None:
     assert [p.part for p in rate] == [(0, 2), (1, 2)] and [p.max_in_flight for p in rate] == [3, 2]
     with pytest.raises(ValueError, match="concurrency >= 3"):
         shares(Shape("closed", concurrency=2, count=4), 3)
+
+
+def test_merge_spans_from_the_first_start_to_the_last_end() -> None:
+    def run(origin: int, end: int, indexes: list[int], cpu: float, lags: list[float],
+            stopped: str | None = None) -> RequestRun:
+        return RequestRun(records=[RequestRecord(f"r{i}", index=i) for i in indexes],
+                          origin_ns=origin, end_ns=end, cpu_s=cpu, loop_lags_s=lags,
+                          stopped=stopped)
+
+    calm = run(1_000, 3_000_000_000, [0, 2, 4], 0.5, [0.001, 0.002])
+    late = run(2_000, 2_000_000_000, [1, 3], 0.25, [0.2, 0.3], stopped="interrupted")
+    merged = merge([calm, late])
+    assert [r.index for r in merged.records] == [0, 1, 2, 3, 4]
+    assert (merged.origin_ns, merged.end_ns, merged.cpu_s) == (1_000, 3_000_000_000, 0.75)
+    assert merged.stopped == "interrupted" and merged.loop_lags_s == [0.2, 0.3]
+    assert merged.parts == [calm, late]
+    assert busiest_cpu([merged]) == pytest.approx(0.5 / (3 - 1e-6))  # its own core, its own span
 
 
 @pytest.mark.slow
