@@ -16,7 +16,7 @@ import gc
 import signal
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -37,7 +37,8 @@ class Target:
 
     root: str
     model: str
-    api_key: str | None = None  # handed over the socket, never in the arguments
+    # handed over the socket, never in the arguments; never in a repr either
+    api_key: str | None = field(default=None, repr=False)
     base_dir: Path | None = None  # a plan's relative dataset and tokenizer paths
     keep_text: bool = False  # a tokenizer counts the answers' text afterwards
 

@@ -26,7 +26,7 @@ from orchestrator.events import Event, LevelProgress
 from orchestrator.plan.models import Bench
 from orchestrator.sim.testing import running_simulator
 
-FAST_START = {"startup_time_scale": 0.001}
+FAST_START: dict[str, Any] = {"startup_time_scale": 0.001}
 
 
 def sweep(url: str, out: Path, emit: Any = None, **config: Any) -> SweepResult:
@@ -179,7 +179,7 @@ def _on_first_progress(act: Any) -> Any:
     return emit
 
 
-SLOW = {"concurrency": [4], "requests_per_level": 8, "max_tokens": 4000, "warmup": 0,
+SLOW: dict[str, Any] = {"concurrency": [4], "requests_per_level": 8, "max_tokens": 4000, "warmup": 0,
         "ignore_eos": True, "client_processes": 2}
 
 
