@@ -64,18 +64,28 @@ class ClientGroup:
         self.members: list[_Member] = []
         self.keep_alive = True  # False once any process's server closed kept connections
 
-    async def start(self) -> None:
-        """Start every process and wait until all are ready (the barrier); raises
-        ClientProcessError when one fails first."""
+    async def start(self, stop: Stop) -> bool:
+        """Start every process and wait until all are ready (the barrier): False when
+        `stop` was set meanwhile; raises ClientProcessError when one fails first."""
         loop = asyncio.get_running_loop()
         for job in self.jobs:
             member = _spawn(job, loop)
             self.members.append(member)
             loop.add_reader(member.conn.fileno(), self._on_message, member)
-        failures = [r for r in await asyncio.gather(*(m.ready for m in self.members),
-                                                    return_exceptions=True) if r is not None]
+        ready: asyncio.Future[list[Any]] = asyncio.ensure_future(
+            asyncio.gather(*(m.ready for m in self.members), return_exceptions=True))
+        waiter: asyncio.Future[Any] = asyncio.ensure_future(stop.event.wait())
+        try:
+            await asyncio.wait({ready, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not ready.done():
+            ready.cancel()
+            return False
+        failures = [r for r in ready.result() if r is not None]
         if failures:
             raise ClientProcessError(str(failures[0]))
+        return True
 
     def _on_message(self, member: _Member) -> None:
         loop = asyncio.get_running_loop()

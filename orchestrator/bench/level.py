@@ -153,7 +153,8 @@ async def _repeat(ctx: Context, spec: LevelSpec, phase: str) -> Repeat | None:
     try:
         if group is not None:
             try:
-                await group.start()
+                if not await group.start(ctx.stop):
+                    return None  # stopped while they started: nothing was measured
             except ClientProcessError as error:
                 ctx.stop.set("client_failed", str(error))
                 return None
