@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from orchestrator.bench.anomalies import effective_concurrency, level_flags
 from orchestrator.bench.client import StreamClient
+from orchestrator.bench.client_processes import ClientGroup, ClientProcessError, Target, jobs_for
+from orchestrator.bench.client_shares import busiest_cpu, latest_process, processes_block, shares
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.lateness import lateness
 from orchestrator.bench.level_metrics import summarize_level
@@ -78,6 +80,7 @@ class Context:
     tokens: TokenCounter | None = None  # --tokenizer: counts for servers without usage
     warm_workload: Workload | None = None  # short answers for the warm-up (warm_up_shape)
     judge: Judge | None = None  # what held each level (bench/judge.py); None: not judged
+    target: Target | None = None  # where client processes send (client_processes > 1)
 
 
 @dataclass(frozen=True)
@@ -133,30 +136,62 @@ async def run_level(ctx: Context, spec: LevelSpec) -> LevelRun:
     for repeat in range(config.repeats):
         if ctx.stop.is_set:
             break
-        origin_ns = time.perf_counter_ns()
-        for sampler in ctx.samplers:
-            sampler.start(origin_ns)
-        run = RequestRun()
-        gc.collect()
-        gc.freeze()  # nothing allocated before the level is ever scanned during it
-        try:
-            async with progress_events(ctx.emit, ctx.host, label, run, spec.requests):
-                await run_requests(
-                    ctx.client,
-                    ctx.workload,
-                    _shape(spec, config, spec.requests),
-                    ctx.stop,
-                    id_prefix=f"{label}-{repeat}",
-                    run=run,
-                )
-        finally:
-            gc.unfreeze()
-            for sampler in ctx.samplers:
-                sampler.stop()
-        if ctx.tokens is not None:  # after the run: never on the timing path
-            ctx.tokens.fill(run.records, ctx.workload.prompt_texts)
-        repeats.append(Repeat(run, {s.block: s.snapshots() for s in ctx.samplers}))
+        one = await _repeat(ctx, spec, f"{label}-{repeat}")
+        if one is None:
+            break
+        repeats.append(one)
     return compose(ctx, spec, repeats, warmup_records)
+
+
+async def _repeat(ctx: Context, spec: LevelSpec, phase: str) -> Repeat | None:
+    """One measured repeat. With client processes, they are spawned and ready before its
+    clock starts (None: they could not start; `ctx.stop` says why)."""
+    shape = _shape(spec, ctx.config, spec.requests)
+    group = None
+    if ctx.config.client_processes > 1 and ctx.target is not None:
+        group = ClientGroup(jobs_for(ctx.config, ctx.target, shape, phase))
+    try:
+        if group is not None:
+            try:
+                if not await group.start(ctx.stop):
+                    return None  # stopped while they started: nothing was measured
+            except ClientProcessError as error:
+                ctx.stop.set("client_failed", str(error))
+                return None
+        run = await _measured(ctx, spec, shape, phase, group)
+    finally:
+        if group is not None:
+            group.close()
+    if ctx.tokens is not None:  # after the run: never on the timing path
+        ctx.tokens.fill(run.records, ctx.workload.prompt_texts)
+    return Repeat(run, {s.block: s.snapshots() for s in ctx.samplers})
+
+
+async def _measured(ctx: Context, spec: LevelSpec, shape: Shape, phase: str,
+                    group: ClientGroup | None) -> RequestRun:
+    """The repeat's requests, the samplers running and the GC frozen meanwhile."""
+    origin_ns = time.perf_counter_ns()
+    for sampler in ctx.samplers:
+        sampler.start(origin_ns)
+    run = RequestRun()
+    gc.collect()
+    gc.freeze()  # nothing allocated before the level is ever scanned during it
+    if group is not None:  # its records arrive at the end: its progress is the tallies
+        run.origin_ns = origin_ns
+    try:
+        async with progress_events(ctx.emit, ctx.host, spec.label, run, spec.requests,
+                                   group.tally if group is not None else None):
+            if group is None:
+                await run_requests(ctx.client, ctx.workload, shape, ctx.stop, id_prefix=phase,
+                                   run=run)
+            else:
+                run = await group.run(ctx.stop)
+                ctx.client.keep_alive = ctx.client.keep_alive and group.keep_alive
+    finally:
+        gc.unfreeze()
+        for sampler in ctx.samplers:
+            sampler.stop()
+    return run
 
 
 @dataclass(frozen=True)
@@ -306,6 +341,7 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
     load, the samplers' blocks and the server."""
     config, server = ctx.config, ctx.server
     repeats = [one.result for one in measured]
+    runs = [one.repeat.run for one in measured]
     return {
         "level": spec.label,
         "mode": spec.mode,
@@ -320,15 +356,7 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
         "keep_alive": ctx.client.keep_alive,
         "repeats": repeats,
         "spread": relative_spread([r.output_throughput or 0.0 for r in repeats]),
-        "client_cpu_s": pooled.cpu_s,
-        "client_cpu_utilization": (pooled.cpu_s / pooled.duration_s
-                                   if pooled.duration_s > 0 else 0.0),
-        "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
-                                   if pooled.lags_s else None),
-        # only where the loop was watched (a level composed from records alone was not)
-        **({"client_loop_lag_ms": summarize([x * 1000 for x in pooled.loop_lags_s]),
-            "client_late": lateness(pooled.loop_lags_s, pooled.duration_s)}
-           if pooled.loop_lags_s else {}),
+        **_client_keys(ctx, spec, pooled, runs),
         **blocks,
         "server_version": server.version,
         "simulated": server.simulated,
@@ -336,3 +364,30 @@ def _orch_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
         "time_scale": server.time_scale,
         "metric_definitions": METRIC_DEFINITIONS,
     }
+
+
+def _client_keys(ctx: Context, spec: LevelSpec, pooled: Pooled,
+                 runs: Sequence[RequestRun]) -> dict[str, Any]:
+    """The client's own load: its CPU, how late it sent and woke. With client processes,
+    the busiest one's core and the latest one's loop (one process starved or busy is
+    enough to hold the level), and each one's figures."""
+    keys: dict[str, Any] = {
+        "client_cpu_s": pooled.cpu_s,
+        "client_cpu_utilization": pooled.cpu_s / pooled.duration_s if pooled.duration_s > 0 else 0.0,
+        "client_schedule_lag_ms": (summarize([x * 1000 for x in pooled.lags_s])
+                                   if pooled.lags_s else None),
+    }
+    if pooled.loop_lags_s:  # only where the loop was watched (not a level of records alone)
+        keys["client_loop_lag_ms"] = summarize([x * 1000 for x in pooled.loop_lags_s])
+        keys["client_late"] = lateness(pooled.loop_lags_s, pooled.duration_s)
+    busiest = busiest_cpu(runs)
+    if busiest is None:
+        return keys
+    block = processes_block(runs, shares(_shape(spec, ctx.config, spec.requests),
+                                         ctx.config.client_processes))
+    keys["client_cpu_utilization"] = busiest
+    latest = latest_process(block)
+    if latest is not None:
+        keys["client_loop_lag_ms"], keys["client_late"] = latest["loop_lag_ms"], latest["late"]
+    keys["client_processes"] = block
+    return keys

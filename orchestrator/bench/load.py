@@ -15,12 +15,11 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from orchestrator.bench.arrivals import arrival_offsets
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.request_record import RequestRecord
-from orchestrator.bench.workload import Workload
 
 _perf_ns = time.perf_counter_ns
 GONE_AFTER_REFUSALS = 2  # connections refused in a row before the server counts as gone
@@ -38,10 +37,12 @@ class Stop:
         self.event = asyncio.Event()
         self.reason: str | None = None
         self.signum: int | None = None  # when a signal asked for it
+        self.detail: str | None = None  # what went wrong, when the reason alone does not say
 
-    def set(self, reason: str) -> None:
+    def set(self, reason: str, detail: str | None = None) -> None:
         if self.reason is None:
             self.reason = reason
+            self.detail = detail
         self.event.set()
 
     @property
@@ -72,6 +73,15 @@ class Shape:
     burstiness: float = 1.0
     seed: int = 0
     max_in_flight: int | None = None  # rate levels: arrivals beyond it wait for a slot
+    # (k, n): the k-th of n client processes, which sends every n-th arrival of the level's
+    # schedule from the k-th on (rate levels; closed and batch shares are their own shapes)
+    part: tuple[int, int] = (0, 1)
+
+
+class Bodies(Protocol):
+    """What a run sends: request i's ready body (workload.Workload)."""
+
+    def body(self, index: int) -> bytes: ...
 
 
 @dataclass
@@ -87,6 +97,9 @@ class RequestRun:
     # How late the event loop woke for a timer due every LAG_TICK_S: the load generator's own
     # saturation, or the controller's CPU taken by others (either way, it sent and read late)
     loop_lags_s: list[float] = field(default_factory=list)
+    # one run of each client process when the level's load was split (client_processes.py):
+    # their records are this run's, merged
+    parts: list[RequestRun] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -95,7 +108,7 @@ class RequestRun:
 
 async def run_requests(
     client: StreamClient,
-    workload: Workload,
+    workload: Bodies,
     shape: Shape,
     stop: Stop,
     *,
@@ -132,7 +145,7 @@ class _Sender:
     """Sends one request; after a failure that may mean the server went, asks its health
     (at most every HEALTH_EVERY_S) and stops the run when it is gone or unhealthy."""
 
-    def __init__(self, client: StreamClient, workload: Workload, stop: Stop) -> None:
+    def __init__(self, client: StreamClient, workload: Bodies, stop: Stop) -> None:
         self.client = client
         self.workload = workload
         self.stop = stop
@@ -244,6 +257,8 @@ async def _open(
     )
     if shape.count is None and shape.duration_s is not None:
         offsets = [o for o in offsets if o < shape.duration_s] or [0.0]
+    process, processes = shape.part
+    offsets = offsets[process::processes]
     origin = run.origin_ns
     tasks: list[asyncio.Task[None]] = []
     if shape.max_in_flight is not None:  # as vllm bench serve's semaphore: wait, then send

@@ -56,6 +56,7 @@ class RequestRecord:
     warmup: bool = False
     label: str = ""  # where it belongs: `<level>-<repeat>` (or `<level>-w`, warm-up)
     index: int = 0  # its place in that phase
+    client_process: int | None = None  # which client process sent it, when several did
     retried: bool = False  # resent once: a reused keep-alive connection was closed
     reason: str = ""  # the status line's reason phrase (`Bad Request`)
     scheduled_ns: int = 0  # open loop: when the request was due to start
@@ -329,6 +330,7 @@ def jsonl_row(record: RequestRecord, metrics: RequestMetrics, level: str) -> dic
         "content_tokens": metrics.content_tokens,
         "finish_reason": metrics.finish_reason,
         "itls_ms": [round(x, 3) for x in metrics.itls_ms],
+        **({"client_process": record.client_process} if record.client_process is not None else {}),
     }
 
 

@@ -28,6 +28,7 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
+from orchestrator.bench.client_processes import Target
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
@@ -62,8 +63,10 @@ class SweepResult:
     server: ServerInfo
     knee: int | None = None
     knee_reason: str | None = None
-    stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy", "lock_lost"
+    stopped: str | None = None  # "interrupted", "server_gone", "server_unhealthy", "lock_lost",
+    # "client_failed"
     signum: int | None = None  # the signal that interrupted it
+    stop_detail: str | None = None  # what failed, when `stopped` is "client_failed"
     crash: dict[str, Any] | None = None  # the server's death during it: level, cause, relaunched
     kept: set[str] = field(default_factory=set)  # levels an earlier part ran: files left as they are
     summary: dict[str, Any] = field(default_factory=dict)
@@ -83,6 +86,8 @@ class SweepResult:
             return "the server stopped answering (connections refused); the sweep ended early"
         if self.stopped == "server_unhealthy":
             return "the server reports its engine dead (/health 503); the sweep ended early"
+        if self.stopped == "client_failed":
+            return f"a client process failed ({self.stop_detail}); the sweep ended early"
         failures = self.failures(max_fraction)
         return "; ".join(failures) if failures else None
 
@@ -182,9 +187,10 @@ def run_sweep(
     if config.warmup and config.max_tokens > WARMUP_TOKENS:
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
         warm = Workload(short, server.model, base_dir=base_dir, tokens=tokens)
+    processes = Target(target.root, server.model, api_key, base_dir, keep_text=tokens is not None)
     coroutine = _sweep(config, target.root, server, workload, api_key, out_dir, emit, host,
                        labels or {}, tokens, warm, list(samplers), list(finished), crash,
-                       explain_death, judge, holds)
+                       explain_death, judge, holds, processes)
     return run_on_stamping_loop(coroutine)
 
 
@@ -207,10 +213,11 @@ async def _sweep(
     explain_death: ExplainDeath | None = None,
     judge: Judge | None = None,
     holds: Callable[[], bool] | None = None,
+    processes: Target | None = None,
 ) -> SweepResult:
     ctx = _context(config, root, server, workload, api_key, emit, host, labels, tokens,
                    warm_workload, extra_samplers)
-    ctx.judge = judge
+    ctx.judge, ctx.target = judge, processes
     sweep = SweepResult(levels=list(finished), out_dir=out_dir, server=server, crash=crash,
                         kept={level.spec.label for level in finished})
     started = datetime.now(UTC)
@@ -231,6 +238,7 @@ async def _sweep(
         ctx.client.close()
         sweep.stopped = ctx.stop.reason
         sweep.signum = ctx.stop.signum
+        sweep.stop_detail = ctx.stop.detail
         if sweep.server_died and explain_death is not None:
             cut = sweep.levels[-1] if sweep.levels and sweep.levels[-1].partial else None
             sweep.crash = explain_death(cut.spec.label if cut else None)

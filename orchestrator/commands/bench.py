@@ -152,6 +152,7 @@ FLAGS: list[tuple[tuple[str, ...], str, Callable[[str], Any] | None]] = [
     (("--percentile-metrics",), "percentile_metrics", _names),
     (("--auto-threshold",), "auto.threshold", float),
     (("--auto-max-concurrency",), "auto.max_concurrency", int),
+    (("--client-processes",), "client_processes", int),
 ]
 
 
@@ -312,6 +313,15 @@ def _rate_levels(args: argparse.Namespace, data: dict[str, Any]) -> list[float]:
     return finite
 
 
+def _problem(item: dict[str, Any]) -> str:
+    """One validation error, at the flag it names: a model validator's own (its `at`)
+    with its message alone."""
+    cause = (item.get("ctx") or {}).get("error")
+    at = tuple(getattr(cause, "at", ()) or ())
+    message = str(cause) if at else item["msg"]
+    return f"{flag_of(tuple(str(p) for p in (*item['loc'], *at)))}: {message}"
+
+
 def _config(args: argparse.Namespace) -> Bench:
     """The arguments' `bench:` section, validated; a bad value names its flag."""
     from pydantic import ValidationError
@@ -322,9 +332,7 @@ def _config(args: argparse.Namespace) -> Bench:
     try:
         return Bench.model_validate(bench_config(args))
     except ValidationError as error:
-        problems = "; ".join(
-            f"{flag_of(tuple(str(p) for p in e['loc']))}: {e['msg']}" for e in error.errors()
-        )
+        problems = "; ".join(_problem(dict(e)) for e in error.errors())
         raise UsageError(f"invalid benchmark options: {problems}") from None
 
 

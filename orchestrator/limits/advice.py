@@ -156,7 +156,8 @@ def _memory(args: Mapping[str, object], _: Verdict, __: Layout, flags: EngineFla
 
 NOTES = {
     "client-bound": "no server change: run orch bench from a machine of its own (orch bench --url), "
-                    "or sweep fewer, lower levels; then measure again",
+                    "split the load across client processes on free cores (bench.client_processes, "
+                    "--client-processes N), or sweep fewer, lower levels; then measure again",
     "not-enough-evidence": "nothing to change yet: collect what the verdict lists as missing, and sweep "
                            "past the plateau",
 }

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import (
     Field,
     field_validator,
+    model_validator,
 )
 
 from orchestrator.metrics import DEFAULT_PERCENTILES
@@ -50,6 +51,11 @@ class AutoSweep(StrictModel):
         le=1,
         description="Narrowing stops when the knee is bracketed within this fraction of it.",
     )
+
+
+# Client processes of one sweep: each a core's worth of load generator; more than a
+# controller's cores only share them.
+MAX_CLIENT_PROCESSES = 64
 
 
 # The latencies a plan may give percentiles to: orchestrator/metrics.py's CHOOSABLE,
@@ -152,6 +158,14 @@ class Bench(StrictModel):
     via: Literal["direct", "ssh"] = Field(
         "direct", description="Reach the server directly, or through an SSH port forward."
     )
+    client_processes: int = Field(
+        1, ge=1, le=MAX_CLIENT_PROCESSES,
+        description="Load generator processes: each level's concurrency (or request rate) and "
+                    "requests are split across them, for loads one client core cannot drive; "
+                    "the level's figures are computed over all their requests together. Each "
+                    "closed or batch level (and `max_in_flight`) needs at least one request in "
+                    "flight per process.",
+    )
 
     @field_validator("concurrency", mode="before")
     @classmethod
@@ -171,6 +185,23 @@ class Bench(StrictModel):
                 raise FieldError(f"a concurrency level is at most {MAX_CONCURRENCY:,} requests "
                                  f"in flight, got {level:,}", at=(index,))
         return value
+
+    @model_validator(mode="after")
+    def _processes(self) -> Bench:
+        """Every client process holds at least one of a level's requests in flight."""
+        processes = self.client_processes
+        lowest = {"max_in_flight": self.max_in_flight}
+        if self.concurrency == "auto":
+            lowest["auto.start"] = self.auto.start
+        elif "concurrency" in self.model_fields_set or not self.rate:  # levels that run
+            lowest["the lowest concurrency level"] = min(self.concurrency)
+        for name, low in lowest.items():
+            if low is not None and low < processes:
+                raise FieldError(
+                    f"{processes} client processes need at least {processes} requests in flight, "
+                    f"but {name} is {low}: use at most {low}, or higher levels (each "
+                    "process holds at least one request)", at=("client_processes",))
+        return self
 
     @field_validator("percentiles")
     @classmethod
