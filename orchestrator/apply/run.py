@@ -13,6 +13,8 @@ from rich.console import Console
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
+from orchestrator.apply.fleet import Fleet, fleet_exit_code, fleet_record, recap_lines, run_fleet
+from orchestrator.apply.fleet_router import BenchThrough, RouterRun
 from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.locked import (
@@ -30,6 +32,7 @@ from orchestrator.errors import UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.facts.model import ModelFacts
+from orchestrator.fleet.gate import ReplicaGate
 from orchestrator.holder import Holder
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.inventory.limit import narrow
@@ -37,7 +40,7 @@ from orchestrator.masking import mask
 from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
-from orchestrator.plan.secrets import resolve_secrets
+from orchestrator.plan.secrets import resolve_secrets, substitute
 from orchestrator.runs.layout import refuse_inside_run
 from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.run_records import HostFactsRecord
@@ -94,18 +97,21 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
         if note:
             console.print(note, soft_wrap=True, markup=False)
     hosts = _hosts(options, loaded.plan, inventory, locked)
+    fleet, inventory, hosts = _as_fleet(loaded.plan, hosts, inventory)
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
     # the run before a run folder exists.
     compiled = compile_plan(loaded, secrets, hosts, Options(
         with_service="service" not in options.skip, force_restart=options.restart,
         verify_all=options.verify_all, freeze=locked.freeze if locked else None,
         commits=locked.commits if locked else None,
+        replicas=fleet.by_id if fleet is not None else None,
     ), inventory)
     if options.show_origin:
         print_origins(console, loaded, inventory, hosts)
-    folder = _open_folder(options, console, loaded, plan_path, hosts, locked)
+    folder = _open_folder(options, console, loaded, plan_path,
+                          [*hosts, fleet.router.name] if fleet is not None else hosts, locked)
     try:
-        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder)
+        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder, fleet)
     except KeyboardInterrupt as stopped:
         _interrupted(options, console, loaded.plan, plan_path, folder)
         raise stopped
@@ -116,7 +122,18 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
     finally:
         if folder:
             folder.close()
-    return exit_code(outcomes)
+    plain = exit_code(outcomes)
+    return fleet_exit_code(fleet_record(fleet, outcomes), plain) if fleet and not options.check \
+        else plain
+
+
+def _as_fleet(plan: Plan, hosts: list[str],
+              inventory: Inventory) -> tuple[Fleet | None, Inventory, list[str]]:
+    """A plan with `router:` runs each replica as a host of the run (apply/fleet.py)."""
+    if plan.router is None:
+        return None, inventory, hosts
+    fleet = Fleet.of(plan, hosts, inventory)
+    return fleet, fleet.inventory, fleet.ids
 
 
 def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
@@ -199,8 +216,9 @@ def _run(
     inventory: Inventory,
     compiled: Compiled,
     folder: RunFolder | None,
+    fleet: Fleet | None = None,
 ) -> list[HostOutcome]:
-    """Converge every host and report."""
+    """Converge every host (a fleet: every replica, then its router) and report."""
     plan = loaded.plan
     if folder and not (options.resume and folder.layout.plan.is_file()):  # resumed: as it ran
         folder.write_plan(resolved_plan_yaml(loaded))
@@ -210,8 +228,8 @@ def _run(
         reporter(event, folder.event(event) if folder and event.kept else None)
 
     holder = folder.holder if folder else Holder.me(None, _command_name(options))
-    jobs = [_job(options, console, loaded, secrets, inventory, compiled, folder, host, holder)
-            for host in compiled.steps]
+    jobs = [_job(options, console, loaded, secrets, inventory, compiled, folder, host, holder,
+                 fleet) for host in compiled.steps]
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
         console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
@@ -225,32 +243,55 @@ def _run(
         console.print(f"the {len(jobs)} nodes of the server run at once (--forks "
                       f"{options.forks} does not bound a multi-node server's nodes)")
     with reporter.live():
-        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
+        if fleet is not None:
+            outcomes = run_fleet(jobs, fleet, _router_run(options, loaded, secrets, compiled,
+                                                          folder, console, fleet, emit, holder),
+                                 check=options.check, emit=emit, forks=forks)
+        else:
+            outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
+    _report(options, console, folder, outcomes, fleet)
+    return outcomes
+
+
+def _report(options: ApplyOptions, console: Console, folder: RunFolder | None,
+            outcomes: list[HostOutcome], fleet: Fleet | None) -> None:
+    """The run's records, diffs (plan) and recap; a fleet's fleet.json and its state."""
     if folder:
         _write_host_artifacts(folder, outcomes)
     if options.check and not options.json_lines:
         print_diffs(console, outcomes)
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
+    if fleet is not None and not options.check:
+        record = fleet_record(fleet, outcomes)
+        if folder:
+            folder.write_fleet(record)
+        for line in recap_lines(record) if not options.json_lines else []:
+            console.print(line, markup=False, soft_wrap=True,
+                          style=None if record.state == "ready" else "yellow")
     if folder:
         folder.meta.failures = failures(outcomes)
         folder.finish("failed" if any(o.failed for o in outcomes) else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
-    return outcomes
 
 
 def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: dict[str, str],
          inventory: Inventory, compiled: Compiled, folder: RunFolder | None, host: str,
-         holder: Holder) -> HostJob:
-    """One host's job: its steps, its locks, and the stages after converge in order."""
+         holder: Holder, fleet: Fleet | None = None) -> HostJob:
+    """One host's job: its steps, its locks, and the stages after converge in order. A
+    fleet's replica: its own plan, no sweep (the router's run has it), and the venv lock
+    of its host, waited for (the replicas of a host share its venv)."""
     # What a plan without a server never needs (the load generator among it) is not imported
     # for it: a no-op re-apply's time is mostly the interpreter's.
     plan = loaded.plan
+    if fleet is not None:
+        plan = compiled.plans[host].model_copy(update={"bench": None})
     lock = None if options.check else LockRequest(
         lock_paths(plan.python.venv if plan.python else None, plan.name,
-                   plan.service.name if plan.service else None, host), holder,
-        wait=options.wait, break_lock=options.break_lock)
+                   plan.service.name if plan.service else None,
+                   fleet.inventory.real(host) if fleet is not None else host), holder,
+        wait=options.wait or fleet is not None, break_lock=options.break_lock)
     after: list[Stage] = []
     environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env
     if folder is not None:
@@ -284,6 +325,30 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
         install = replace(install, run=f"{plan.name}/{folder.path.name}")
     return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end,
                    install=install)
+
+
+def _router_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
+                compiled: Compiled, folder: RunFolder | None, console: Console, fleet: Fleet,
+                emit: Callable[[Event], None], holder: Holder) -> RouterRun:
+    """The router's run; its sweep goes through it to the first replica that serves."""
+    plan = loaded.plan
+
+    def bench(gate: ReplicaGate) -> BenchThrough | None:
+        if plan.bench is None or not gate.ready:
+            return None
+        from orchestrator.apply.bench import BenchStage  # the load generator: not for a no-op
+
+        first = gate.ready[0].id
+        step = compiled.service_step(first)
+        assert step is not None and plan.service is not None
+        key = substitute(plan.service.api_key, secrets) if plan.service.api_key else None
+        return BenchStage(compiled.plans[first], step, folder, console, key,
+                          base_dir=loaded.base_dir, resume=options.resume is not None,
+                          through_router=True)
+
+    return RouterRun(fleet, options.check, emit, holder, folder, skip=options.skip,
+                     force_restart=options.restart, wait=options.wait,
+                     break_lock=options.break_lock, bench=bench)
 
 
 def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:
