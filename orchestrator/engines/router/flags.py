@@ -139,7 +139,7 @@ def args_problems(args: Mapping[str, object], version: str) -> list[FieldProblem
             out.append(FieldProblem(path, f"is set by orch: set {RESERVED[key]} instead"))
         elif key not in known:
             near = difflib.get_close_matches(key, sorted(known), n=1)
-            mean = f"; did you mean {near[0]}?" if near else ""
+            mean = f"; did you mean {RESERVED.get(near[0], near[0])}?" if near else ""
             out.append(FieldProblem(path, f"vllm-router {version} has no flag --{key}{mean}",
                                     hint=hint))
         elif (why := known[key].value_problem(value)) is not None:
