@@ -1,0 +1,79 @@
+"""`orch apply` of a fleet on this machine: three simulator replicas on consecutive ports
+behind the real `vllm-router` on the controller, through a real apply. Every replica is
+registered, a chat through the router is answered, the sweep goes through the router and
+its own metrics count requests for each replica; a re-apply changes nothing; `orch status`
+has a line per replica and the router; `orch stop` stops them all."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures import quick_venv
+from fixtures.fleet import chat, counters, fleet_plan, free_ports
+from fixtures.orchcli import last_run, orch
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    top = tmp_path_factory.mktemp("fleet-local")
+    port = free_ports(3)
+    plan = fleet_plan(top / "fleet.yaml", venv=str(top / "venv"),
+                      interpreter=quick_venv.interpreter(), hosts="localhost", port=port,
+                      name=f"fl{top.name[-6:]}", replicas={"per_host": 3, "gpus": 1})
+    yield {"dir": top, "plan": plan, "ports": [port, port + 1, port + 2]}
+    orch("stop", plan, cwd=top)
+
+
+def _steps(run: Path, host: str) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = json.loads((run / "hosts" / host / "steps.json").read_text())["steps"]
+    return steps
+
+
+def test_three_replicas_serve_behind_the_router(fleet: dict[str, Any]) -> None:
+    done = orch("apply", fleet["plan"], cwd=fleet["dir"], timeout=600)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    run = last_run(fleet["dir"])
+    record = json.loads((run / "fleet.json").read_text())
+    urls = [f"http://127.0.0.1:{p}" for p in fleet["ports"]]
+    assert record["state"] == "ready"
+    assert [(r["id"], r["url"], r["state"]) for r in record["replicas"]] == [
+        (f"localhost-r{i}", url, "ready") for i, url in enumerate(urls)]
+    assert sorted(record["router"]["workers"]) == urls
+    router = record["router"]["host"]
+    assert sorted(p.name for p in (run / "hosts").iterdir()) == sorted([
+        "localhost-r0", "localhost-r1", "localhost-r2", router])
+    assert (run / "hosts" / router / "bench" / "summary.json").is_file()  # swept through it
+    assert "fleet ready: 3 of 3 replicas serve" in said
+    workers, before = counters(record)
+    assert sorted(workers) == urls
+    assert all(before.processed.get(url, 0) > 0 for url in urls), before.processed  # the sweep
+    assert chat(record["router"]["url"]) == 200
+    _, after = counters(record)
+    assert after.minus(before).requests == 1
+
+
+def test_a_reapply_of_the_unchanged_fleet_changes_nothing(fleet: dict[str, Any]) -> None:
+    done = orch("apply", fleet["plan"], "--skip", "bench", cwd=fleet["dir"], timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = last_run(fleet["dir"])
+    record = json.loads((run / "fleet.json").read_text())
+    for host in [*(r["id"] for r in record["replicas"]), record["router"]["host"]]:
+        changed = [s["step"] for s in _steps(run, host) if s["status"] not in ("ok", "skipped")]
+        assert changed == [], (host, changed)
+    assert "3 already registered" in done.stdout
+
+
+def test_status_has_a_line_per_replica_and_the_router(fleet: dict[str, Any]) -> None:
+    done = orch("status", fleet["plan"], "--json", cwd=fleet["dir"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["host"], r["state"], r["health"]) for r in rows][:3] == [
+        (f"localhost-r{i}", "running", "200") for i in range(3)]
+    assert rows[3]["host"].endswith("-router") and rows[3]["state"] == "running"
