@@ -15,9 +15,6 @@ from dataclasses import dataclass
 
 from orchestrator.apply.converge import HostJob
 from orchestrator.apply.forks import run_bounded
-from orchestrator.apply.hosts import HostRun
-from orchestrator.errors import PlanError
-from orchestrator.events import Emit
 from orchestrator.exit_codes import ExitCode
 from orchestrator.fleet.gate import ReplicaGate
 from orchestrator.fleet.inventory import FleetInventory, fleet_inventory, worker_address
@@ -27,7 +24,6 @@ from orchestrator.plan.models.fleet import Router
 from orchestrator.plan.replicas import Replica, replicas_of
 from orchestrator.runs.fleet_record import FleetRecord, ReplicaRecord, RouterRecord
 from orchestrator.runs.outcome import HostOutcome
-from orchestrator.transport.connect import connect
 
 
 @dataclass(frozen=True)
@@ -40,18 +36,7 @@ class Fleet:
 
     @classmethod
     def of(cls, plan: Plan, hosts: Sequence[str], inventory: Inventory) -> Fleet:
-        if plan.service is None or plan.router is None:
-            raise PlanError("a fleet needs `service:` (what each replica runs) and `router:`",
-                            field="router")
-        if plan.service.nodes is not None:
-            raise PlanError("a fleet's replica is one server on one host; `service.nodes` "
-                            "(one server over several hosts) cannot be replicated yet",
-                            field="router")
-        if plan.service.api_key is not None:
-            raise PlanError("the router reaches its workers without a key orch could give it "
-                            "(only on its command line, which orch never writes)",
-                            field="service.api_key",
-                            expected="no service.api_key in a plan with `router:`")
+        assert plan.service is not None and plan.router is not None  # the plan's model says so
         replicas = replicas_of(plan, hosts)
         return cls(plan, replicas, fleet_inventory(inventory, replicas, plan.router))
 
@@ -79,37 +64,39 @@ class Fleet:
 
 
 RouterRunner = Callable[[ReplicaGate], HostOutcome]
+EndHook = Callable[[HostOutcome], None]
+# A replica's converge and launch, by its id; told its outcome when its run ends.
+ReplicaRunner = Callable[[str, EndHook], HostOutcome]
 
 
-def run_fleet(jobs: list[HostJob], fleet: Fleet, router: RouterRunner, *, check: bool,
-              emit: Emit, forks: int | None) -> list[HostOutcome]:
-    """The replicas' jobs and the router's run, at most `forks` at once (the router's last:
-    it waits for the replicas, never they for it); the outcomes in that order."""
+def run_fleet(fleet: Fleet, replica: ReplicaRunner, router: RouterRunner, *,
+              forks: int | None) -> list[HostOutcome]:
+    """Every replica's run and the router's, at most `forks` at once (the router's last: it
+    waits for the replicas, never they for it); the outcomes in that order."""
     gate = ReplicaGate(fleet.replicas, fleet.min_ready)
-    for job in jobs:
-        _tell(job, gate)
-    host_run = HostRun(fleet.inventory, check, emit, connect)
-    items: list[HostJob | None] = [*jobs, None]
+    items: list[str | None] = [*fleet.ids, None]
 
-    def work(item: HostJob | None) -> HostOutcome:
-        return router(gate) if item is None else host_run(item)
+    def work(item: str | None) -> HostOutcome:
+        if item is None:
+            return router(gate)
+        return replica(item, lambda outcome: gate.ended(
+            item, why_failed(outcome) if outcome.failed else None))
 
-    def failed(item: HostJob | None, error: BaseException) -> HostOutcome:
-        name = item.host if item is not None else fleet.router.name
-        return HostOutcome(host=name, error=f"internal error: {error!r}")
+    def failed(item: str | None, error: BaseException) -> HostOutcome:
+        return HostOutcome(host=item or fleet.router.name, error=f"internal error: {error!r}")
 
     return run_bounded(items, work, forks=forks, on_error=failed,
-                       label=lambda item: f"host-{item.host if item else 'router'}")
+                       label=lambda item: f"host-{item or 'router'}")
 
 
-def _tell(job: HostJob, gate: ReplicaGate) -> None:
-    """The replica's run, once ended, tells the gate whether it serves."""
+def chain_end(job: HostJob, hook: EndHook) -> None:
+    """`hook` told of the job's outcome when it ends, after what the job tells already."""
     earlier = job.on_end
 
     def on_end(outcome: HostOutcome) -> None:
         if earlier is not None:
             earlier(outcome)
-        gate.ended(job.host, why_failed(outcome) if outcome.failed else None)
+        hook(outcome)
 
     job.on_end = on_end
 

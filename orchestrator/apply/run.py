@@ -13,8 +13,9 @@ from rich.console import Console
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
-from orchestrator.apply.fleet import Fleet, fleet_exit_code, fleet_record, recap_lines, run_fleet
+from orchestrator.apply.fleet import Fleet, fleet_exit_code, fleet_record, recap_lines
 from orchestrator.apply.fleet_router import BenchThrough, RouterRun
+from orchestrator.apply.fleet_run import FleetRun
 from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.locked import (
@@ -40,7 +41,7 @@ from orchestrator.masking import mask
 from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
-from orchestrator.plan.secrets import resolve_secrets, substitute
+from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runs.layout import refuse_inside_run
 from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.run_records import HostFactsRecord
@@ -244,9 +245,8 @@ def _run(
                       f"{options.forks} does not bound a multi-node server's nodes)")
     with reporter.live():
         if fleet is not None:
-            outcomes = run_fleet(jobs, fleet, _router_run(options, loaded, secrets, compiled,
-                                                          folder, console, fleet, emit, holder),
-                                 check=options.check, emit=emit, forks=forks)
+            outcomes = _fleet_run(options, loaded, secrets, compiled, folder, console, fleet,
+                                  emit, holder, jobs).run()
         else:
             outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
     _report(options, console, folder, outcomes, fleet)
@@ -327,11 +327,19 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
                    install=install)
 
 
-def _router_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
-                compiled: Compiled, folder: RunFolder | None, console: Console, fleet: Fleet,
-                emit: Callable[[Event], None], holder: Holder) -> RouterRun:
-    """The router's run; its sweep goes through it to the first replica that serves."""
+def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
+               compiled: Compiled, folder: RunFolder | None, console: Console, fleet: Fleet,
+               emit: Callable[[Event], None], holder: Holder, jobs: list[HostJob]) -> FleetRun:
+    """The fleet's run: the replicas' jobs, the router's run, whose sweep goes through it to
+    the first replica that serves (fleet plans take no API key)."""
     plan = loaded.plan
+    made = {job.host: job for job in jobs}
+
+    def job(replica: str) -> HostJob:  # the apply's own first, then made afresh
+        found = made.pop(replica, None)
+        return found if found is not None else _job(
+            options, console, loaded, secrets, fleet.inventory, compiled, folder, replica,
+            holder, fleet)
 
     def bench(gate: ReplicaGate) -> BenchThrough | None:
         if plan.bench is None or not gate.ready:
@@ -340,15 +348,15 @@ def _router_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, st
 
         first = gate.ready[0].id
         step = compiled.service_step(first)
-        assert step is not None and plan.service is not None
-        key = substitute(plan.service.api_key, secrets) if plan.service.api_key else None
-        return BenchStage(compiled.plans[first], step, folder, console, key,
+        assert step is not None
+        return BenchStage(compiled.plans[first], step, folder, console, None,
                           base_dir=loaded.base_dir, resume=options.resume is not None,
                           through_router=True)
 
-    return RouterRun(fleet, options.check, emit, holder, folder, skip=options.skip,
-                     force_restart=options.restart, wait=options.wait,
-                     break_lock=options.break_lock, bench=bench)
+    router = RouterRun(fleet, options.check, emit, holder, folder, skip=options.skip,
+                       force_restart=options.restart, wait=options.wait,
+                       break_lock=options.break_lock, bench=bench)
+    return FleetRun(fleet, job, router, emit, options.forks)
 
 
 def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:

@@ -16,6 +16,14 @@ from fixtures import quick_venv
 from fixtures.fleet import chat, counters, fleet_plan, free_ports
 from fixtures.orchcli import last_run, orch
 
+from orchestrator.apply.converge import HostJob
+from orchestrator.apply.fleet import Fleet
+from orchestrator.apply.fleet_router import RouterRun
+from orchestrator.apply.fleet_run import FleetRun
+from orchestrator.holder import Holder
+from orchestrator.inventory import load_inventory
+from orchestrator.plan.loader import load_plan
+
 pytestmark = pytest.mark.slow
 
 
@@ -77,3 +85,25 @@ def test_status_has_a_line_per_replica_and_the_router(fleet: dict[str, Any]) -> 
     assert [(r["host"], r["state"], r["health"]) for r in rows][:3] == [
         (f"localhost-r{i}", "running", "200") for i in range(3)]
     assert rows[3]["host"].endswith("-router") and rows[3]["state"] == "running"
+
+
+def test_a_run_gives_the_replicas_urls_and_a_client_of_the_running_router(
+        fleet: dict[str, Any]) -> None:
+    """What a rolling redeploy reads of the fleet: each replica's URL as the router has it,
+    and the router itself, reached from here."""
+    loaded = load_plan(fleet["plan"])
+    made = Fleet.of(loaded.plan, ["localhost"], load_inventory(None))
+    run = FleetRun(made, job=_no_job, router=RouterRun(made, False, lambda event: None,
+                                                        Holder.me(None, "test")),
+                   emit=lambda event: None, forks=None)
+    urls = run.urls()
+    assert urls == {f"localhost-r{i}": f"http://127.0.0.1:{port}"
+                    for i, port in enumerate(fleet["ports"])}
+    with run.router_client() as client:
+        assert client.health() == 200
+        assert sorted(client.workers()) == sorted(urls.values())
+        assert set(client.counters().processed) == set(urls.values())
+
+
+def _no_job(replica: str) -> HostJob:
+    raise AssertionError(f"no replica is converged here ({replica})")
