@@ -233,7 +233,8 @@ def _run(
                  fleet) for host in compiled.steps]
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
-        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
+        front = f", behind the router {fleet.router.name}" if fleet is not None else ""
+        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}{front}")
         if plan.service is not None and plan.bench is None and "bench" not in options.skip:
             console.print("no benchmark: bench is null")  # a server alone is a choice; say it
         if folder:

@@ -155,12 +155,18 @@ def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
 def _fleet_gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
     """A fleet's host must hold every replica's GPU set (`replicas.per_host x gpus`)."""
     assert plan.service is not None
-    gpus, needed = facts.host.gpus, gpus_needed(plan)
-    if not engine(plan.service.engine).uses_gpus or gpus is None or needed is None or \
-            len(gpus) >= needed:
-        return []
+    gpus, needed, server = facts.host.gpus, gpus_needed(plan), engine(plan.service.engine)
     spec = plan.replicas
-    assert spec is not None and spec.gpus is not None
+    if not server.uses_gpus or needed is None or spec is None or spec.gpus is None:
+        return []
+    layout = required_gpus(server, plan.service.args, plan.service.extra_args)
+    if layout > spec.gpus:
+        return [Finding(
+            "error", f"each replica has {spec.gpus} GPUs (replicas.gpus) but the service needs "
+            f"{layout} (tensor x pipeline x data parallel)",
+            f"set replicas.gpus to {layout}, or lower {_sizes(server)}")]
+    if gpus is None or len(gpus) >= needed:
+        return []
     return [Finding(
         "error", f"the fleet puts {spec.per_host} replica(s) of {spec.gpus} GPUs on this host "
         f"(replicas.per_host x replicas.gpus = {needed}) but it has {len(gpus)} GPUs",

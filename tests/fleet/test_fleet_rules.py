@@ -26,14 +26,16 @@ def _gpus(count: int) -> Facts:
     return Facts(host=HostFacts(gpus=tuple(Gpu(i, "NVIDIA RTX PRO 6000") for i in range(count))))
 
 
-@pytest.mark.parametrize(("gpus", "problem"), [
-    (8, None),
-    (6, "the fleet puts 2 replica(s) of 4 GPUs on this host (replicas.per_host x "
-        "replicas.gpus = 8) but it has 6 GPUs"),
+@pytest.mark.parametrize(("gpus", "tp", "problem"), [
+    (8, 4, None),
+    (6, 4, "the fleet puts 2 replica(s) of 4 GPUs on this host (replicas.per_host x "
+           "replicas.gpus = 8) but it has 6 GPUs"),
+    (8, 8, "each replica has 4 GPUs (replicas.gpus) but the service needs 8 (tensor x "
+           "pipeline x data parallel)"),
 ])
-def test_a_host_must_hold_every_replicas_gpu_set(gpus: int, problem: str | None) -> None:
-    plan = make_plan({"args": {"tensor-parallel-size": 4}}, replicas={"per_host": 2, "gpus": 4},
-                     router={})
+def test_a_host_must_hold_every_replicas_gpu_set(gpus: int, tp: int, problem: str | None) -> None:
+    plan = make_plan({"args": {"tensor-parallel-size": tp}},
+                     replicas={"per_host": 2, "gpus": 4}, router={})
     second = replica_plan(plan, replicas_of(plan, ["gpu1"])[1])
     errors = [f.message for f in preflight(second, _gpus(gpus)) if f.level == "error"]
     assert errors == ([problem] if problem else [])
