@@ -141,6 +141,9 @@ def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
            locked: Locked | None) -> list[str]:
     """The hosts of this apply: the plan's (or a locked run's) narrowed by --limit; a
     multi-node server is started whole."""
+    if locked is not None and plan.router is not None:
+        raise UsageError("--locked does not redeploy a fleet (a plan with router:) yet",
+                         hint="apply the plan itself: its pins are exact")
     if locked is not None:
         hosts = locked_hosts(locked, inventory, options.limit)
     else:
