@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from fixtures import quick_venv
 from fixtures.fleet import chat, counters, fleet_plan
 from fixtures.netns import NetnsHosts, netns_available
@@ -91,3 +92,29 @@ def test_a_host_down_leaves_the_fleet_degraded_as_min_ready_allows(hosts: NetnsH
         assert [f["host"] for f in meta["failures"]] == ["down"]
     finally:
         orch("stop", plan, "-i", inventory, "--limit", "n1,n2", cwd=tmp_path)
+
+
+def test_the_router_runs_on_a_host_of_the_inventory(hosts: NetnsHosts, tmp_path: Path) -> None:
+    """`router.on: n1`: launched and supervised there, listening on its loopback (reached
+    from here through SSH forwards), two replicas of n1 registered at n1's address."""
+    inventory = _inventory(hosts, tmp_path / "inventory.yaml")
+    plan = fleet_plan(tmp_path / "fleet.yaml", venv=f"{ROOT}/venv",
+                      interpreter=quick_venv.interpreter(), hosts=["n1"], port=8300,
+                      name="fleeton", replicas={"per_host": 2, "gpus": 1}, listen="0.0.0.0")
+    data = yaml.safe_load(plan.read_text())
+    data["router"]["on"] = "n1"
+    plan.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        done = orch("apply", plan, "-i", inventory, cwd=tmp_path, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        run = last_run(tmp_path)
+        record = json.loads((run / "fleet.json").read_text())
+        n1 = hosts.hosts[0].address
+        assert sorted(record["router"]["workers"]) == [f"http://{n1}:8300", f"http://{n1}:8301"]
+        assert (run / "hosts" / "fleeton-router" / "bench" / "summary.json").is_file()
+        status = orch("status", plan, "-i", inventory, "--json", cwd=tmp_path)
+        rows = {row["host"]: row for row in json.loads(status.stdout)}
+        assert rows["fleeton-router"]["state"] == "running", rows
+        assert rows["fleeton-router"]["health"] == "200", rows
+    finally:
+        orch("stop", plan, "-i", inventory, cwd=tmp_path)
