@@ -266,8 +266,10 @@ def _report(options: ApplyOptions, console: Console, folder: RunFolder | None,
         print_diffs(console, outcomes)
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
+    failed = any(o.failed for o in outcomes)
     if fleet is not None and not options.check:
         record = fleet_record(fleet, outcomes)
+        failed = record.state == "failed"  # degraded serves: its failures are listed
         if folder:
             folder.write_fleet(record)
         for line in recap_lines(record) if not options.json_lines else []:
@@ -275,7 +277,7 @@ def _report(options: ApplyOptions, console: Console, folder: RunFolder | None,
                           style=None if record.state == "ready" else "yellow")
     if folder:
         folder.meta.failures = failures(outcomes)
-        folder.finish("failed" if any(o.failed for o in outcomes) else "complete")
+        folder.finish("failed" if failed else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
 

@@ -90,6 +90,7 @@ def test_a_host_down_leaves_the_fleet_degraded_as_min_ready_allows(hosts: NetnsH
         assert chat(record["router"]["url"]) == 200
         meta = json.loads((last_run(tmp_path) / "meta.json").read_text())
         assert [f["host"] for f in meta["failures"]] == ["down"]
+        assert meta["status"] == "complete"  # it serves; fleet.json and failures say how
     finally:
         orch("stop", plan, "-i", inventory, "--limit", "n1,n2", cwd=tmp_path)
 
