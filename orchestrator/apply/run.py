@@ -287,7 +287,8 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
          holder: Holder, fleet: Fleet | None = None) -> HostJob:
     """One host's job: its steps, its locks, and the stages after converge in order. A
     fleet's replica: its own plan, no sweep (the router's run has it), and the venv lock
-    of its host, waited for (the replicas of a host share its venv)."""
+    of its host, waited for (the replicas of a host share its venv) and held through its
+    converge only (the next replica converges while it starts)."""
     # What a plan without a server never needs (the load generator among it) is not imported
     # for it: a no-op re-apply's time is mostly the interpreter's.
     plan = loaded.plan
@@ -330,7 +331,7 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     if install is not None and folder is not None:  # the run the record names
         install = replace(install, run=f"{plan.name}/{folder.path.name}")
     return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end,
-                   install=install)
+                   install=install, release_before_stages=fleet is not None)
 
 
 def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
