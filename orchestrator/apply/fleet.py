@@ -102,12 +102,20 @@ def chain_end(job: HostJob, hook: EndHook) -> None:
 
 
 def why_failed(outcome: HostOutcome) -> str:
+    """Why a replica's or the router's run failed, short: its error's first line, and the
+    cause a diagnosis found."""
     step = outcome.failed_step
     if outcome.error:
-        return outcome.error.splitlines()[0]
+        return _short(outcome.error)
     if step is not None:
-        return f"{step.step}: {(step.error or 'failed').splitlines()[0]}"
+        return f"{step.step}: {_short(step.error or 'failed')}"
     return "its run ended"
+
+
+def _short(error: str) -> str:
+    lines = error.strip().splitlines()
+    cause = next((line.strip() for line in lines[1:] if line.strip().startswith("cause:")), None)
+    return f"{lines[0]} ({cause})" if cause else lines[0]
 
 
 def fleet_record(fleet: Fleet, outcomes: Sequence[HostOutcome]) -> FleetRecord:

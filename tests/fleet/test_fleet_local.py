@@ -131,3 +131,26 @@ def test_the_shipped_fleet_plan_deploys(tmp_path: Path) -> None:
         assert record["state"] == "ready" and len(record["router"]["workers"]) == 3
     finally:
         orch("stop", SHIPPED, *args, cwd=tmp_path)
+
+
+def test_too_few_replicas_serving_leave_the_router_unstarted(tmp_path: Path) -> None:
+    """Every replica dies at start-up (cuda-oom): fewer than min_ready serve, so the router
+    is not started, the apply fails and fleet.json says why."""
+    plan = fleet_plan(tmp_path / "fleet.yaml", venv=str(tmp_path / "venv"),
+                      interpreter=quick_venv.interpreter(), hosts="localhost",
+                      port=free_ports(2), name=f"ff{tmp_path.name[-6:]}",
+                      replicas={"per_host": 2, "gpus": 1, "min_ready": 1})
+    try:
+        done = orch("apply", plan, "--set", "service.sim.fail_at_startup=cuda-oom",
+                    cwd=tmp_path, timeout=300)
+        said = done.stdout + done.stderr
+        assert done.returncode == 1, said
+        record = json.loads((last_run(tmp_path) / "fleet.json").read_text())
+        assert record["state"] == "failed"
+        assert [r["state"] for r in record["replicas"]] == ["failed", "failed"]
+        assert "cause: the GPUs ran out of memory" in (record["replicas"][0]["error"] or ""), record
+        assert "0 of 2 replicas serve, fewer than replicas.min_ready (1): the router is not " \
+               "started" in record["router"]["error"]
+        assert "fleet failed: 0 of 2 replicas serve" in said
+    finally:
+        orch("stop", plan, cwd=tmp_path)
