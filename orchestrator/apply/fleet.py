@@ -138,15 +138,26 @@ def fleet_record(fleet: Fleet, outcomes: Sequence[HostOutcome]) -> FleetRecord:
         error=why_failed(router_outcome) if router_outcome is not None and
         router_outcome.failed else None)
     ready = sum(1 for r in replicas if r.state == "ready")
-    router_up = router_outcome is not None and not router_outcome.failed
+    router_up = router_outcome is not None and any(  # its workers registered: it serves
+        s.step == "register" and s.status in ("ok", "changed") for s in router_outcome.steps)
     state = "failed" if not router_up or ready < fleet.min_ready else \
         "degraded" if ready < len(replicas) else "ready"
     return FleetRecord(state=state, min_ready=fleet.min_ready, replicas=replicas, router=router)
 
 
-def fleet_exit_code(record: FleetRecord, plain: ExitCode) -> ExitCode:
+def run_failed(fleet: Fleet, record: FleetRecord, outcomes: Sequence[HostOutcome]) -> bool:
+    """Whether the fleet's run failed: it does not serve, or the router's run failed (its
+    sweep, say); a replica that failed in a fleet that serves does not fail the run."""
+    router = next((o for o in outcomes if o.host == fleet.router.name), None)
+    return record.state == "failed" or router is None or router.failed
+
+
+def fleet_exit_code(fleet: Fleet, record: FleetRecord, outcomes: Sequence[HostOutcome],
+                    plain: ExitCode) -> ExitCode:
     """A degraded fleet serves, but says so in its exit code; otherwise as any apply."""
-    return ExitCode.DEGRADED if record.state == "degraded" else plain
+    if not run_failed(fleet, record, outcomes) and record.state == "degraded":
+        return ExitCode.DEGRADED
+    return plain
 
 
 def recap_lines(record: FleetRecord) -> list[str]:

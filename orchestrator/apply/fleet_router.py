@@ -37,6 +37,7 @@ from orchestrator.service import control
 from orchestrator.service.launch import render_launch
 from orchestrator.service.lock import LockGuard, lock_paths
 from orchestrator.service.step import ServiceStep
+from orchestrator.steps.base import Step
 from orchestrator.steps.python_env import PythonEnvStep
 from orchestrator.transport.base import Transport
 from orchestrator.transport.connect import connect
@@ -95,8 +96,10 @@ class RouterRun:
             self.holder, wait=self.wait, break_lock=self.break_lock)
         after: list[Stage] = [RouterStage(fleet, gate, plan, step, self.folder, self.skip,
                                           self.bench(gate))]
-        return HostJob(router.name, [PythonEnvStep(plan.python, plan.install), step],
-                       after=after, lock=lock)
+        steps: list[Step] = [PythonEnvStep(plan.python, plan.install)]
+        if "service" not in self.skip:
+            steps.append(step)
+        return HostJob(router.name, steps, after=after, lock=lock)
 
     def venv(self) -> str:
         router = self.fleet.router

@@ -13,7 +13,13 @@ from rich.console import Console
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
-from orchestrator.apply.fleet import Fleet, fleet_exit_code, fleet_record, recap_lines
+from orchestrator.apply.fleet import (
+    Fleet,
+    fleet_exit_code,
+    fleet_record,
+    recap_lines,
+    run_failed,
+)
 from orchestrator.apply.fleet_router import BenchThrough, RouterRun
 from orchestrator.apply.fleet_run import FleetRun
 from orchestrator.apply.forks import DEFAULT_FORKS
@@ -124,8 +130,14 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
         if folder:
             folder.close()
     plain = exit_code(outcomes)
-    return fleet_exit_code(fleet_record(fleet, outcomes), plain) if fleet and not options.check \
-        else plain
+    if fleet is None or not _serves(options):
+        return plain
+    return fleet_exit_code(fleet, fleet_record(fleet, outcomes), outcomes, plain)
+
+
+def _serves(options: ApplyOptions) -> bool:
+    """Whether a fleet's apply brings it up (not `orch plan`, not `--skip service`)."""
+    return not options.check and "service" not in options.skip
 
 
 def _as_fleet(plan: Plan, hosts: list[str],
@@ -267,9 +279,9 @@ def _report(options: ApplyOptions, console: Console, folder: RunFolder | None,
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
     failed = any(o.failed for o in outcomes)
-    if fleet is not None and not options.check:
+    if fleet is not None and _serves(options):
         record = fleet_record(fleet, outcomes)
-        failed = record.state == "failed"  # degraded serves: its failures are listed
+        failed = run_failed(fleet, record, outcomes)  # degraded serves: its failures listed
         if folder:
             folder.write_fleet(record)
         for line in recap_lines(record) if not options.json_lines else []:

@@ -17,7 +17,7 @@ from orchestrator.fleet.gate import ReplicaGate
 from orchestrator.fleet.router_service import router_plan
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.plan.replicas import replica_plan, replicas_of
-from orchestrator.runs.outcome import HostOutcome
+from orchestrator.runs.outcome import HostOutcome, StepOutcome
 from orchestrator.service.launch import render_launch
 from orchestrator.service.preflight import preflight
 
@@ -128,12 +128,21 @@ def test_a_fleet_with_a_replica_down_is_degraded_when_min_ready_allows() -> None
     plan = make_plan({"engine": "sim"}, hosts=["a", "b", "c"], replicas={"min_ready": 2},
                      router={})
     fleet = Fleet.of(plan, ["a", "b", "c"], inventory)
+    router = HostOutcome("orch-router", steps=[StepOutcome("ready", "ok"),
+                                               StepOutcome("register", "changed")])
     outcomes = [HostOutcome("a"), HostOutcome("b", error="b: connection refused"),
-                HostOutcome("c"), HostOutcome("orch-router")]
+                HostOutcome("c"), router]
     record = fleet_record(fleet, outcomes)
     assert record.state == "degraded"
     assert [(r.id, r.state, r.error) for r in record.replicas] == [
         ("a", "ready", None), ("b", "failed", "b: connection refused"), ("c", "ready", None)]
-    assert fleet_exit_code(record, ExitCode.ERROR) == ExitCode.DEGRADED
-    failed = fleet_record(fleet, [*outcomes[:3], HostOutcome("orch-router", error="no venv")])
-    assert failed.state == "failed" and fleet_exit_code(failed, ExitCode.ERROR) == ExitCode.ERROR
+    assert fleet_exit_code(fleet, record, outcomes, ExitCode.ERROR) == ExitCode.DEGRADED
+    swept = HostOutcome("orch-router", steps=[*router.steps, StepOutcome("bench", "failed")])
+    serves = fleet_record(fleet, [*outcomes[:3], swept])
+    assert serves.state == "degraded"  # it serves; the sweep's failure fails the run
+    assert fleet_exit_code(fleet, serves, [*outcomes[:3], swept], ExitCode.ERROR) == \
+        ExitCode.ERROR
+    gone = [*outcomes[:3], HostOutcome("orch-router", error="no venv")]
+    failed = fleet_record(fleet, gone)
+    assert failed.state == "failed"
+    assert fleet_exit_code(fleet, failed, gone, ExitCode.ERROR) == ExitCode.ERROR
