@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
                 transport, _target_plan(plan, plans, host, transport), unit, serves=serves)
             if action == "status":
                 rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
+                if plans.get(host, plan) is None and rows[-1].state == "running":  # a router
+                    rows[-1].workers = _router_workers(handle, inventory)
             elif action == "logs":
                 label = f"{host}: " if len(targets) > 1 else ""
                 printed = _print_log(handle, args, label)
@@ -128,6 +130,20 @@ def _fleet_targets(plan: Plan, hosts: list[str], inventory: Inventory, action: s
     targets = [*router, *replicas] if action == "stop" else [*replicas, *router]
     reached: Inventory = fleet.inventory
     return reached, targets, plans
+
+
+def _router_workers(handle: ServiceHandle, inventory: Inventory) -> list[str] | None:
+    """The workers a fleet's running router lists (None: it did not answer)."""
+    from orchestrator.errors import OrchError
+    from orchestrator.router_client import RouterClient
+    from orchestrator.service import control
+
+    try:
+        with control.reach(handle.transport, inventory, handle.plan) as url, \
+                RouterClient(url, timeout=5) as client:
+            return sorted(client.workers())
+    except OrchError:
+        return None
 
 
 def _target_plan(plan: Plan, plans: dict[str, Plan | None], host: str,
@@ -244,6 +260,9 @@ def _print_status(rows: list[ServiceStatus], as_json: bool, console: Console) ->
             if row.registry:
                 console.print(f"{row.host}: {shown(row.registry, markup=True)}", style="yellow",
                               soft_wrap=True)
+            if row.workers is not None:
+                console.print(f"{row.host}: {len(row.workers)} worker(s) registered: "
+                              f"{', '.join(row.workers) or '-'}", markup=False, soft_wrap=True)
     return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY
 
 

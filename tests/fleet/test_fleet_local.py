@@ -88,6 +88,11 @@ def test_status_has_a_line_per_replica_and_the_router(fleet: dict[str, Any]) -> 
     assert [(r["host"], r["state"], r["health"]) for r in rows][:3] == [
         (f"localhost-r{i}", "running", "200") for i in range(3)]
     assert rows[3]["host"].endswith("-router") and rows[3]["state"] == "running"
+    assert rows[3]["workers"] == [f"http://127.0.0.1:{port}" for port in fleet["ports"]]
+    assert all(row["workers"] is None for row in rows[:3])
+    shown = orch("status", fleet["plan"], cwd=fleet["dir"]).stdout
+    assert f"{rows[3]['host']}: 3 worker(s) registered: http://127.0.0.1:{fleet['ports'][0]}" \
+        in " ".join(shown.split())
 
 
 def test_a_run_gives_the_replicas_urls_and_a_client_of_the_running_router(
