@@ -94,9 +94,8 @@ def run(args: argparse.Namespace) -> int:
             handle = control.ServiceHandle.look(
                 transport, _target_plan(plan, plans, host, transport), unit, serves=serves)
             if action == "status":
-                rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
-                if plans.get(host, plan) is None and rows[-1].state == "running":  # a router
-                    rows[-1].workers = _router_workers(handle, inventory)
+                rows.append(_status_row(handle, inventory, api_key, key_missing,
+                                        router=plans.get(host, plan) is None))
             elif action == "logs":
                 label = f"{host}: " if len(targets) > 1 else ""
                 printed = _print_log(handle, args, label)
@@ -130,6 +129,17 @@ def _fleet_targets(plan: Plan, hosts: list[str], inventory: Inventory, action: s
     targets = [*router, *replicas] if action == "stop" else [*replicas, *router]
     reached: Inventory = fleet.inventory
     return reached, targets, plans
+
+
+def _status_row(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
+                key_missing: str | None, *, router: bool) -> ServiceStatus:
+    """The service's line; a fleet's running router with the workers it lists."""
+    from orchestrator.service import control
+
+    row = control.status(handle, inventory, api_key, key_missing=key_missing)
+    if router and row.state == "running":
+        row.workers = _router_workers(handle, inventory)
+    return row
 
 
 def _router_workers(handle: ServiceHandle, inventory: Inventory) -> list[str] | None:
