@@ -13,6 +13,7 @@ class ExitCode(IntEnum):
     ERROR = 1  # anything failed (the message says what and where)
     CHANGES = 2  # a difference found, when asked: `orch plan --detailed-exitcode`, `orch diff --exit-code`
     UNHEALTHY = 3  # `orch status`: a service is not running or not answering
+    DEGRADED = 4  # a fleet's apply: it serves, with fewer replicas than it has (min_ready)
     USAGE = 64  # bad command line (EX_USAGE): unknown option, missing argument
     LOCKED = 75  # another apply holds a host's lock (EX_TEMPFAIL: try again later, or --wait)
     HANGUP = 129  # SIGHUP (128 + SIGHUP): the terminal or ssh session closed; as Ctrl-C
@@ -26,6 +27,8 @@ MEANINGS: dict[ExitCode, str] = {
     ExitCode.CHANGES: "`orch plan --detailed-exitcode`: changes are pending; `orch diff --exit-code`: "
                       "the plans differ",
     ExitCode.UNHEALTHY: "`orch status`: a service is not running or not answering",
+    ExitCode.DEGRADED: "a fleet's apply: the router serves with fewer replicas than the plan "
+                       "has (at least `replicas.min_ready`); fleet.json names the missing ones",
     ExitCode.USAGE: "bad command line: unknown option, missing or malformed argument",
     ExitCode.LOCKED: "another apply (or `orch stop`) holds a host's lock (`--wait` waits for "
                      "it) or the run folder to `--resume`; an apply whose lock another's "

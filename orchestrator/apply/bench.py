@@ -48,6 +48,9 @@ class BenchStage:
     api_key: str | None
     base_dir: Path | None = None
     resume: bool = False
+    # The target is a fleet's router (`base_url` is its URL): the replicas' processes and
+    # GPUs are not on its host, so no server-side sampler, and no relaunch from here.
+    through_router: bool = False
     said: list[str] = field(default_factory=list)  # the diagnosis's words, for the error
 
     @property
@@ -61,7 +64,8 @@ class BenchStage:
         out_dir = self.folder.host(host).bench.root if self.folder else Path("bench-out")
         finished = self._resumed(out_dir, host, emit)
         with contextlib.ExitStack() as forwards:  # the DCGM exporter's port, while read
-            gpus = self._gpu_sampler(transport, forwards, base_url)
+            gpus = GpuSampler(transport, None) if self.through_router else \
+                self._gpu_sampler(transport, forwards, base_url)
             result = self._sweep(transport, base_url, out_dir, finished, gpus, outcome, emit,
                                  guard)
         self.console.print(result.render(title=f"{self.plan.name} on {host}",
@@ -139,7 +143,8 @@ class BenchStage:
         host: not a simulator (its CPU is not the modelled server's), not a multi-node
         server (its engine's processes run on the other nodes)."""
         service = self.plan.service
-        if service is None or engine(service.engine).simulated or self.step.member is not None:
+        if service is None or engine(service.engine).simulated or \
+                self.step.member is not None or self.through_router:
             return []
         return [ServerCpuSampler(transport, main_pid(self.step.backend, self.step.paths))]
 
@@ -152,11 +157,13 @@ class BenchStage:
         # An unexplained death mid-sweep is relaunched within the restart budget and the
         # sweep goes on (one server on one host; an auto search starts over, so it stops).
         budget = service.restart.max_restarts if self.step.member is None and \
-            self.bench.concurrency != "auto" else 0
+            self.bench.concurrency != "auto" and not self.through_router else 0
         crash: dict[str, Any] | None = None
         relaunches = 0
 
         def explain(level: str | None) -> dict[str, Any]:
+            if self.through_router:  # the router answered for its workers: nothing to read here
+                return {"level": level, "cause": None, "relaunched": 0}
             why, cause = explain_death(transport, self.step, self.folder)
             self.said[:] = [why]
             return {"level": level, "cause": cause, "relaunched": relaunches}
@@ -188,7 +195,8 @@ class BenchStage:
                     outcome: HostOutcome, guard: LockGuard) -> None:
         """A sweep that lost its server or its locks: never relaunch a server another apply
         took over, or that `orch stop` stopped (its `--break-lock` is said a moment later)."""
-        stopped = result.server_died and control.stopped(transport, self.step)
+        stopped = result.server_died and not self.through_router and \
+            control.stopped(transport, self.step)
         taken = result.stopped == "lock_lost" or not guard.holds() or stopped
         if not taken:
             return

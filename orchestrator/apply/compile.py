@@ -27,6 +27,7 @@ from orchestrator.inventory import Inventory
 from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
 from orchestrator.plan.loader import LoadedPlan, locate
 from orchestrator.plan.models import Install, Plan
+from orchestrator.plan.replicas import Replica, replica_plan
 from orchestrator.plan.secrets import secret_names, substitute
 from orchestrator.plan.validation import Positions, Problem, as_plan_error, validate
 from orchestrator.plan.variables import render_vars
@@ -48,6 +49,7 @@ class Options:
     verify_all: bool = False  # hash every RECORD file
     freeze: Mapping[str, Sequence[str]] | None = None  # --locked: host -> its frozen set
     commits: Mapping[str, str] | None = None  # --locked: host -> the model's commit it had
+    replicas: Mapping[str, Replica] | None = None  # a fleet: each host name is a replica's
 
 
 @dataclass
@@ -92,6 +94,8 @@ def compile_plan(
                   for host in hosts}
         for host in hosts:
             compiled.plans[host] = plan_for_host(loaded, host, values[host])
+            if options.replicas is not None:  # a fleet: its name, port, GPUs
+                compiled.plans[host] = replica_plan(compiled.plans[host], options.replicas[host])
         service = loaded.plan.service
         if service is not None and service.nodes is not None and options.with_service:
             compiled.gate = _gate(compiled.plans, list(hosts), know_hosts=inventory is not None)
@@ -110,11 +114,13 @@ def _engine_check(loaded: LoadedPlan) -> None:
     before any host is asked: every problem at its file and line."""
     service = loaded.plan.service
     found = engine(service.engine).plan_check(loaded.plan) if service is not None else []
+    if loaded.plan.router is not None:  # the fleet's router: its flags against its --help
+        found += engine("router").plan_check(loaded.plan)
     if found:
         positions = loaded.positions or Positions(keys={}, values={}, texts={})
         raise as_plan_error([Problem(p.path, p.message, positions.locate(
-            p.path, key=p.path[:2] == ("service", "args")), hint=p.hint) for p in found],
-            positions)
+            p.path, key=p.path[:2] in (("service", "args"), ("router", "args"))),
+            hint=p.hint) for p in found], positions)
 
 
 def plan_for_host(loaded: LoadedPlan, host: str, values: Mapping[str, Any]) -> Plan:

@@ -54,6 +54,9 @@ class HostJob:
     # Told when the host's run ends, however it ends (a multi-node server's gate).
     on_end: Callable[[HostOutcome], None] | None = None
     install: InstallGate | None = None  # the install record: skip an unchanged install
+    # A fleet's replica: its locks end with its converge (launched), so that the next replica
+    # of its host converges while this one starts; the stages run without them.
+    release_before_stages: bool = False
 
 
 def job_request(job: HostJob) -> ProbeRequest:
@@ -154,6 +157,9 @@ def _converge(
         _record_install(transport, job.host, job.install, emit)
     if not check:
         guard.check("after converge")
+        if job.release_before_stages and lock is not None:
+            lock.release()
+            guard = LockGuard(job.host, None)
         # Also after a failed step: the stages collect what the host holds (the logs that
         # say why it failed); each skips what an earlier failure makes pointless.
         for stage in job.after:

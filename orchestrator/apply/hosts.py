@@ -31,13 +31,13 @@ def run_hosts(
     if connect is None:
         connect = default_connect
     return run_bounded(
-        jobs, _HostRun(inventory, check, emit, connect), forks=forks,
+        jobs, HostRun(inventory, check, emit, connect), forks=forks,
         # a bug, not a host failure: the host keeps an outcome, the others go on
         on_error=lambda job, error: HostOutcome(host=job.host, error=f"internal error: {error!r}"),
         label=lambda job: f"host-{job.host}")
 
 
-class _HostRun:
+class HostRun:
     """One host's run: connect (retrying what is transient), converge, close; the outcome
     says how it ended whatever happened."""
 

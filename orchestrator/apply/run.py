@@ -13,6 +13,15 @@ from rich.console import Console
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
+from orchestrator.apply.fleet import (
+    Fleet,
+    fleet_exit_code,
+    fleet_record,
+    recap_lines,
+    run_failed,
+)
+from orchestrator.apply.fleet_router import BenchThrough, RouterRun
+from orchestrator.apply.fleet_run import FleetRun
 from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
 from orchestrator.apply.locked import (
@@ -30,6 +39,7 @@ from orchestrator.errors import UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
 from orchestrator.facts.model import ModelFacts
+from orchestrator.fleet.gate import ReplicaGate
 from orchestrator.holder import Holder
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.inventory.limit import narrow
@@ -94,18 +104,21 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
         if note:
             console.print(note, soft_wrap=True, markup=False)
     hosts = _hosts(options, loaded.plan, inventory, locked)
+    fleet, inventory, hosts = _as_fleet(loaded.plan, hosts, inventory)
     # Every host's steps first: a plan error here (e.g. a flag with its own field) stops
     # the run before a run folder exists.
     compiled = compile_plan(loaded, secrets, hosts, Options(
         with_service="service" not in options.skip, force_restart=options.restart,
         verify_all=options.verify_all, freeze=locked.freeze if locked else None,
         commits=locked.commits if locked else None,
+        replicas=fleet.by_id if fleet is not None else None,
     ), inventory)
     if options.show_origin:
         print_origins(console, loaded, inventory, hosts)
-    folder = _open_folder(options, console, loaded, plan_path, hosts, locked)
+    folder = _open_folder(options, console, loaded, plan_path,
+                          [*hosts, fleet.router.name] if fleet is not None else hosts, locked)
     try:
-        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder)
+        outcomes = _run(options, console, loaded, secrets, inventory, compiled, folder, fleet)
     except KeyboardInterrupt as stopped:
         _interrupted(options, console, loaded.plan, plan_path, folder)
         raise stopped
@@ -116,13 +129,33 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
     finally:
         if folder:
             folder.close()
-    return exit_code(outcomes)
+    plain = exit_code(outcomes)
+    if fleet is None or not _serves(options):
+        return plain
+    return fleet_exit_code(fleet, fleet_record(fleet, outcomes), outcomes, plain)
+
+
+def _serves(options: ApplyOptions) -> bool:
+    """Whether a fleet's apply brings it up (not `orch plan`, not `--skip service`)."""
+    return not options.check and "service" not in options.skip
+
+
+def _as_fleet(plan: Plan, hosts: list[str],
+              inventory: Inventory) -> tuple[Fleet | None, Inventory, list[str]]:
+    """A plan with `router:` runs each replica as a host of the run (apply/fleet.py)."""
+    if plan.router is None:
+        return None, inventory, hosts
+    fleet = Fleet.of(plan, hosts, inventory)
+    return fleet, fleet.inventory, fleet.ids
 
 
 def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
            locked: Locked | None) -> list[str]:
     """The hosts of this apply: the plan's (or a locked run's) narrowed by --limit; a
     multi-node server is started whole."""
+    if locked is not None and plan.router is not None:
+        raise UsageError("--locked does not redeploy a fleet (a plan with router:) yet",
+                         hint="apply the plan itself: its pins are exact")
     if locked is not None:
         hosts = locked_hosts(locked, inventory, options.limit)
     else:
@@ -199,8 +232,9 @@ def _run(
     inventory: Inventory,
     compiled: Compiled,
     folder: RunFolder | None,
+    fleet: Fleet | None = None,
 ) -> list[HostOutcome]:
-    """Converge every host and report."""
+    """Converge every host (a fleet: every replica, then its router) and report."""
     plan = loaded.plan
     if folder and not (options.resume and folder.layout.plan.is_file()):  # resumed: as it ran
         folder.write_plan(resolved_plan_yaml(loaded))
@@ -210,11 +244,12 @@ def _run(
         reporter(event, folder.event(event) if folder and event.kept else None)
 
     holder = folder.holder if folder else Holder.me(None, _command_name(options))
-    jobs = [_job(options, console, loaded, secrets, inventory, compiled, folder, host, holder)
-            for host in compiled.steps]
+    jobs = [_job(options, console, loaded, secrets, inventory, compiled, folder, host, holder,
+                 fleet) for host in compiled.steps]
     if not options.json_lines:
         mode = "plan (check mode)" if options.check else "apply"
-        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}")
+        front = f", behind the router {fleet.router.name}" if fleet is not None else ""
+        console.print(f"[bold]{mode}[/] {plan.name} on {', '.join(compiled.steps)}{front}")
         if plan.service is not None and plan.bench is None and "bench" not in options.skip:
             console.print("no benchmark: bench is null")  # a server alone is a choice; say it
         if folder:
@@ -225,32 +260,57 @@ def _run(
         console.print(f"the {len(jobs)} nodes of the server run at once (--forks "
                       f"{options.forks} does not bound a multi-node server's nodes)")
     with reporter.live():
-        outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
+        if fleet is not None:
+            outcomes = _fleet_run(options, loaded, secrets, compiled, folder, console, fleet,
+                                  emit, holder, jobs).run()
+        else:
+            outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
+    _report(options, console, folder, outcomes, fleet)
+    return outcomes
+
+
+def _report(options: ApplyOptions, console: Console, folder: RunFolder | None,
+            outcomes: list[HostOutcome], fleet: Fleet | None) -> None:
+    """The run's records, diffs (plan) and recap; a fleet's fleet.json and its state."""
     if folder:
         _write_host_artifacts(folder, outcomes)
     if options.check and not options.json_lines:
         print_diffs(console, outcomes)
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
+    failed = any(o.failed for o in outcomes)
+    if fleet is not None and _serves(options):
+        record = fleet_record(fleet, outcomes)
+        failed = run_failed(fleet, record, outcomes)  # degraded serves: its failures listed
+        if folder:
+            folder.write_fleet(record)
+        for line in recap_lines(record) if not options.json_lines else []:
+            console.print(line, markup=False, soft_wrap=True,
+                          style=None if record.state == "ready" else "yellow")
     if folder:
         folder.meta.failures = failures(outcomes)
-        folder.finish("failed" if any(o.failed for o in outcomes) else "complete")
+        folder.finish("failed" if failed else "complete")
         if not options.json_lines:
             console.print(f"run folder: {folder.path}", soft_wrap=True)
-    return outcomes
 
 
 def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: dict[str, str],
          inventory: Inventory, compiled: Compiled, folder: RunFolder | None, host: str,
-         holder: Holder) -> HostJob:
-    """One host's job: its steps, its locks, and the stages after converge in order."""
+         holder: Holder, fleet: Fleet | None = None) -> HostJob:
+    """One host's job: its steps, its locks, and the stages after converge in order. A
+    fleet's replica: its own plan, no sweep (the router's run has it), and the venv lock
+    of its host, waited for (the replicas of a host share its venv) and held through its
+    converge only (the next replica converges while it starts)."""
     # What a plan without a server never needs (the load generator among it) is not imported
     # for it: a no-op re-apply's time is mostly the interpreter's.
     plan = loaded.plan
+    if fleet is not None:
+        plan = compiled.plans[host].model_copy(update={"bench": None})
     lock = None if options.check else LockRequest(
         lock_paths(plan.python.venv if plan.python else None, plan.name,
-                   plan.service.name if plan.service else None, host), holder,
-        wait=options.wait, break_lock=options.break_lock)
+                   plan.service.name if plan.service else None,
+                   fleet.inventory.real(host) if fleet is not None else host), holder,
+        wait=options.wait or fleet is not None, break_lock=options.break_lock)
     after: list[Stage] = []
     environment = EnvironmentCapture(plan, folder)  # the run's nvidia-smi -q, collect-env
     if folder is not None:
@@ -283,7 +343,39 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
     if install is not None and folder is not None:  # the run the record names
         install = replace(install, run=f"{plan.name}/{folder.path.name}")
     return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end,
-                   install=install)
+                   install=install, release_before_stages=fleet is not None)
+
+
+def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
+               compiled: Compiled, folder: RunFolder | None, console: Console, fleet: Fleet,
+               emit: Callable[[Event], None], holder: Holder, jobs: list[HostJob]) -> FleetRun:
+    """The fleet's run: the replicas' jobs, the router's run, whose sweep goes through it to
+    the first replica that serves (fleet plans take no API key)."""
+    plan = loaded.plan
+    made = {job.host: job for job in jobs}
+
+    def job(replica: str) -> HostJob:  # the apply's own first, then made afresh
+        found = made.pop(replica, None)
+        return found if found is not None else _job(
+            options, console, loaded, secrets, fleet.inventory, compiled, folder, replica,
+            holder, fleet)
+
+    def bench(gate: ReplicaGate) -> BenchThrough | None:
+        if plan.bench is None or not gate.ready:
+            return None
+        from orchestrator.apply.bench import BenchStage  # the load generator: not for a no-op
+
+        first = gate.ready[0].id
+        step = compiled.service_step(first)
+        assert step is not None
+        return BenchStage(compiled.plans[first], step, folder, console, None,
+                          base_dir=loaded.base_dir, resume=options.resume is not None,
+                          through_router=True)
+
+    router = RouterRun(fleet, options.check, emit, holder, folder, skip=options.skip,
+                       force_restart=options.restart, wait=options.wait,
+                       break_lock=options.break_lock, bench=bench)
+    return FleetRun(fleet, job, router, emit, options.forks)
 
 
 def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:

@@ -16,9 +16,11 @@ from orchestrator.commands.plan_options import add_forks_option, add_plan_option
 if TYPE_CHECKING:  # imported for real only inside the commands (start-up time)
     from rich.console import Console
 
+    from orchestrator.inventory import Inventory
     from orchestrator.plan.models import Plan
     from orchestrator.service.control import ServiceHandle, ServiceStatus
     from orchestrator.tables import TableData
+    from orchestrator.transport.base import Transport
 
 # The library is imported inside the functions that use it, not here: orch imports this
 # module to build its parser, and start-up time matters (cli.py).
@@ -79,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     hosts = narrow(inventory, inventory.select(plan.hosts), limit)
     targets = _targets(plan, inventory.select(plan.hosts), hosts, args.service_command,
                        getattr(args, "unit", "server"))
+    plans: dict[str, Plan | None] = {}  # a fleet: each replica's plan; None: the router's
+    if plan.router is not None:
+        inventory, targets, plans = _fleet_targets(plan, hosts, inventory, args.service_command)
     console = make_console()
     action = args.service_command
     api_key, key_missing = _status_key(plan) if action == "status" else (None, None)
@@ -86,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
     never_ran: list[str] = []
     for host, unit, serves in targets:
         with connect(host, inventory) as transport:
-            handle = control.ServiceHandle.look(transport, plan, unit, serves=serves)
+            handle = control.ServiceHandle.look(
+                transport, _target_plan(plan, plans, host, transport), unit, serves=serves)
             if action == "status":
-                rows.append(control.status(handle, inventory, api_key, key_missing=key_missing))
+                rows.append(_status_row(handle, inventory, api_key, key_missing,
+                                        router=plans.get(host, plan) is None))
             elif action == "logs":
-                label = f"{host}: " if len(hosts) > 1 else ""
+                label = f"{host}: " if len(targets) > 1 else ""
                 printed = _print_log(handle, args, label)
                 if printed is None:
                     never_ran.append(f"the service {handle.paths.name} has not run on {host} "
@@ -105,6 +112,62 @@ def run(args: argparse.Namespace) -> int:
         raise OrchError("no log: " + "; ".join(never_ran),
                         hint="`orch apply` starts the service; `orch status` shows where it runs")
     return 0
+
+
+def _fleet_targets(plan: Plan, hosts: list[str], inventory: Inventory, action: str,
+                   ) -> tuple[Inventory, list[tuple[str, str | None, bool]], dict[str, Plan | None]]:
+    """A fleet's replicas, each a host of its own, and its router: one line each (stop:
+    the router first, so that it routes to no replica being stopped)."""
+    from orchestrator.apply.fleet import Fleet
+    from orchestrator.plan.replicas import replica_plan
+
+    fleet = Fleet.of(plan, hosts, inventory)
+    plans: dict[str, Plan | None] = {r.id: replica_plan(plan, r) for r in fleet.replicas}
+    plans[fleet.router.name] = None
+    replicas: list[tuple[str, str | None, bool]] = [(r.id, None, True) for r in fleet.replicas]
+    router: list[tuple[str, str | None, bool]] = [(fleet.router.name, None, True)]
+    targets = [*router, *replicas] if action == "stop" else [*replicas, *router]
+    reached: Inventory = fleet.inventory
+    return reached, targets, plans
+
+
+def _status_row(handle: ServiceHandle, inventory: Inventory, api_key: str | None,
+                key_missing: str | None, *, router: bool) -> ServiceStatus:
+    """The service's line; a fleet's running router with the workers it lists."""
+    from orchestrator.service import control
+
+    row = control.status(handle, inventory, api_key, key_missing=key_missing)
+    if router and row.state == "running":
+        row.workers = _router_workers(handle, inventory)
+    return row
+
+
+def _router_workers(handle: ServiceHandle, inventory: Inventory) -> list[str] | None:
+    """The workers a fleet's running router lists (None: it did not answer)."""
+    from orchestrator.errors import OrchError
+    from orchestrator.router_client import RouterClient
+    from orchestrator.service import control
+
+    try:
+        with control.reach(handle.transport, inventory, handle.plan) as url, \
+                RouterClient(url, timeout=5) as client:
+            return sorted(client.workers())
+    except OrchError:
+        return None
+
+
+def _target_plan(plan: Plan, plans: dict[str, Plan | None], host: str,
+                 transport: Transport) -> Plan:
+    """The plan of what runs as `host`: the plan's own, a replica's, or the router's."""
+    if host not in plans:
+        return plan
+    found = plans[host]
+    if found is not None:
+        return found
+    from orchestrator.fleet.router_service import router_plan, router_venv
+
+    assert plan.router is not None
+    return router_plan(plan, router_venv(plan.router, transport), host)
 
 
 def _stop(handle: ServiceHandle, args: argparse.Namespace, console: Console) -> None:
@@ -207,6 +270,9 @@ def _print_status(rows: list[ServiceStatus], as_json: bool, console: Console) ->
             if row.registry:
                 console.print(f"{row.host}: {shown(row.registry, markup=True)}", style="yellow",
                               soft_wrap=True)
+            if row.workers is not None:
+                console.print(f"{row.host}: {len(row.workers)} worker(s) registered: "
+                              f"{', '.join(row.workers) or '-'}", markup=False, soft_wrap=True)
     return ExitCode.OK if all(row.healthy for row in rows) else ExitCode.UNHEALTHY
 
 

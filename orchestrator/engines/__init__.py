@@ -18,6 +18,9 @@ from orchestrator.plan.models.base import LAUNCHABLE
 # Servers orch benchmarks (`orch bench URL`) but does not launch: a package with their
 # /metrics names (METRICS) only.
 MEASURED: tuple[str, ...] = ("llama",)
+# Servers orch launches for the plan's own sections, never as `service.engine`: the fleet's
+# router (`router:`).
+FRONTS: tuple[str, ...] = ("router",)
 
 
 def engine(name: str) -> Engine:
@@ -46,7 +49,7 @@ def metric_names() -> tuple[MetricNames, ...]:
 @cache
 def _engines() -> dict[str, Engine]:
     found: dict[str, Engine] = {}
-    for name in LAUNCHABLE:
+    for name in (*LAUNCHABLE, *FRONTS):
         value = importlib.import_module(f"{__name__}.{name}").ENGINE
         assert isinstance(value, Engine) and value.name == name, f"engines/{name}: ENGINE"
         found[name] = value

@@ -192,6 +192,11 @@ class RunLayout:
         return self.root / "events.jsonl"
 
     @property
+    def fleet(self) -> Path:
+        """A fleet's replicas and router (runs/fleet_record.py)."""
+        return self.root / "fleet.json"
+
+    @property
     def lock(self) -> Path:
         """flock(2)ed by the apply writing the run, for its whole life; names it (holder.py)."""
         return self.root / "apply.lock"

@@ -266,6 +266,9 @@ class RunFolder:
     def write_plan(self, text: str) -> None:
         write_file(self.layout.plan, text)
 
+    def write_fleet(self, record: Record) -> None:
+        write_file(self.layout.fleet, dumps(record))
+
     def write_steps(self, steps: HostSteps) -> None:
         write_file(self.host(steps.host).steps, dumps(steps))
 

@@ -213,6 +213,7 @@ class ServiceStatus:
     apply: str | None = None  # an apply in progress: who runs it
     kernels: dict[str, Any] = field(default_factory=dict)  # what its start-up chose
     registry: str | None = None  # what is wrong with the host's registry entry of its name
+    workers: list[str] | None = None  # a fleet's router: the workers it lists
 
     @property
     def healthy(self) -> bool:

@@ -21,6 +21,7 @@ from orchestrator.errors import PreflightError
 from orchestrator.facts import Facts, Gpu
 from orchestrator.packages import family_mismatches
 from orchestrator.plan.models import ArgValue, Plan
+from orchestrator.plan.replicas import gpus_needed
 from orchestrator.plan.variables import ENV_REF as SECRET_REF
 from orchestrator.steps.base import Finding
 
@@ -31,7 +32,7 @@ def preflight(plan: Plan, facts: Facts) -> list[Finding]:
         return []
     found: list[Finding] = []
     found += _port_findings(plan, facts)
-    found += _gpu_findings(plan, facts)
+    found += _fleet_gpu_findings(plan, facts) or _gpu_findings(plan, facts)
     found += _gpu_busy_findings(plan, facts)
     found += _family_findings(plan, facts)
     found += engine(plan.service.engine).preflight(plan, facts)
@@ -149,6 +150,28 @@ def _gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
             f"lower {_sizes(server)}, or list more devices in env: CUDA_VISIBLE_DEVICES",
         )
     ]
+
+
+def _fleet_gpu_findings(plan: Plan, facts: Facts) -> list[Finding]:
+    """A fleet's host must hold every replica's GPU set (`replicas.per_host x gpus`)."""
+    assert plan.service is not None
+    gpus, needed, server = facts.host.gpus, gpus_needed(plan), engine(plan.service.engine)
+    spec = plan.replicas
+    if not server.uses_gpus or needed is None or spec is None or spec.gpus is None:
+        return []
+    layout = required_gpus(server, plan.service.args, plan.service.extra_args)
+    if layout > spec.gpus:
+        return [Finding(
+            "error", f"each replica has {spec.gpus} GPUs (replicas.gpus) but the service needs "
+            f"{layout} (tensor x pipeline x data parallel)",
+            f"set replicas.gpus to {layout}, or lower {_sizes(server)}")]
+    if gpus is None or len(gpus) >= needed:
+        return []
+    return [Finding(
+        "error", f"the fleet puts {spec.per_host} replica(s) of {spec.gpus} GPUs on this host "
+        f"(replicas.per_host x replicas.gpus = {needed}) but it has {len(gpus)} GPUs",
+        f"lower replicas.per_host or replicas.gpus to fit {len(gpus)} GPUs, or use hosts "
+        "with more")]
 
 
 def _sizes(server: Engine) -> str:

@@ -33,7 +33,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("limits/",),  # pure: why a level plateaus (reads bench, runs, engines, plan)
     ("service/",),  # the model server, and the host's locks
     ("cluster/",),
-    ("fleet/",),  # the fleet behind the router: the roll, the drain, the repair
+    ("fleet/",),  # the fleet behind the router: replicas as hosts, the router as a service,
+                  # its workers; the roll, the drain, the repair
     ("output.py", "live_view.py"),
     ("apply/",),
     ("report/",),
@@ -43,7 +44,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("commands/", "cli.py", "cli_hints.py"),
 ]
 ENGINE_PACKAGES = ("orchestrator.engines.vllm", "orchestrator.engines.sim",
-                   "orchestrator.engines.sglang", "orchestrator.engines.llama")
+                   "orchestrator.engines.sglang", "orchestrator.engines.llama",
+                   "orchestrator.engines.router")
 MAX_MODULE_LINES = 450  # physical lines, docstrings and comments included
 MAX_FUNCTION_LINES = 50  # from its `def` line to its last, nested functions included
 

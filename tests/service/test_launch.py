@@ -222,13 +222,16 @@ def test_secret_values_with_shell_metacharacters_read_back_exactly(tmp_path: Pat
 
 
 def test_the_plan_admits_exactly_the_registered_engines() -> None:
+    """Every registered engine but the fronts orch launches for a plan section of its own
+    (the fleet's router, `router:`)."""
     from typing import get_args
 
-    from orchestrator.engines import all_engines
+    from orchestrator.engines import FRONTS, all_engines
     from orchestrator.plan.models import ServiceSpec
 
     admitted = set(get_args(ServiceSpec.model_fields["engine"].annotation))
-    assert admitted == {found.name for found in all_engines()}
+    assert admitted == {found.name for found in all_engines()} - set(FRONTS)
+    assert FRONTS == ("router",)
 
 
 def test_a_cpu_build_of_vllm_is_launched_through_its_server_module() -> None:

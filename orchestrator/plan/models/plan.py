@@ -223,6 +223,10 @@ class Plan(StrictModel):
         if self.service.nodes is not None:
             raise FieldError("router: routes to replicas, each one server; service.nodes (one "
                              "server across hosts) cannot be a replica here", at=("router",))
+        if self.service.api_key is not None:
+            raise FieldError("the router gives its workers a key only on its command line, "
+                             "which orch never writes: a fleet's replicas take no API key",
+                             at=("service", "api_key"))
         if self.router.mode == "pd" and (self.replicas is None or self.replicas.prefill is None):
             raise FieldError("router.mode: pd needs `replicas.prefill: N` (how many replicas "
                              "serve prefill; the others decode)", at=("router", "mode"))
