@@ -138,8 +138,9 @@ def fleet_record(fleet: Fleet, outcomes: Sequence[HostOutcome]) -> FleetRecord:
         error=why_failed(router_outcome) if router_outcome is not None and
         router_outcome.failed else None)
     ready = sum(1 for r in replicas if r.state == "ready")
-    router_up = router_outcome is not None and any(  # its workers registered: it serves
+    router_up = router_outcome is not None and (any(  # its workers registered: it serves
         s.step == "register" and s.status in ("ok", "changed") for s in router_outcome.steps)
+        or (router_outcome.extra.get("roll") == "stopped" and bool(router.workers)))
     state = "failed" if not router_up or ready < fleet.min_ready else \
         "degraded" if ready < len(replicas) else "ready"
     return FleetRecord(state=state, min_ready=fleet.min_ready, replicas=replicas, router=router)

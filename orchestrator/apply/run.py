@@ -20,6 +20,7 @@ from orchestrator.apply.fleet import (
     recap_lines,
     run_failed,
 )
+from orchestrator.apply.fleet_roll import changed, previous, roll_fleet, serving
 from orchestrator.apply.fleet_router import BenchThrough, RouterRun
 from orchestrator.apply.fleet_run import FleetRun
 from orchestrator.apply.forks import DEFAULT_FORKS
@@ -261,8 +262,8 @@ def _run(
                       f"{options.forks} does not bound a multi-node server's nodes)")
     with reporter.live():
         if fleet is not None:
-            outcomes = _fleet_run(options, loaded, secrets, compiled, folder, console, fleet,
-                                  emit, holder, jobs).run()
+            outcomes = _fleet_outcomes(options, loaded, secrets, compiled, folder, console,
+                                       fleet, emit, holder, jobs)
         else:
             outcomes = run_hosts(jobs, inventory, check=options.check, emit=emit, forks=forks)
     _report(options, console, folder, outcomes, fleet)
@@ -344,6 +345,27 @@ def _job(options: ApplyOptions, console: Console, loaded: LoadedPlan, secrets: d
         install = replace(install, run=f"{plan.name}/{folder.path.name}")
     return HostJob(host, compiled.steps[host], after=after, lock=lock, on_end=on_end,
                    install=install, release_before_stages=fleet is not None)
+
+
+def _fleet_outcomes(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
+                    compiled: Compiled, folder: RunFolder | None, console: Console,
+                    fleet: Fleet, emit: Callable[[Event], None], holder: Holder,
+                    jobs: list[HostJob]) -> list[HostOutcome]:
+    """The fleet's run; a fleet that serves, applied a plan that changes what some replicas
+    launch, rolls them first, one by one behind its router (apply/fleet_roll.py)."""
+    run = _fleet_run(options, loaded, secrets, compiled, folder, console, fleet, emit, holder,
+                     jobs)
+    if not _serves(options) or options.restart or options.resume is not None \
+            or not serving(run):
+        return run.run()
+    here = folder.path if folder else None
+    before = previous(fleet, options.runs_dir, here, fleet.inventory)
+    ids = changed(compiled, before.compiled, fleet.ids) if before is not None else []
+    if before is None or not ids:
+        return run.run()
+    old = _fleet_run(options, before.loaded, before.secrets, before.compiled, folder, console,
+                     fleet, emit, holder, [])
+    return roll_fleet(fleet, run, old, ids, emit=emit, folder=here)
 
 
 def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str],
