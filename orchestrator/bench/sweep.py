@@ -28,6 +28,8 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
+from orchestrator.bench.fleet_level import fleet_sampler
+from orchestrator.bench.fleet_summary import BLOCK as FLEET_BLOCK
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
@@ -163,6 +165,8 @@ def run_sweep(
     explain_death: ExplainDeath | None = None,
     judge: Judge | None = None,
     holds: Callable[[], bool] | None = None,
+    router_metrics: str | None = None,
+    router_policy: str | None = None,
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
@@ -171,13 +175,21 @@ def run_sweep(
     ended the server in an earlier part. `explain_death(level)`: asked when the server dies
     during this part (the level it cut, or None); it returns summary.json's `crash`. `judge`:
     what held each level and where the sweep plateaus. `holds()`: whether an apply's host
-    locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`)."""
+    locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`).
+    When `base_url` is a vllm-router, each level also records the fleet (bench/fleet_level.py:
+    the router's counts from `router_metrics`, its `router_policy` as the plan says it)
+    unless `samplers` has a fleet sampler already."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
     server = probe_server(target.root, model=model, api_key=api_key,  # before writing anything
                           timeout=config.request_timeout)
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
+    if not any(s.block == FLEET_BLOCK for s in samplers):
+        fleet = fleet_sampler(target.root, router_metrics, interval=config.metrics_interval,
+                              floor_s=scrape_floor(server.simulated, server.time_scale),
+                              policy=router_policy)
+        samplers = [*samplers, fleet] if fleet is not None else samplers
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
@@ -251,7 +263,8 @@ def _context(
     warm_workload: Workload | None,
     extra_samplers: Sequence[Sampler],
 ) -> Context:
-    """What every level of the sweep shares: one client, the /metrics scraper first."""
+    """What every level of the sweep shares: one client, the /metrics scraper first (not
+    against a router: its /metrics is one worker's at a time, each scrape a routed request)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
         parse_target(root),
@@ -266,8 +279,9 @@ def _context(
         client=client,
         workload=workload,
         server=server,
-        samplers=[Scraper(f"{root}/metrics", config.metrics_interval, headers,
-                          floor_s=scrape_floor(server.simulated, server.time_scale)),
+        samplers=[*([] if any(s.block == FLEET_BLOCK for s in extra_samplers) else
+                    [Scraper(f"{root}/metrics", config.metrics_interval, headers,
+                             floor_s=scrape_floor(server.simulated, server.time_scale))]),
                   *extra_samplers],
         stop=Stop(),
         emit=emit,
