@@ -31,6 +31,7 @@ from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.bench.gpu_ranges import out_of_range
 from orchestrator.bench.lateness import late_share
 from orchestrator.engines.layout import EngineFlags
+from orchestrator.limits.fleet_evidence import FleetEvidence, fleet_evidence
 from orchestrator.limits.topology import LayoutLinks
 from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
 from orchestrator.runs.run_records import LevelResult
@@ -99,12 +100,13 @@ class Evidence:
     links: LayoutLinks | None
     prefill_tok_s: float | None
     decode_tok_s: float | None
+    fleet: FleetEvidence | None = None  # through vLLM's router: per replica (fleet_evidence.py)
 
     def present(self) -> dict[str, Any]:
         """The figures the level has, by name (no links, no words)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None
-                and f.name not in ("links", "level", "mode", "capped", "simulated")}
+                and f.name not in ("links", "level", "mode", "capped", "simulated", "fleet")}
 
 
 def _number(value: Any) -> float | None:
@@ -245,5 +247,5 @@ def gather(level: LevelResult, plan: PlanFacts | None = None,
         flags=plan.flags,
         gpus=plan.gpus if plan.gpus is not None else (int(seen_gpus) if seen_gpus else None),
         server_cpu=level.figure(SERVER_CPU, model_time=False), **_host_cpu(level), links=plan.links,
-        prefill_tok_s=prefill, decode_tok_s=decode, **gpu,
+        prefill_tok_s=prefill, decode_tok_s=decode, **gpu, fleet=fleet_evidence(level),
     )
