@@ -53,6 +53,13 @@ def fleet_notes(result: LevelResult) -> list[str]:
     return notes
 
 
+def fleet_replicas(levels: Sequence[LevelResult]) -> int | None:
+    """How many replicas the router had (the most any level saw); None: not a fleet run."""
+    counts = [int(block["workers"]) for level in levels
+              if (block := router_block(level)) is not None and isinstance(block.get("workers"), int)]
+    return max(counts) if counts else None
+
+
 def has_fleet(results: Sequence[LevelResult]) -> bool:
     return any(router_block(r) is not None for r in results)
 
