@@ -319,7 +319,7 @@ def limiter(evidence: Evidence) -> Verdict:
 def _missing(e: Evidence) -> list[str]:
     """The kinds of evidence the level lacks, in the words of the plan and the host."""
     out = []
-    if e.scrapes is None:
+    if e.scrapes is None and not (e.fleet and any(r.scrapes for r in e.fleet.replicas)):
         out.append("the server's /metrics (bench.metrics_interval)")
     if e.gpu_util is None:
         out.append("GPU telemetry (nvidia-smi or a DCGM exporter on the host)")

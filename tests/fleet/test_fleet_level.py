@@ -1,0 +1,38 @@
+"""How a sweep learns it benchmarks a router, against the real one: `GET /list_workers` names
+its workers (a server answers no such list), the router's process is found from its port when
+it listens on this machine's loopback, and without its metrics URL the level says so while
+each replica's own /metrics is still read."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from fixtures.router import running_router
+
+from orchestrator.bench.fleet_level import cpu_seconds, local_pid, router_workers
+from orchestrator.bench.sweep import run_sweep
+from orchestrator.plan.models import Bench
+from orchestrator.sim.testing import running_simulator
+
+pytestmark = pytest.mark.slow
+FAST_START = {"startup_time_scale": 0.001}
+
+
+def test_a_router_is_told_from_a_server_and_read_without_its_metrics(tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        sims = [stack.enter_context(running_simulator("m", profile="instant", **FAST_START)) for _ in range(2)]
+        router = stack.enter_context(running_router([s.base_url for s in sims], tmp_path / "router.log"))
+        assert router_workers(sims[0].base_url) is None  # a server: 404
+        assert sorted(router_workers(router.url) or []) == sorted(s.base_url for s in sims)
+        assert local_pid(router.url) == router.process.pid
+        assert local_pid(sims[1].base_url) == sims[1].process.pid
+        assert local_pid("http://10.0.0.1:8000") is None  # not this machine's loopback
+        assert (cpu_seconds(router.process.pid) or -1) >= 0
+        config = Bench.model_validate({"concurrency": [2], "requests_per_level": 8, "max_tokens": 8})
+        result = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "out")
+    block = result.levels[0].result.extra("router")
+    assert "--router-metrics" in block["problem"] and "requests" not in block
+    assert sorted(row["url"] for row in block["replicas"]) == sorted(s.base_url for s in sims)
+    assert sum(row["server"]["delta_requests_finished"] for row in block["replicas"]) == 8
