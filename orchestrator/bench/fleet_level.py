@@ -17,6 +17,7 @@ Whether a URL is a router is asked once (`router_workers`: `GET /list_workers`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from orchestrator import http_deadline
 from orchestrator.bench.fleet_summary import (
     BLOCK,
     EXTRA_NAMES,
@@ -36,17 +38,31 @@ from orchestrator.bench.fleet_summary import (
 from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.bench.server_metrics import Scraper, wanted_names
 from orchestrator.errors import OrchError
+from orchestrator.http_deadline import Deadline
 from orchestrator.router_client import RouterClient, RouterCounters
 
 ROUTER_ADDED = "router_added_ms"  # a level figure: client E2E minus the replicas' own
 
 
+MAX_LIST = 1024 * 1024  # a router's list of a few hundred workers is a few KB
+
+
 def router_workers(root: str, timeout: float = 5.0) -> list[str] | None:
     """The router's workers when `root` is a vllm-router (`GET /list_workers` answers
-    `{"urls": [...]}`), else None (a server, or nothing that answered so)."""
+    `{"urls": [...]}`), else None (a server, or nothing that answered so). Bounded as a
+    scrape is: over `2 * timeout` after it began, at most MAX_LIST read."""
     try:
-        answer = httpx.get(f"{root.rstrip('/')}/list_workers", timeout=timeout, trust_env=False)
-        data = answer.json() if answer.status_code == 200 else None
+        with http_deadline.client(timeout) as client, Deadline(2 * timeout) as deadline, \
+                client.stream("GET", f"{root.rstrip('/')}/list_workers",
+                              extensions=deadline.extensions) as answer:
+            if answer.status_code != 200:
+                return None
+            body = b""
+            for chunk in answer.iter_bytes():
+                body += chunk
+                if len(body) > MAX_LIST:
+                    return None
+        data = json.loads(body)
     except (httpx.HTTPError, ValueError):
         return None
     urls = data.get("urls") if isinstance(data, dict) else None
