@@ -6,15 +6,19 @@ each replica's own /metrics is still read."""
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
+from fixtures.gpu import install
 from fixtures.router import running_router
 
-from orchestrator.bench.fleet_level import cpu_seconds, local_pid, router_workers
+from orchestrator.bench.fleet_level import FleetSampler, cpu_seconds, local_pid, router_workers
+from orchestrator.bench.gpu_telemetry import GpuSampler
 from orchestrator.bench.sweep import run_sweep
 from orchestrator.plan.models import Bench
 from orchestrator.sim.testing import running_simulator
+from orchestrator.transport.local import LocalTransport
 
 pytestmark = pytest.mark.slow
 FAST_START = {"startup_time_scale": 0.001}
@@ -36,3 +40,23 @@ def test_a_router_is_told_from_a_server_and_read_without_its_metrics(tmp_path: P
     assert "--router-metrics" in block["problem"] and "requests" not in block
     assert sorted(row["url"] for row in block["replicas"]) == sorted(s.base_url for s in sims)
     assert sum(row["server"]["delta_requests_finished"] for row in block["replicas"]) == 8
+
+
+def test_a_replicas_host_gpus_are_kept_beside_its_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller with a GPU sampler for one replica's host (here the stand-in nvidia-smi on
+    this machine) hands it to the fleet sampler: that replica's `gpu` is its block, the other's
+    says it has none."""
+    monkeypatch.setenv("PATH", f"{install(tmp_path / 'gpu-bin')}:{os.environ['PATH']}")
+    with contextlib.ExitStack() as stack:
+        sims = [stack.enter_context(running_simulator("m", profile="instant", **FAST_START)) for _ in range(2)]
+        router = stack.enter_context(running_router([s.base_url for s in sims], tmp_path / "router.log"))
+        fleet = FleetSampler(router.url, router.metrics_url, [s.base_url for s in sims], 0.05,
+                             gpus={sims[0].base_url: GpuSampler(LocalTransport(), 0.05)})
+        config = Bench.model_validate({"concurrency": [2], "requests_per_level": 8, "max_tokens": 64})
+        result = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "out",
+                           samplers=[fleet])
+    rows = {row["url"]: row for row in result.levels[0].result.extra("router")["replicas"]}
+    sampled, other = rows[sims[0].base_url]["gpu"], rows[sims[1].base_url]["gpu"]
+    assert sampled["source"] == "nvidia-smi" and sampled["gpu_count"] == 8 and sampled["samples"] > 0
+    assert other == {"source": "none", "reason": "a simulator replica has no GPU"}
+    assert [rows[s.base_url]["processed"] for s in sims] == [4.0, 4.0]
