@@ -36,7 +36,8 @@ from orchestrator.bench.fleet_summary import (
     summarize_fleet,
 )
 from orchestrator.bench.samplers import Sampler, Snapshot
-from orchestrator.bench.server_metrics import Scraper, wanted_names
+from orchestrator.bench.server_info import ServerInfo, probe_server
+from orchestrator.bench.server_metrics import Scraper, scrape_floor, wanted_names
 from orchestrator.errors import OrchError
 from orchestrator.http_deadline import Deadline
 from orchestrator.router_client import RouterClient, RouterCounters
@@ -192,13 +193,35 @@ class FleetSampler:
         return {ROUTER_ADDED: added} if added is not None else {}
 
 
-def fleet_sampler(root: str, router_metrics: str | None, *, interval: float | None,
-                  floor_s: float | None, policy: str | None = None) -> FleetSampler | None:
-    """The sampler of a sweep against `root` when it is a router (None: it is not)."""
+def fleet_server(server: ServerInfo, workers: Sequence[str], api_key: str | None,
+                 timeout: float) -> ServerInfo:
+    """What the sweep says it benchmarked when `server` (probed through the router, which
+    asked one worker) fronts `workers`: a simulator, in its model time, only when every
+    worker is one at the same time scale; a fleet with a real server, or simulators at
+    different scales, is measured in wall time."""
+    seen = []
+    for url in workers:
+        try:
+            seen.append(probe_server(url, model=server.model, api_key=api_key, timeout=timeout))
+        except OrchError:
+            seen.append(ServerInfo(model=server.model))  # not asked: not taken for a simulator
+    same = {(one.simulated, one.profile, one.time_scale) for one in seen}
+    if len(same) == 1 and all(one.simulated for one in seen):
+        return server
+    versions = {one.version for one in seen}
+    return ServerInfo(model=server.model, version=versions.pop() if len(versions) == 1 else None)
+
+
+def fleet_of(root: str, server: ServerInfo, *, router_metrics: str | None, interval: float | None,
+             policy: str | None, api_key: str | None, timeout: float) -> tuple[ServerInfo, FleetSampler | None]:
+    """The server as the sweep shall say it, and the fleet sampler when `root` is a router
+    (None: it is not one)."""
     workers = router_workers(root)
     if workers is None:
-        return None
-    return FleetSampler(root, router_metrics, workers, interval, floor_s, policy, local_pid(root))
+        return server, None
+    server = fleet_server(server, workers, api_key, timeout)
+    return server, FleetSampler(root, router_metrics, workers, interval,
+                                scrape_floor(server.simulated, server.time_scale), policy, local_pid(root))
 
 
 def _is_a_sampler(sampler: FleetSampler) -> Sampler:  # mypy checks the protocol here

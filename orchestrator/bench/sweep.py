@@ -28,7 +28,7 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.fleet_level import fleet_sampler
+from orchestrator.bench.fleet_level import fleet_of
 from orchestrator.bench.fleet_summary import BLOCK as FLEET_BLOCK
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
@@ -186,9 +186,9 @@ def run_sweep(
                           timeout=config.request_timeout)
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
     if not any(s.block == FLEET_BLOCK for s in samplers):
-        fleet = fleet_sampler(target.root, router_metrics, interval=config.metrics_interval,
-                              floor_s=scrape_floor(server.simulated, server.time_scale),
-                              policy=router_policy)
+        server, fleet = fleet_of(target.root, server, router_metrics=router_metrics,
+                                 interval=config.metrics_interval, policy=router_policy,
+                                 api_key=api_key, timeout=config.request_timeout)
         samplers = [*samplers, fleet] if fleet is not None else samplers
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:

@@ -71,6 +71,7 @@ def test_round_robin_shares_sum_to_the_requests_sent(tmp_path: Path) -> None:
         assert result["router_added_ms"] == pytest.approx(
             result["mean_e2el_ms"] - sum(r["server"]["mean_e2e_ms"] for r in rows.values()) / 3, abs=0.01)
         assert "server_metrics" not in result  # the router's /metrics is one worker's: not scraped
+        assert result["simulated"] and result["normalized"]  # every replica at time scale 0.001
     assert "Per replica" in done.stdout and "8/8/8" in done.stdout
 
 
@@ -87,6 +88,8 @@ def test_a_slow_replica_is_named_by_the_limiter(tmp_path: Path) -> None:
     Console(width=160).print(result.render(width=160))
     block = result.levels[0].result.extra("router")
     assert [by_url(block)[s.base_url]["processed"] for s in sims] == [6.0, 6.0, 6.0]
+    # simulators at different time scales have no one model time: the figures are wall time
+    assert not result.server.simulated and result.levels[0].result.normalized is None
     verdict = result.levels[0].result.limiter
     print(verdict)
     assert verdict is not None and verdict["name"] == "slow-replica", verdict

@@ -48,3 +48,4 @@ def test_a_real_vllm_and_a_simulator_behind_the_real_router(tmp_path: Path) -> N
     assert (simulated["simulated"], simulated["gpu"]["reason"]) == (True, NO_GPU_SIM)
     assert vllm["server"]["mean_e2e_ms"] > 0 and level["router"]["requests"] == 8
     assert "4/4" in done.stdout
+    assert not level["simulated"] and "model time" not in done.stdout  # a real replica: wall time
