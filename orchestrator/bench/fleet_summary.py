@@ -28,7 +28,7 @@ SIM_INFO = "orch_simulator_info"  # the simulator's own gauge: a replica that is
 HISTOGRAMS = {"e2e": "vllm:e2e_request_latency_seconds", "ttft": "vllm:time_to_first_token_seconds"}
 EXTRA_NAMES = (SIM_INFO, *(f"{name}_{part}" for name in HISTOGRAMS.values() for part in ("sum", "count")))
 SERVER_KEYS = ("scrapes", "source", "problem", "max_running", "mean_running", "max_waiting",
-               "mean_waiting", "max_kv_cache_usage", "delta_generation_tokens",
+               "mean_waiting", "max_kv_cache_usage", "delta_preemptions", "delta_generation_tokens",
                "delta_requests_finished", "server_output_throughput")
 NO_GPU_SIM = "a simulator replica has no GPU"
 NO_GPU_HOST = "no GPU sampler for this replica's host (orch bench --url reads no host)"

@@ -56,6 +56,22 @@ def _replica(row: Mapping[str, Any]) -> ReplicaFigures:
         tokens_per_request_s=_number(server.get("tokens_per_request_s")))
 
 
+def busiest_server(level: LevelResult) -> Mapping[str, Any] | None:
+    """A fleet level's server view for the server rules (scheduler-cap, kv-cache-bound): the
+    own /metrics of the replica that queued most (then ran most), the rules' figures read
+    per replica as the plan's caps are; None for a level of one server. The fleet rules run
+    first: one replica queueing while another idled is unbalanced before it is a cap."""
+    block = level.extra(BLOCK)
+    if not isinstance(block, Mapping):
+        return None
+    servers: list[Mapping[str, Any]] = [
+        r["server"] for r in block.get("replicas") or []
+        if isinstance(r, Mapping) and isinstance(r.get("server"), Mapping) and r["server"].get("scrapes")]
+    if not servers:
+        return None
+    return max(servers, key=lambda s: (_number(s.get("max_waiting")) or 0.0, _number(s.get("max_running")) or 0.0))
+
+
 def fleet_evidence(level: LevelResult) -> FleetEvidence | None:
     block = level.extra(BLOCK)
     if not isinstance(block, Mapping):

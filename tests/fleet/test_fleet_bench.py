@@ -122,3 +122,20 @@ def notes_column(table: str) -> str:
     """The sweep table's last column, its wrapped lines joined."""
     cells = [line.split("│")[-2].strip() for line in table.splitlines() if line.count("│") > 2]
     return " ".join(cell for cell in cells if cell)
+
+
+def test_every_replica_queueing_at_its_cap_is_a_scheduler_cap_not_the_router(tmp_path: Path) -> None:
+    """Two replicas of two running slots each, eight requests in flight in round robin: both
+    queue, evenly; the server rules read the replica that queued most."""
+    capped = {"profile": "tiny-qwen2-vllm-cpu-2-cores", "time_scale": 1.0, "max_num_seqs": 2}
+    with fleet(tmp_path / "router.log", [capped, capped]) as (router, sims):
+        config = Bench.model_validate({"concurrency": [8], "requests_per_level": 32, "max_tokens": 32,
+                                       "warmup": 0, "metrics_interval": "0.05s"})
+        result = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "out",
+                           judge=Judge(), router_metrics=router.metrics_url, router_policy="round_robin")
+    level = result.levels[0].result
+    rows = by_url(level.extra("router"))
+    assert [rows[s.base_url]["processed"] for s in sims] == [16.0, 16.0]
+    assert all(row["server"]["max_running"] == 2 and row["server"]["max_waiting"] > 0 for row in rows.values())
+    assert level.limiter is not None and level.limiter["name"] == "scheduler-cap", level.limiter
+    print(level.limiter["why"])
