@@ -42,7 +42,7 @@ from orchestrator.bench.stamping import run_on_stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
-from orchestrator.errors import RunFolderError
+from orchestrator.errors import BenchError, RunFolderError
 from orchestrator.events import Emit, LevelEnd, LevelStart
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
@@ -189,6 +189,10 @@ def run_sweep(
         server, fleet = fleet_of(target.root, server, router_metrics=router_metrics,
                                  interval=config.metrics_interval, policy=router_policy,
                                  api_key=api_key, timeout=config.request_timeout)
+        if fleet is None and router_metrics:
+            raise BenchError(f"{mask(target.root)} is not a vllm-router (no list of workers at "
+                             "/list_workers), so its --router-metrics has nothing to count",
+                             hint="give the router's URL, or leave --router-metrics out")
         samplers = [*samplers, fleet] if fleet is not None else samplers
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:

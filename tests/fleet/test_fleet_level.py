@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.gpu import install
+from fixtures.orchcli import orch
 from fixtures.router import running_router
 
 from orchestrator.bench.fleet_level import FleetSampler, cpu_seconds, local_pid, router_workers
@@ -34,6 +35,10 @@ def test_a_router_is_told_from_a_server_and_read_without_its_metrics(tmp_path: P
         assert local_pid(sims[1].base_url) == sims[1].process.pid
         assert local_pid("http://10.0.0.1:8000") is None  # not this machine's loopback
         assert (cpu_seconds(router.process.pid) or -1) >= 0
+        not_one = orch("bench", "--url", sims[0].base_url, "--router-metrics", router.metrics_url,
+                       "--requests", "2", "--result-dir", tmp_path / "nothing", cwd=tmp_path)
+        assert not_one.returncode != 0 and "is not a vllm-router" in not_one.stdout + not_one.stderr
+        assert not (tmp_path / "nothing").exists()  # refused before anything was written
         config = Bench.model_validate({"concurrency": [2], "requests_per_level": 8, "max_tokens": 8})
         result = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "out")
     block = result.levels[0].result.extra("router")
