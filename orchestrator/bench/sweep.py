@@ -189,10 +189,10 @@ def run_sweep(
         server, fleet = fleet_of(target.root, server, router_metrics=router_metrics,
                                  interval=config.metrics_interval, policy=router_policy,
                                  api_key=api_key, timeout=config.request_timeout)
-        if fleet is None and router_metrics:
+        if fleet is None and (router_metrics or router_policy):
             raise BenchError(f"{mask(target.root)} is not a vllm-router (no list of workers at "
-                             "/list_workers), so its --router-metrics has nothing to count",
-                             hint="give the router's URL, or leave --router-metrics out")
+                             "/list_workers): --router-metrics and --router-policy have no router",
+                             hint="give the router's URL, or leave them out")
         samplers = [*samplers, fleet] if fleet is not None else samplers
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:
