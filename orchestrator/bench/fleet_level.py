@@ -148,10 +148,16 @@ class FleetSampler:
             return None
         try:
             with RouterClient(self.root, self.metrics_url, timeout=5.0) as client:
-                return client.counters()
+                counted = client.counters()
         except OrchError as error:
             self._problem = self._problem or f"router metrics at {self.metrics_url}: {error}"
             return None
+        if not counted.healthy and not counted.processed:  # a router always has its workers' health
+            self._problem = self._problem or (
+                f"router metrics at {self.metrics_url}: no vllm_router_ counters (is it the "
+                "router's --prometheus-port?)")
+            return None
+        return counted
 
     def start(self, origin_ns: int) -> None:
         self._problem, self._router_cpu = "", None

@@ -41,6 +41,10 @@ def test_a_router_is_told_from_a_server_and_read_without_its_metrics(tmp_path: P
         assert not (tmp_path / "nothing").exists()  # refused before anything was written
         config = Bench.model_validate({"concurrency": [2], "requests_per_level": 8, "max_tokens": 8})
         result = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "out")
+        wrong = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "wrong",
+                          router_metrics=router.url)  # its API port: /metrics there is a worker's
+    said = wrong.levels[0].result.extra("router")["problem"]
+    assert "no vllm_router_ counters (is it the router's --prometheus-port?)" in said
     block = result.levels[0].result.extra("router")
     assert "--router-metrics" in block["problem"] and "requests" not in block
     assert sorted(row["url"] for row in block["replicas"]) == sorted(s.base_url for s in sims)
