@@ -10,8 +10,8 @@ slow-replica  one replica's own mean latency per request SLOW (2) times the medi
               others', or its tokens per second of request time half theirs, while the
               router gave it no more than its fair share (FAIR_SLACK, 1.25 x 1/N): the replica
               is slow, not loaded (high when both figures say so);
-unbalanced    the policy left one replica queueing (requests waiting in its own scheduler)
-              while another idled (its mean running gauge at most IDLE (25%) of the busy one's,
+unbalanced    the policy left one replica queueing (requests waiting in its own scheduler
+              while it ran BUSY_RUNNING (1) or more on average) while another idled (its mean running gauge at most IDLE (25%) of the busy one's,
               nothing waiting), each with MIN_SCRAPES scrapes of its /metrics: the router
               sent work where it waited while a replica had room (the advice: a load-aware
               policy, `router.policy: power_of_two`).
@@ -33,6 +33,7 @@ ROUTER_ADDED_MS = 20.0
 SLOW = 2.0
 FAIR_SLACK = 1.25
 IDLE = 0.25
+BUSY_RUNNING = 1.0  # a queueing replica ran at least one request on average
 MIN_REQUESTS = 2  # a replica judged on fewer requests than this is not judged
 
 
@@ -120,7 +121,9 @@ def unbalanced(e: Evidence) -> Verdict | None:
     if fleet is None:
         return None
     seen = [r for r in fleet.replicas if (r.scrapes or 0) >= MIN_SCRAPES and r.mean_running is not None]
-    busy = [r for r in seen if (r.max_waiting or 0.0) > 0]
+    # queueing: requests waited while it ran one or more on average (a waiting gauge that
+    # caught a request on its way in to an idle replica is not a queue)
+    busy = [r for r in seen if (r.max_waiting or 0.0) > 0 and (r.mean_running or 0.0) >= BUSY_RUNNING]
     if not busy or len(seen) < 2:
         return None
     hot = max(busy, key=lambda r: (r.max_waiting or 0.0, r.mean_running or 0.0))
