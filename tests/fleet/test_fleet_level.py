@@ -57,15 +57,18 @@ def test_a_replicas_host_gpus_are_kept_beside_its_counts(tmp_path: Path, monkeyp
     says it has none."""
     monkeypatch.setenv("PATH", f"{install(tmp_path / 'gpu-bin')}:{os.environ['PATH']}")
     with contextlib.ExitStack() as stack:
-        sims = [stack.enter_context(running_simulator("m", profile="instant", **FAST_START)) for _ in range(2)]
+        # a level of a second or so: longer than the stand-in nvidia-smi takes to start on a busy machine
+        sims = [stack.enter_context(running_simulator("m", profile="tiny-qwen2-vllm-cpu-2-cores", time_scale=1.0,
+                                                      **FAST_START)) for _ in range(2)]
         router = stack.enter_context(running_router([s.base_url for s in sims], tmp_path / "router.log"))
         fleet = FleetSampler(router.url, router.metrics_url, [s.base_url for s in sims], 0.05,
                              gpus={sims[0].base_url: GpuSampler(LocalTransport(), 0.05)})
-        config = Bench.model_validate({"concurrency": [2], "requests_per_level": 8, "max_tokens": 64})
+        config = Bench.model_validate({"concurrency": [2], "requests_per_level": 16, "max_tokens": 64,
+                                       "ignore_eos": True})
         result = run_sweep(config, base_url=router.url, model=None, api_key=None, out_dir=tmp_path / "out",
                            samplers=[fleet])
     rows = {row["url"]: row for row in result.levels[0].result.extra("router")["replicas"]}
     sampled, other = rows[sims[0].base_url]["gpu"], rows[sims[1].base_url]["gpu"]
     assert sampled["source"] == "nvidia-smi" and sampled["gpu_count"] == 8 and sampled["samples"] > 0
     assert other == {"source": "none", "reason": "a simulator replica has no GPU"}
-    assert [rows[s.base_url]["processed"] for s in sims] == [4.0, 4.0]
+    assert [rows[s.base_url]["processed"] for s in sims] == [8.0, 8.0]
