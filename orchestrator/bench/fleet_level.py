@@ -38,8 +38,10 @@ from orchestrator.bench.fleet_summary import (
 from orchestrator.bench.samplers import Sampler, Snapshot
 from orchestrator.bench.server_info import ServerInfo, probe_server
 from orchestrator.bench.server_metrics import Scraper, scrape_floor, wanted_names
-from orchestrator.errors import OrchError
+from orchestrator.errors import BenchError, OrchError
 from orchestrator.http_deadline import Deadline
+from orchestrator.masking import mask
+from orchestrator.plan.models import Bench
 from orchestrator.router_client import RouterClient, RouterCounters
 
 ROUTER_ADDED = "router_added_ms"  # a level figure: client E2E minus the replicas' own
@@ -228,6 +230,23 @@ def fleet_of(root: str, server: ServerInfo, *, router_metrics: str | None, inter
     server = fleet_server(server, workers, api_key, timeout)
     return server, FleetSampler(root, router_metrics, workers, interval,
                                 scrape_floor(server.simulated, server.time_scale), policy, local_pid(root))
+
+
+def with_fleet(root: str, server: ServerInfo, samplers: Sequence[Sampler], config: Bench, *,
+               api_key: str | None, router_metrics: str | None,
+               router_policy: str | None) -> tuple[ServerInfo, list[Sampler]]:
+    """A sweep's server and samplers, the fleet sampler added when `root` is a router and
+    none was given (a caller that samples the replicas' hosts passes its own); router
+    options for a URL that is not a router are refused, not ignored."""
+    if any(s.block == BLOCK for s in samplers):
+        return server, list(samplers)
+    server, fleet = fleet_of(root, server, router_metrics=router_metrics, interval=config.metrics_interval,
+                             policy=router_policy, api_key=api_key, timeout=config.request_timeout)
+    if fleet is None and (router_metrics or router_policy):
+        raise BenchError(f"{mask(root)} is not a vllm-router (no list of workers at /list_workers): "
+                         "--router-metrics and --router-policy have no router",
+                         hint="give the router's URL, or leave them out")
+    return server, [*samplers, *([fleet] if fleet is not None else [])]
 
 
 def _is_a_sampler(sampler: FleetSampler) -> Sampler:  # mypy checks the protocol here

@@ -28,7 +28,7 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.fleet_level import fleet_of
+from orchestrator.bench.fleet_level import with_fleet
 from orchestrator.bench.fleet_summary import BLOCK as FLEET_BLOCK
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
@@ -42,7 +42,7 @@ from orchestrator.bench.stamping import run_on_stamping_loop
 from orchestrator.bench.table import render_table
 from orchestrator.bench.tokens import TokenCounter, load_tokenizer
 from orchestrator.bench.workload import Workload
-from orchestrator.errors import BenchError, RunFolderError
+from orchestrator.errors import RunFolderError
 from orchestrator.events import Emit, LevelEnd, LevelStart
 from orchestrator.masking import mask
 from orchestrator.plan.models import Bench
@@ -185,15 +185,8 @@ def run_sweep(
     server = probe_server(target.root, model=model, api_key=api_key,  # before writing anything
                           timeout=config.request_timeout)
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
-    if not any(s.block == FLEET_BLOCK for s in samplers):
-        server, fleet = fleet_of(target.root, server, router_metrics=router_metrics,
-                                 interval=config.metrics_interval, policy=router_policy,
-                                 api_key=api_key, timeout=config.request_timeout)
-        if fleet is None and (router_metrics or router_policy):
-            raise BenchError(f"{mask(target.root)} is not a vllm-router (no list of workers at "
-                             "/list_workers): --router-metrics and --router-policy have no router",
-                             hint="give the router's URL, or leave them out")
-        samplers = [*samplers, fleet] if fleet is not None else samplers
+    server, samplers = with_fleet(target.root, server, samplers, config, api_key=api_key,
+                                  router_metrics=router_metrics, router_policy=router_policy)
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
