@@ -232,13 +232,20 @@ def fleet_of(root: str, server: ServerInfo, *, router_metrics: str | None, inter
                                 scrape_floor(server.simulated, server.time_scale), policy, local_pid(root))
 
 
+def routed(samplers: Sequence[Sampler]) -> bool:
+    """Whether a sweep's samplers read a router's fleet: its server scraper then scrapes nothing
+    through the router (`<router>/metrics` is one worker's at a time, each scrape a routed
+    request in the counts)."""
+    return any(s.block == BLOCK for s in samplers)
+
+
 def with_fleet(root: str, server: ServerInfo, samplers: Sequence[Sampler], config: Bench, *,
                api_key: str | None, router_metrics: str | None,
                router_policy: str | None) -> tuple[ServerInfo, list[Sampler]]:
     """A sweep's server and samplers, the fleet sampler added when `root` is a router and
     none was given (a caller that samples the replicas' hosts passes its own); router
     options for a URL that is not a router are refused, not ignored."""
-    if any(s.block == BLOCK for s in samplers):
+    if routed(samplers):
         return server, list(samplers)
     server, fleet = fleet_of(root, server, router_metrics=router_metrics, interval=config.metrics_interval,
                              policy=router_policy, api_key=api_key, timeout=config.request_timeout)

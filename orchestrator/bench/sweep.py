@@ -28,8 +28,7 @@ from orchestrator.bench import auto as auto_search
 from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
-from orchestrator.bench.fleet_level import with_fleet
-from orchestrator.bench.fleet_summary import BLOCK as FLEET_BLOCK
+from orchestrator.bench.fleet_level import routed, with_fleet
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
@@ -176,9 +175,7 @@ def run_sweep(
     during this part (the level it cut, or None); it returns summary.json's `crash`. `judge`:
     what held each level and where the sweep plateaus. `holds()`: whether an apply's host
     locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`).
-    When `base_url` is a vllm-router, each level also records the fleet (bench/fleet_level.py:
-    the router's counts from `router_metrics`, its `router_policy` as the plan says it)
-    unless `samplers` has a fleet sampler already."""
+    `router_metrics`, `router_policy`: a vllm-router's fleet (bench/fleet_level.py)."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
@@ -260,8 +257,7 @@ def _context(
     warm_workload: Workload | None,
     extra_samplers: Sequence[Sampler],
 ) -> Context:
-    """What every level of the sweep shares: one client, the /metrics scraper first (not
-    against a router: its /metrics is one worker's at a time, each scrape a routed request)."""
+    """What every level of the sweep shares: one client, the /metrics scraper first."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     client = StreamClient(
         parse_target(root),
@@ -276,9 +272,8 @@ def _context(
         client=client,
         workload=workload,
         server=server,
-        samplers=[*([] if any(s.block == FLEET_BLOCK for s in extra_samplers) else
-                    [Scraper(f"{root}/metrics", config.metrics_interval, headers,
-                             floor_s=scrape_floor(server.simulated, server.time_scale))]),
+        samplers=[Scraper(f"{root}/metrics", None if routed(extra_samplers) else config.metrics_interval,
+                          headers, floor_s=scrape_floor(server.simulated, server.time_scale)),
                   *extra_samplers],
         stop=Stop(),
         emit=emit,
