@@ -29,6 +29,7 @@ from orchestrator.bench.anomalies import flags_against
 from orchestrator.bench.arrivals import requests_for_rate
 from orchestrator.bench.client import StreamClient
 from orchestrator.bench.client_processes import Target
+from orchestrator.bench.fleet_level import routed, with_fleet
 from orchestrator.bench.http_stream import parse_target
 from orchestrator.bench.judge import Judge
 from orchestrator.bench.level import WARMUP_TOKENS, Context, LevelRun, LevelSpec, run_level
@@ -168,6 +169,8 @@ def run_sweep(
     explain_death: ExplainDeath | None = None,
     judge: Judge | None = None,
     holds: Callable[[], bool] | None = None,
+    router_metrics: str | None = None,
+    router_policy: str | None = None,
 ) -> SweepResult:
     """Run the whole sweep (blocking) and write its files into `out_dir`. Its level events
     go to `emit` (as `host`'s); `samplers` sample beside the server's /metrics scraper,
@@ -176,13 +179,16 @@ def run_sweep(
     ended the server in an earlier part. `explain_death(level)`: asked when the server dies
     during this part (the level it cut, or None); it returns summary.json's `crash`. `judge`:
     what held each level and where the sweep plateaus. `holds()`: whether an apply's host
-    locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`)."""
+    locks are still its own, every second; once not, it stops (`stopped: "lock_lost"`).
+    `router_metrics`, `router_policy`: a vllm-router's fleet (bench/fleet_level.py)."""
     target = parse_target(base_url)
     # local input first: a wrong path is said at once, whatever the server's state
     tokens = load_tokenizer(config.tokenizer, base_dir=base_dir) if config.tokenizer else None
     server = probe_server(target.root, model=model, api_key=api_key,  # before writing anything
                           timeout=config.request_timeout)
     workload = Workload(config, server.model, base_dir=base_dir, tokens=tokens)
+    server, samplers = with_fleet(target.root, server, samplers, config, api_key=api_key,
+                                  router_metrics=router_metrics, router_policy=router_policy)
     warm = None
     if config.warmup and config.max_tokens > WARMUP_TOKENS:
         short = config.model_copy(update={"max_tokens": WARMUP_TOKENS})
@@ -274,8 +280,8 @@ def _context(
         client=client,
         workload=workload,
         server=server,
-        samplers=[Scraper(f"{root}/metrics", config.metrics_interval, headers,
-                          floor_s=scrape_floor(server.simulated, server.time_scale)),
+        samplers=[Scraper(f"{root}/metrics", None if routed(extra_samplers) else config.metrics_interval,
+                          headers, floor_s=scrape_floor(server.simulated, server.time_scale)),
                   *extra_samplers],
         stop=Stop(),
         emit=emit,

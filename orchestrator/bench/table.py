@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bench.anomalies import capped
+from orchestrator.bench.fleet_table import CAPTION as FLEET_CAPTION
+from orchestrator.bench.fleet_table import fleet_notes, has_fleet, replica_cell
 from orchestrator.runs.run_records import LevelResult
 from orchestrator.tables import Column, TableData
 
@@ -50,6 +52,7 @@ def _notes(result: LevelResult, knee: int | None) -> str:
         notes.append(f"{result.failed} failed{said}")
     if result.retried:
         notes.append(f"{result.retried} retried (keep-alive closed)")
+    notes += fleet_notes(result)
     if result.completed and result.token_source in _SOURCES:
         notes.append(_SOURCES[result.token_source])
     notes += [capped(result) or flag if flag == "capped" else _SHORT.get(flag, flag)
@@ -81,6 +84,7 @@ def render_table(
         percentiles=percentiles_of(results),
         goodput=any(r.request_goodput is not None for r in results),
         energy=any(r.figure("output_tokens_per_joule") is not None for r in results),
+        fleet=has_fleet(results),
         notes=[_notes(r, knee) for r in results],
         model_time=model_time,
     )
@@ -98,6 +102,7 @@ class _Shown:
     percentiles: list[str]
     goodput: bool
     energy: bool
+    fleet: bool  # through vLLM's router: a column of requests per replica
     notes: list[str]  # per level
     model_time: bool
 
@@ -114,6 +119,8 @@ def _columns(results: Sequence[LevelResult], shown: _Shown) -> list[Column]:
         columns.append(Column("Goodput (req/s)", "right", priority=1))
     if shown.energy:
         columns += [Column("tok/J", "right", priority=1), Column("GPU W", "right", priority=2)]
+    if shown.fleet:
+        columns.append(Column("Per replica", "right"))
     if any(shown.notes):
         columns.append(Column("Notes", prose=True))
     return columns
@@ -137,6 +144,8 @@ def _captions(results: Sequence[LevelResult], shown: _Shown,
     if any(r.keep_alive is False for r in results):
         captions.append("The server closes a kept-alive connection after each answer: orch "
                         "then opened a new one per request (its connect is part of TTFT).")
+    if shown.fleet:
+        captions.append(FLEET_CAPTION)
     if shown.model_time:
         captions.append(
             f"Simulator at time scale {time_scale:g}: figures in model time "
@@ -168,6 +177,8 @@ def _row(result: LevelResult, notes: str, shown: _Shown) -> list[str]:
         power = (result.extra("gpu_telemetry") or {}).get("mean_power_w")
         row += [f"{value:,.3f}" if value is not None else "-",
                 f"{power:,.0f}" if isinstance(power, int | float) else "-"]
+    if shown.fleet:
+        row.append(replica_cell(result))
     if any(shown.notes):
         row.append(notes)
     return row

@@ -220,6 +220,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore-eos", action="store_true", default=None,
                         help=_field("ignore_eos").description)
     parser.add_argument("--no-metrics", action="store_true", help="do not scrape the server's /metrics")
+    parser.add_argument("--router-metrics", metavar="URL",
+                        help="when --url is a vllm-router: its metrics port (--prometheus-port), "
+                             "e.g. http://127.0.0.1:29000, so each level records the requests per "
+                             "replica as the router counted them")
+    parser.add_argument("--router-policy", metavar="NAME",
+                        help="the router's --policy, named in the level records and the verdicts "
+                             "(the router does not say it)")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
                         help="environment variable holding the API key (OPENAI_API_KEY)")
     parser.add_argument("--label", help="label stored in every result")
@@ -362,6 +369,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = _config(args)
     masking.register_url(args.url)
+    if args.router_metrics:
+        masking.register_url(args.router_metrics)
     api_key = _api_key(args)
     out = args.out or Path("bench-results") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     refuse_inside_run(out, "--result-dir")  # a run's own bench/ is its apply's record
@@ -380,6 +389,8 @@ def run(args: argparse.Namespace) -> int:
             emit=reporter,
             labels=labels,
             judge=Judge(threshold=config.auto.threshold),  # no plan: the server's figures alone
+            router_metrics=args.router_metrics,
+            router_policy=args.router_policy,
         )
     console.print(result.render(width=console.width))
     plateau = result.summary.get("plateau")

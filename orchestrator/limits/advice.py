@@ -17,6 +17,9 @@ for is said in words, with no matrix.
     compute-bound           data-parallel-size [dp-size] doubled (twice the GPUs)
     memory-bandwidth-bound  kv-cache-dtype: [fp8] (fewer bytes read per token)
     not-enough-evidence     nothing to change: collect the missing figures first
+    unbalanced              router.policy: a load-aware one (power_of_two, else cache_aware)
+    slow-replica            no plan change: the replica named is slow (its host, its GPUs)
+    router-bound            no server change: the router on a host of its own (router.on)
 """
 
 from __future__ import annotations
@@ -167,6 +170,27 @@ _BY_NAME: dict[str, Make] = {"scheduler-cap": _scheduler, "kv-cache-bound": _kv,
             "memory-bandwidth-bound": _memory}
 
 
+LOAD_AWARE = ("power_of_two", "cache_aware")
+FLEET_NOTES = {
+    "slow-replica": "no plan change: look at the replica named (its host's other load, its GPUs' "
+                    "clocks and throttling) before the policy; a load-aware router.policy sends it less",
+    "router-bound": "no server change: give the router a host of its own (router.on: <host>) or "
+                    "more CPU; the replicas were waiting for it",
+}
+
+
+def _fleet(verdict: Verdict) -> tuple[list[Suggestion], str] | None:
+    """A fleet verdict's advice (the router's, not the engine's: no flags needed)."""
+    if verdict.name == "unbalanced":
+        current = verdict.figures.get("policy")
+        policies = [p for p in LOAD_AWARE if p != current]
+        return [Suggestion(f"route by load, not in turn: router.policy {policies[0]}",
+                           {"router.policy": policies})], ""
+    if verdict.name in FLEET_NOTES:
+        return [], FLEET_NOTES[verdict.name]
+    return None
+
+
 UNKNOWN_ENGINE = ("no plan, so no engine whose flags to name (a server benchmarked by URL): "
                   "the verdict's figures say what held it")
 
@@ -176,6 +200,9 @@ def advice(verdict: Verdict, args: Mapping[str, object] | None = None,
     """The suggestions for a verdict on a plan with these `service.args` (and extra_args), in
     its engine's `flags`, and a note (why none, or what else to do). A client-bound level
     never gets a server change; without a plan (`flags` None) no flag is guessed."""
+    fleet = _fleet(verdict)
+    if fleet is not None:
+        return fleet
     if flags is None:
         return [], NOTES.get(verdict.name, UNKNOWN_ENGINE if verdict.name in _BY_NAME else "")
     args = args or {}

@@ -10,7 +10,9 @@ level file): a rule that needs it then makes no claim. Sources:
 - the level before it (the next lower load of the same mode, when given): its median TTFT,
   against this level's, for the queueing signature of a scheduler cap;
 - server, from `server_metrics`: the running and waiting gauges (max, mean), KV-cache usage
-  (max, 0-1), the preemptions counter's delta, how many scrapes;
+  (max, 0-1), the preemptions counter's delta, how many scrapes; through vLLM's router, the
+  replica's that queued most (fleet_evidence.py: `busiest_server`), and the fleet's own
+  figures per replica (`Evidence.fleet`);
 - GPUs, from `gpu_telemetry` (nvidia-smi or DCGM): utilization, memory utilization, power
   against its limit and SM clock against its highest, each a mean over the GPUs; throttling;
 - the level's own figures: prefill tok/s (one request's prompt tokens per second of its
@@ -31,6 +33,7 @@ from orchestrator.bench.anomalies import capped, effective_concurrency
 from orchestrator.bench.gpu_ranges import out_of_range
 from orchestrator.bench.lateness import late_share
 from orchestrator.engines.layout import EngineFlags
+from orchestrator.limits.fleet_evidence import FleetEvidence, busiest_server, fleet_evidence
 from orchestrator.limits.topology import LayoutLinks
 from orchestrator.metrics import SERVER_CPU as METRIC_SERVER_CPU
 from orchestrator.runs.run_records import LevelResult
@@ -99,12 +102,13 @@ class Evidence:
     links: LayoutLinks | None
     prefill_tok_s: float | None
     decode_tok_s: float | None
+    fleet: FleetEvidence | None = None  # through vLLM's router: per replica (fleet_evidence.py)
 
     def present(self) -> dict[str, Any]:
         """The figures the level has, by name (no links, no words)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None
-                and f.name not in ("links", "level", "mode", "capped", "simulated")}
+                and f.name not in ("links", "level", "mode", "capped", "simulated", "fleet")}
 
 
 def _number(value: Any) -> float | None:
@@ -222,7 +226,7 @@ def gather(level: LevelResult, plan: PlanFacts | None = None,
     """The evidence of one level (and what the plan and host say, and the level `before`
     it, when given)."""
     plan = plan or PlanFacts()
-    server = level.server_metrics or {}
+    server = level.server_metrics or busiest_server(level) or {}
     seen = effective_concurrency(level) or {}
     gpu = _gpu_figures(level)
     prefill, decode = _split(level)
@@ -245,5 +249,5 @@ def gather(level: LevelResult, plan: PlanFacts | None = None,
         flags=plan.flags,
         gpus=plan.gpus if plan.gpus is not None else (int(seen_gpus) if seen_gpus else None),
         server_cpu=level.figure(SERVER_CPU, model_time=False), **_host_cpu(level), links=plan.links,
-        prefill_tok_s=prefill, decode_tok_s=decode, **gpu,
+        prefill_tok_s=prefill, decode_tok_s=decode, **gpu, fleet=fleet_evidence(level),
     )

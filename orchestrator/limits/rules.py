@@ -13,6 +13,10 @@ The rules run in this order; the first that decides names the limiter:
                          the median while the server's gauges never held C requests at once,
                          or it never held C in flight although the level had C requests: the
                          server was not asked for C, so nothing after this rule may blame it;
+   router-bound,         through vLLM's router (a level with a `router` block): the router's
+   slow-replica,         own CPU or the latency it added; one replica far slower per request
+   unbalanced            than the others; the policy leaving one queueing while another idled
+                         (fleet_rules.py says how each decides);
 3. scheduler-cap         requests waited while the running gauge sat at the engine's scheduler
                          cap (95%; vLLM's --max-num-seqs, SGLang's --max-running-requests);
                          without the plan's value, waiting while fewer than C ran and the KV
@@ -43,19 +47,19 @@ The rules run in this order; the first that decides names the limiter:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from orchestrator.bench.anomalies import CPU_LIMIT, MIN_SCRAPES
 from orchestrator.bench.auto import knee_of_sweep
 from orchestrator.bench.lateness import LATE_MS, very_late
 from orchestrator.limits.evidence import Evidence, PlanFacts, gather, previous
+from orchestrator.limits.fleet_rules import FLEET_LIMITERS, router_bound, slow_replica, unbalanced
+from orchestrator.limits.verdict import Verdict as Verdict  # its home is verdict.py
 from orchestrator.plan.models import AutoSweep
 from orchestrator.runs.run_records import LevelResult
 
-LIMITERS = ("client-bound", "scheduler-cap", "kv-cache-bound", "host-cpu-bound", "interconnect-bound",
+LIMITERS = ("client-bound", *FLEET_LIMITERS, "scheduler-cap", "kv-cache-bound", "host-cpu-bound", "interconnect-bound",
             "compute-bound", "memory-bandwidth-bound", "not-enough-evidence")
-Confidence = Literal["high", "medium", "low"]
 
 CPU_BUSY = CPU_LIMIT  # 0.90 of one core: the client's `client_saturated` flag uses the same
 LOOP_LAG_MS = 10.0  # half the client's 20 ms timer tick: late most of the time
@@ -73,14 +77,6 @@ POWER_LOW = 0.70
 POWER_HIGH = 0.90
 MEM_BUSY = 0.60
 KNEE_THRESHOLD = AutoSweep().threshold  # the same 5% as `concurrency: auto`
-
-
-@dataclass(frozen=True)
-class Verdict:
-    name: str  # one of LIMITERS
-    confidence: Confidence
-    why: str
-    figures: dict[str, float | str | bool] = field(default_factory=dict)
 
 
 def _f(value: float) -> str:
@@ -305,7 +301,7 @@ def _memory(e: Evidence) -> Verdict | None:
 
 
 RULES: tuple[Callable[[Evidence], Verdict | None], ...] = (
-    _not_finished, _client, _scheduler, _kv, _queued, _host_cpu, _interconnect, _compute, _memory)
+    _not_finished, _client, router_bound, slow_replica, unbalanced, _scheduler, _kv, _queued, _host_cpu, _interconnect, _compute, _memory)
 
 
 def limiter(evidence: Evidence) -> Verdict:
@@ -323,7 +319,7 @@ def limiter(evidence: Evidence) -> Verdict:
 def _missing(e: Evidence) -> list[str]:
     """The kinds of evidence the level lacks, in the words of the plan and the host."""
     out = []
-    if e.scrapes is None:
+    if e.scrapes is None and not (e.fleet and any(r.scrapes for r in e.fleet.replicas)):
         out.append("the server's /metrics (bench.metrics_interval)")
     if e.gpu_util is None:
         out.append("GPU telemetry (nvidia-smi or a DCGM exporter on the host)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from orchestrator.report.comparison import Comparison
 from orchestrator.report.energy_table import energy_table
 from orchestrator.report.figures import at_throughput
+from orchestrator.report.fleet_compare import fleet_compare_table
+from orchestrator.report.fleet_table import fleet_table
 from orchestrator.report.latency_tables import latency_tables
 from orchestrator.report.level_table import (
     HIGHER,
@@ -155,6 +157,7 @@ def comparison_tables(comparison: Comparison) -> list[TableData]:
     energy = energy_table(comparison)
     if energy is not None:
         tables.insert(4, energy)  # beside the throughput it is made of
+    tables += [t for t in (fleet_table(comparison), fleet_compare_table(comparison)) if t is not None]
     if len(comparison.series) > 1:
         tables.append(equal_load_table(comparison))
     kernels = kernels_table(comparison)

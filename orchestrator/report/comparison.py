@@ -67,9 +67,24 @@ class Comparison:
             found = [found[round(i * step)] for i in range(MAX_EQUAL_LOAD_ROWS)]
         return found
 
+    def one_box(self) -> Series | None:
+        """The first run that did not go through vLLM's router, when a fleet is compared."""
+        boxes = [s for s in self.series if not s.replicas]
+        return boxes[0] if boxes and len(boxes) < len(self.series) else None
+
+    def scaling(self) -> dict[str, float | None]:
+        """Each fleet's scaling per replica against the one-box run: fleet peak / (replicas x
+        one-box peak); empty unless a fleet and a one-box run are compared."""
+        box = self.one_box()
+        box_peak = box.peak.output_throughput if box and box.peak else None
+        return {s.label: (s.peak.output_throughput / (s.replicas * box_peak)
+                          if s.peak and box_peak and s.replicas else None)
+                for s in self.series if s.replicas and box is not None}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "baseline": self.baseline.label,
+            "scaling_per_replica": self.scaling(),
             "warnings": self.warnings,
             "series": [_series_json(s) for s in self.series],
             "equal_load": [
@@ -106,6 +121,7 @@ def _series_json(s: Series) -> dict[str, Any]:
         "peak_throughput": top.output_throughput if top else None,
         "peak_at": top.level if top else None,
         "peak_throughput_per_gpu": s.per_gpu(top.output_throughput if top else None),
+        "replicas": s.replicas,  # through vLLM's router (None: one box)
         "knee": s.knee,
         "knee_how": s.knee_how,
         "plateau": s.plateau.to_json(),

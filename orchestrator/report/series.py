@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.bench.fleet_table import fleet_replicas
 from orchestrator.engines import known
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.limits.verdicts import Plateau, plan_facts, plateau
@@ -38,6 +39,7 @@ class Series:
     knee: int | None
     knee_how: str
     plateau: Plateau  # what held it at the knee, and what to try (plateau_of)
+    replicas: int | None = None  # through vLLM's router: how many replicas (None: one box)
 
     @property
     def engine(self) -> str:
@@ -58,9 +60,10 @@ class Series:
         return self.run.source != "vllm"
 
     def per_gpu(self, value: float | None) -> float | None:
+        """Per GPU of the whole run: a fleet's GPUs are a replica's times its replicas."""
         if value is None or not self.gpus.count:
             return None
-        return value / self.gpus.count
+        return value / (self.gpus.count * (self.replicas or 1))
 
     def point_at(self, key: tuple[str, float]) -> Point | None:
         return next((p for p in self.points if p.key == key), None)
@@ -130,6 +133,7 @@ def series_of(run: RunData, host: HostData, label: str, *, model_time: bool = Tr
         knee=knee_at,
         knee_how=how,
         plateau=plateau_of(run, host, (knee_at, how), _threshold(config)),
+        replicas=fleet_replicas(bench.levels),
     )
 
 
