@@ -177,7 +177,7 @@ class BenchStage:
                     finished=finished, crash=crash, explain_death=explain,
                     # the CPU sampler first: it holds the start until its first reading is in
                     samplers=[*self._server_cpu(transport), gpus], judge=self._judge(outcome),
-                    holds=guard.holds,
+                    holds=guard.holds, **self._router(outcome),
                 )
             if result.stopped == "lock_lost" or result.server_died:
                 self._still_ours(transport, result, out_dir, outcome, guard)
@@ -190,6 +190,14 @@ class BenchStage:
             crash = {**crash, "relaunched": relaunches}
             finished = [level for level in result.levels if not level.partial]
             self._relaunch(transport, base_url, out_dir, crash, budget, emit, guard)
+
+    def _router(self, outcome: HostOutcome) -> dict[str, str]:
+        """Through a fleet's router: where its counters are, and its policy (the level
+        records each replica as the router counted it)."""
+        said = outcome.extra.get("router", {})
+        if not self.through_router or self.plan.router is None or not said.get("metrics_url"):
+            return {}
+        return {"router_metrics": str(said["metrics_url"]), "router_policy": self.plan.router.policy}
 
     def _still_ours(self, transport: Transport, result: SweepResult, out_dir: Path,
                     outcome: HostOutcome, guard: LockGuard) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.apply.collect import collect
@@ -30,6 +30,7 @@ from orchestrator.fleet.router_ready import wait_router
 from orchestrator.fleet.router_service import default_venv, pd_workers, router_plan, router_venv
 from orchestrator.holder import Holder
 from orchestrator.plan.models import Plan
+from orchestrator.plan.replicas import Replica
 from orchestrator.router_client import RouterClient
 from orchestrator.runs.outcome import HostOutcome, StepOutcome, StepStatus
 from orchestrator.runs.writer import RunFolder
@@ -44,6 +45,8 @@ from orchestrator.transport.connect import connect
 
 # The sweep through the router: (router's transport, its URL, outcome, emit, guard) -> said.
 BenchThrough = Callable[[Transport, str, HostOutcome, Emit, LockGuard], str]
+# After it: relaunch and register again what the sweep lost (fleet_repair.py) -> said, changed.
+RepairAfter = Callable[[RouterClient, Sequence[Replica], Emit], tuple[str, bool]]
 
 
 @dataclass
@@ -60,6 +63,7 @@ class RouterRun:
     wait: bool = False
     break_lock: bool = False
     bench: Callable[[ReplicaGate], BenchThrough | None] = lambda gate: None
+    repair: RepairAfter | None = None
 
     def __call__(self, gate: ReplicaGate) -> HostOutcome:
         name = self.fleet.router.name
@@ -95,7 +99,7 @@ class RouterRun:
                        fleet.inventory.real(router.name)),
             self.holder, wait=self.wait, break_lock=self.break_lock)
         after: list[Stage] = [RouterStage(fleet, gate, plan, step, self.folder, self.skip,
-                                          self.bench(gate))]
+                                          self.bench(gate), self.repair)]
         steps: list[Step] = [PythonEnvStep(plan.python, plan.install)]
         if "service" not in self.skip:
             steps.append(step)
@@ -122,6 +126,7 @@ class RouterStage:
     folder: RunFolder | None
     skip: set[str]
     bench: BenchThrough | None
+    repair: RepairAfter | None = None
 
     def __call__(self, transport: Transport, facts: Facts, outcome: HostOutcome, emit: Emit,
                  guard: LockGuard) -> None:
@@ -141,11 +146,20 @@ class RouterStage:
                         bench = self.bench
                         _stage(outcome, emit, "bench",
                                lambda: (bench(transport, url, outcome, emit, guard), False))
+                        self._repair(url, metrics_url, outcome, emit)
         finally:
             if self.folder is not None:
                 folder = self.folder
                 _stage(outcome, emit, "collect", lambda: (collect(
                     transport, outcome.host, self.plan, folder, [self.step]), False))
+
+    def _repair(self, url: str, metrics_url: str, outcome: HostOutcome, emit: Emit) -> None:
+        """After the sweep: what it lost relaunched and registered again (fleet_repair.py)."""
+        repair = self.repair
+        if repair is None or self.fleet.router.mode == "pd":
+            return
+        with RouterClient(url, metrics_url) as client:
+            _stage(outcome, emit, "repair", lambda: repair(client, self.gate.ready, emit))
 
     def _ready(self, transport: Transport, url: str, emit: Emit) -> str:
         wait_router(transport, self.step, self.plan.health, url, emit)

@@ -20,6 +20,7 @@ from orchestrator.apply.fleet import (
     recap_lines,
     run_failed,
 )
+from orchestrator.apply.fleet_repair import Repair
 from orchestrator.apply.fleet_roll import changed, previous, roll_fleet, serving
 from orchestrator.apply.fleet_router import BenchThrough, RouterRun
 from orchestrator.apply.fleet_run import FleetRun
@@ -397,7 +398,9 @@ def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str
     router = RouterRun(fleet, options.check, emit, holder, folder, skip=options.skip,
                        force_restart=options.restart, wait=options.wait,
                        break_lock=options.break_lock, bench=bench)
-    return FleetRun(fleet, job, router, emit, options.forks)
+    run = FleetRun(fleet, job, router, emit, options.forks)
+    router.repair = Repair(fleet, run.converge_replica)
+    return run
 
 
 def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:
