@@ -125,15 +125,20 @@ def merge_fleet(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 def replicas_mean_e2e_ms(block: Mapping[str, Any]) -> float | None:
-    """The replicas' own mean end-to-end latency over the level, weighted by what each
-    finished (None: no replica reported one)."""
+    """The replicas' own time per routed request over the level: their mean end-to-end
+    latency weighted by what each finished, times the replicas a request visits (P/D: a
+    prefill and a decode replica each finish it, so two; None: no replica reported one)."""
     total = count = 0.0
     for row in block.get("replicas") or []:
         server = row.get("server") or {}
         mean, n = server.get("mean_e2e_ms"), server.get("e2e_count") or 0.0
         if isinstance(mean, int | float) and n:
             total, count = total + mean * n, count + n
-    return round(total / count, 3) if count else None
+    if not count:
+        return None
+    requests = block.get("requests")
+    hops = max(1, round(count / requests)) if isinstance(requests, int | float) and requests else 1
+    return round(total / count * hops, 3)
 
 
 def router_added_ms(block: Mapping[str, Any] | None, client_e2e_ms: float | None) -> float | None:

@@ -70,3 +70,15 @@ def test_repeats_add_up_their_counts_and_shares_follow() -> None:
     assert (a["share"], b["share"]) == (0.5, 0.5)
     assert merged["requests"] == 18.0 and len(merged["repeats"]) == 2
     assert merge_fleet([]) is None and merge_fleet([one]) == one
+
+
+def test_a_request_that_visits_two_replicas_counts_both_halves() -> None:
+    """P/D: a prefill and a decode replica each finish every request; the replicas' own time
+    per request is the sum of the halves, not their mean (else the router looks slow)."""
+    rows = [{"server": {"mean_e2e_ms": 100.0, "e2e_count": 10}},  # prefill
+            {"server": {"mean_e2e_ms": 900.0, "e2e_count": 5}},  # decode
+            {"server": {"mean_e2e_ms": 900.0, "e2e_count": 5}}]
+    assert replicas_mean_e2e_ms({"requests": 10, "replicas": rows}) == 1000.0
+    assert router_added_ms({"requests": 10, "replicas": rows}, 1012.0) == 12.0
+    aggregated = {"requests": 20, "replicas": rows}  # each request on one replica
+    assert replicas_mean_e2e_ms(aggregated) == 500.0
