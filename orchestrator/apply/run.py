@@ -357,7 +357,7 @@ def _fleet_outcomes(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str
     run = _fleet_run(options, loaded, secrets, compiled, folder, console, fleet, emit, holder,
                      jobs)
     if not _serves(options) or options.restart or options.resume is not None \
-            or not serving(run):
+            or fleet.router.mode == "pd" or not serving(run):
         return run.run()
     here = folder.path if folder else None
     before = previous(fleet, options.runs_dir, here, fleet.inventory)
