@@ -32,7 +32,8 @@ SHIPPED_VENVS = f"{Path.home()}/.cache/orch/sim"  # ${controller.home}/.cache/or
 ORDER = ["kimi-nvfp4", "minimax-m2.5", "kimi-int4", "kimi-k2.5-2x8-ray", "vllm-cpu",
          "kimi-nvfp4", "kimi-nvfp4-matrix"]
 SHORT = ["bench.concurrency=[1,2]", "bench.requests_per_level=2", "bench.max_tokens=32",
-         "bench.warmup=0", "service.sim.time_scale=0.01", "service.sim.startup_time_scale=0.001"]
+         "bench.warmup=0", "service.sim.time_scale=0.01", "service.sim.startup_time_scale=0.001",
+         "health.poll_interval=0.1s"]  # a start of a fraction of a second, seen at once
 
 
 def plans_in_turn() -> list[Path]:

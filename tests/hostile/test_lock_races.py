@@ -45,6 +45,7 @@ def free_port() -> int:
 
 
 def service_plan(tmp: Path, *, slow_start: float = 0.0, time_scale: float = 0.003,
+                 startup_time_scale: float | None = None,
                  bench: dict[str, object] | None = None) -> tuple[Path, str]:
     """A simulator service on this machine (process backend): the plan, the service name."""
     name = f"races-{tmp.name[-10:]}-{os.getpid()}"
@@ -55,7 +56,8 @@ def service_plan(tmp: Path, *, slow_start: float = 0.0, time_scale: float = 0.00
         "python": {"venv": str(tmp / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "moonshotai/Kimi-K2.5", "served_model_name": "kimi",
                     "host": "127.0.0.1", "port": free_port(), "backend": "process", "name": name,
-                    "sim": {"time_scale": time_scale, "slow_start": slow_start}},
+                    "sim": {"time_scale": time_scale, "slow_start": slow_start,
+                            "startup_time_scale": startup_time_scale or time_scale}},
         "health": {"startup_timeout": "120s", "poll_interval": "0.2s"}, "smoke": [],
         "bench": bench}))
     return plan, name
@@ -114,7 +116,8 @@ def test_stop_break_lock_during_a_sweep_ends_the_apply_and_the_service_stays_sto
         tmp_path: Path) -> None:
     """`orch stop --break-lock` while the apply's benchmark runs: the sweep sees its server
     gone and must not relaunch what was stopped; the apply ends (exit 75) naming the stop."""
-    plan, name = service_plan(tmp_path, time_scale=0.02, bench={
+    # a sweep of seconds a level, after a start-up of a fraction of a second
+    plan, name = service_plan(tmp_path, time_scale=0.02, startup_time_scale=0.001, bench={
         "concurrency": [1, 2], "requests_per_level": 200, "warmup": 0, "max_tokens": 64,
         "ignore_eos": True})
     port = yaml.safe_load(plan.read_text())["service"]["port"]
@@ -137,12 +140,15 @@ def test_stop_break_lock_during_a_sweep_ends_the_apply_and_the_service_stays_sto
 
 
 def _sleeping_plan(tmp: Path, seconds: int) -> Path:
+    """An apply that naps in a step, holding its lock, until the test touches `wake` (or
+    `seconds` pass)."""
     plan = tmp / "sleep.yaml"
+    nap = (f"touch {tmp}/napping; for _ in $(seq {seconds * 20}); do "
+           f"[ -e {tmp}/wake ] && break; sleep 0.05; done")
     plan.write_text(yaml.safe_dump({
         "name": "sleeper", "hosts": "localhost",
         "python": {"venv": str(tmp / "v"), "interpreter": quick_venv.interpreter()},
-        "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; sleep {seconds}"],
-                      "when": "before_launch"}]}))
+        "commands": [{"name": "nap", "run": ["sh", "-c", nap], "when": "before_launch"}]}))
     return plan
 
 
@@ -171,6 +177,7 @@ def test_break_lock_on_a_live_apply_stops_that_apply_naming_who_took_it(tmp_path
         assert f"took over {tmp_path}/v/.orch/apply-localhost.lock" in said(second)
         assert f"(pid {holder['pid']}, `orch apply`" in said(second) and "(--break-lock)" in \
             said(second)
+        (tmp_path / "wake").touch()  # the first apply's step ends: it finds its lock taken
         assert first.end() == 75, first.said
     finally:
         first.end()

@@ -38,6 +38,7 @@ PLAN = ROOT / "plans" / "vllm-cpu-hub.yaml"
 pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
 BENCH = ["--set", "bench.concurrency=[1,4]", "--set", "bench.requests_per_level=8",
          "--set", "bench.max_tokens=32", "--set", "bench.input_len=32"]
+KILLED_LEVEL = 64  # requests of the level whose engine is killed
 
 
 class Deployment:
@@ -48,7 +49,9 @@ class Deployment:
         return ["--set", f"python.venv={vllm_cpu.venv()}", "--set", f"vars.model_dir={self.model}",
                 "--set", f"model.endpoint={self.hub}",
                 "--set", f"service.port={self.port}", "--set", "service.name=orch-vllm-test",
-                *more]
+                # each wait for a (re)start ends within a quarter second of the server's
+                # readiness rather than the shipped plan's second
+                "--set", "health.poll_interval=0.25s", *more]
 
     def orch(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         return orch(*args, cwd=self.workdir, timeout=timeout)
@@ -134,6 +137,12 @@ def test_the_real_server_is_named_host_cpu_bound_from_its_processes_cpu_time(
                 or figures.get("client_loop_lag_ms", 0.0) >= 10)
         assert late and figures["client_cpu"] < 0.5, verdict
         pytest.skip(f"the client was starved on the shared machine: {verdict['why']}")
+    if verdict["name"] == "not-enough-evidence":
+        # Other work on the machine (the full suite) took the cores: the host was full, but
+        # the server's processes held less than half of it, which no rule blames on it.
+        # Said, not a pass: only a full host may leave the level undecided.
+        assert verdict["figures"].get("host_cpu_busy", 0.0) >= 0.9, verdict
+        pytest.skip(f"the machine's CPUs were taken by other work: {verdict['why']}")
     assert verdict["name"] == "host-cpu-bound", verdict
     figures = verdict["figures"]
     assert figures["server_cpu"] == level["server_cpu"]
@@ -192,11 +201,11 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
     """SIGKILL of the EngineCore: its API server logs the EngineDeadError and exits. No line
     says why (a signal), so the server is relaunched, the level runs again from its start and
     the sweep finishes; the run says where it died and what the log showed."""
-    # A level long enough (160 x 64 tokens, 20-30 s here) that a kill after its first 300
-    # tokens lands well inside it on a faster machine too: killed after the level's end, the
-    # engine takes its server down only at the next request, which the finished sweep never
-    # sends.
-    long_sweep = ["--set", "bench.concurrency=[2]", "--set", "bench.requests_per_level=160",
+    # A level long enough (64 x 64 tokens, 8-12 s here; it runs twice, before and after the
+    # kill) that a kill after its first 300 tokens (a fourteenth of it, watched every 0.05 s)
+    # lands well inside it on a faster machine too: killed after the level's end, the engine
+    # takes its server down only at the next request, which the finished sweep never sends.
+    long_sweep = ["--set", "bench.concurrency=[2]", "--set", f"bench.requests_per_level={KILLED_LEVEL}",
                   "--set", "bench.max_tokens=64", "--skip", "smoke"]
     command = [sys.executable, "-m", "orchestrator.cli", "apply", str(PLAN),
                *deployment.sets(*long_sweep)]
@@ -215,7 +224,7 @@ def test_an_engine_killed_mid_sweep_is_seen_relaunched_and_the_sweep_finishes(
     assert [(d["key"], d["level"]) for d in diagnosis] == [("engine-core-exited", "warning")]
     bench = run / "hosts" / "localhost" / "bench"
     level = json.loads((bench / "level-c2.json").read_text())
-    assert (level["completed"], level["failed"], level["partial"]) == (160, 0, False)
+    assert (level["completed"], level["failed"], level["partial"]) == (KILLED_LEVEL, 0, False)
     assert json.loads((bench / "interrupted-1-level-c2.json").read_text())["partial"] is True
     summary = json.loads((bench / "summary.json").read_text())
     assert summary["crash"] == {"level": "c2", "cause": None, "relaunched": 1}
@@ -233,7 +242,7 @@ def _wait_for_tokens_then_find_engine(deployment: Deployment, tokens: float,
                                      text=True).stdout.split()
             assert len(engines) == 1, engines
             return int(engines[0])
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError("the sweep never got going")
 
 

@@ -50,8 +50,11 @@ def _plan(workdir: Path, port: int) -> Path:
     plan = {"name": "tiny-tune", "extends": "vllm-cpu-tune.yaml",
             "python": {"venv": str(vllm_cpu.venv())},
             "vars": {"model_dir": str(workdir / "tiny")},
+            # enforce-eager: no torch.compile (half a minute of each trial's start here);
+            # what is checked is the tune over real starts, not the compiled graphs
             "service": {"name": "orch-vllm-tune-test", "port": port,
-                        "args": {"max-num-seqs": 8}},
+                        "args": {"max-num-seqs": 8, "enforce-eager": True}},
+            "health": {"poll_interval": "0.25s"},  # a trial's start is seen within 0.25 s
             "bench": {"requests_per_level": 8, "max_tokens": 32},
             "tune": {**TUNE, "slo": SLO}}
     path = workdir / "tiny-tune.yaml"
