@@ -197,7 +197,8 @@ class FleetSampler:
 
     def level_figures(self, block: Mapping[str, Any] | None,
                       level: Mapping[str, Any]) -> dict[str, Any]:
-        added = router_added_ms(block, level.get("mean_e2el_ms"))
+        sent = sum(level.get(key) or 0 for key in ("completed", "failed"))
+        added = router_added_ms(block, level.get("mean_e2el_ms"), sent or None)
         return {ROUTER_ADDED: added} if added is not None else {}
 
 

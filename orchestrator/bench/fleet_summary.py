@@ -124,10 +124,12 @@ def merge_fleet(repeats: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return merged
 
 
-def replicas_mean_e2e_ms(block: Mapping[str, Any]) -> float | None:
+def replicas_mean_e2e_ms(block: Mapping[str, Any], sent: float | None = None) -> float | None:
     """The replicas' own time per routed request over the level: their mean end-to-end
     latency weighted by what each finished, times the replicas a request visits (P/D: a
-    prefill and a decode replica each finish it, so two; None: no replica reported one)."""
+    prefill and a decode replica each finish it, so two; None: no replica reported one).
+    The requests are the router's count, or `sent` (the client's) where it keeps none (its
+    P/D mode counts no routed request)."""
     total = count = 0.0
     for row in block.get("replicas") or []:
         server = row.get("server") or {}
@@ -136,14 +138,15 @@ def replicas_mean_e2e_ms(block: Mapping[str, Any]) -> float | None:
             total, count = total + mean * n, count + n
     if not count:
         return None
-    requests = block.get("requests")
+    requests = block.get("requests") or sent
     hops = max(1, round(count / requests)) if isinstance(requests, int | float) and requests else 1
     return round(total / count * hops, 3)
 
 
-def router_added_ms(block: Mapping[str, Any] | None, client_e2e_ms: float | None) -> float | None:
+def router_added_ms(block: Mapping[str, Any] | None, client_e2e_ms: float | None,
+                    sent: float | None = None) -> float | None:
     """What the client waited beyond the replicas' own latency: the router and its hops."""
     if not block or client_e2e_ms is None:
         return None
-    replicas = replicas_mean_e2e_ms(block)
+    replicas = replicas_mean_e2e_ms(block, sent)
     return round(client_e2e_ms - replicas, 3) if replicas is not None else None

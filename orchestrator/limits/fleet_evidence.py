@@ -77,7 +77,7 @@ def fleet_evidence(level: LevelResult) -> FleetEvidence | None:
     if not isinstance(block, Mapping):
         return None
     rows = [r for r in block.get("replicas") or [] if isinstance(r, Mapping)]
-    replicas = replicas_mean_e2e_ms(block)
+    replicas = replicas_mean_e2e_ms(block, float(level.completed + level.failed) or None)
     client = level.figure("mean_e2el_ms", model_time=False)
     added = _number(level.extra("router_added_ms"))
     if added is None and client is not None and replicas is not None:

@@ -80,5 +80,7 @@ def test_a_request_that_visits_two_replicas_counts_both_halves() -> None:
             {"server": {"mean_e2e_ms": 900.0, "e2e_count": 5}}]
     assert replicas_mean_e2e_ms({"requests": 10, "replicas": rows}) == 1000.0
     assert router_added_ms({"requests": 10, "replicas": rows}, 1012.0) == 12.0
+    pd_router = {"requests": 0.0, "replicas": rows}  # its P/D mode counts no routed request
+    assert replicas_mean_e2e_ms(pd_router, sent=10) == 1000.0
     aggregated = {"requests": 20, "replicas": rows}  # each request on one replica
     assert replicas_mean_e2e_ms(aggregated) == 500.0

@@ -48,6 +48,9 @@ def test_a_pd_fleet_serves_each_request_by_a_prefill_then_a_decode_replica(
         assert sent[urls[0]] == 12 and sent[urls[1]] + sent[urls[2]] == 12, sent
         assert _external_kv_tokens(urls[0]) == 0
         assert _external_kv_tokens(urls[1]) + _external_kv_tokens(urls[2]) > 0
+        # The replicas' own time per request adds both halves: what is left is the router's.
+        assert 0 <= level["router_added_ms"] < 0.2 * level["mean_e2el_ms"], (
+            level["router_added_ms"], level["mean_e2el_ms"])
         assert level["limiter"]["name"] != "router-bound", level["limiter"]
     finally:
         orch("stop", plan, cwd=tmp_path)
