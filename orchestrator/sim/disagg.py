@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.sim.numbers import positive
+
 ROLES = ("kv_producer", "kv_consumer", "kv_both")
 NIXL = "NixlConnector"
 DEFAULT_LINK_GBPS = 100.0  # Gbit/s per GPU: one 100 Gb/s RDMA NIC per GPU
@@ -105,13 +107,7 @@ def parse_config(text: str) -> dict[str, Any]:
 
 
 def _gbps(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected Gbit/s such as 100, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected Gbit/s greater than 0, got {text!r}")
-    return value
+    return positive(text, "Gbit/s", "100")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

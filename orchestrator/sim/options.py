@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.sim import disagg
 from orchestrator.sim.deployment import MODELLED_FLAGS, Deployed, deploy
+from orchestrator.sim.numbers import positive
 from orchestrator.sim.profiles import (
     DEFAULT_PROFILE,
     PROFILES,
@@ -176,13 +177,7 @@ def _port(text: str) -> int:
 
 
 def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number such as 0.01, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number greater than 0, got {text!r}")
-    return value
+    return positive(text, "a number", "0.01")
 
 
 def _seconds(text: str) -> float:
