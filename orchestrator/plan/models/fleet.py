@@ -12,8 +12,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestrator.names import check_name
-from orchestrator.plan.models.base import FieldError, StrictModel, host_address
+from orchestrator.plan.models.base import (
+    FieldError,
+    StrictModel,
+    flag_names,
+    host_address,
+    service_name,
+)
 from orchestrator.plan.models.service import ArgValue
 
 ROUTER_VERSION = "0.1.17"  # the vllm-router release orch's flag table was read from
@@ -94,15 +99,11 @@ class Router(StrictModel):
     @field_validator("name")
     @classmethod
     def _unit_safe(cls, value: str) -> str:
-        return check_name(value, "a service name (it names a systemd unit and a folder)",
-                          max_length=64)
+        return service_name(value)
 
     @field_validator("args")
     @classmethod
     def _flag_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for key in value:
-            if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", key):
-                raise ValueError(f"flag {key!r}: write long flag names without dashes, "
-                                 "e.g. retry-max-retries")
-        return value
+        # vllm-router's flags hold no `_` or `.` (its --help)
+        return flag_names(value, r"[a-z0-9][a-z0-9-]*", "retry-max-retries")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -10,9 +9,15 @@ from pydantic import (
     field_validator,
 )
 
-from orchestrator.names import check_name
 from orchestrator.plan.meaning import HOST_VARS
-from orchestrator.plan.models.base import Duration, EngineName, StrictModel, host_address
+from orchestrator.plan.models.base import (
+    Duration,
+    EngineName,
+    StrictModel,
+    flag_names,
+    host_address,
+    service_name,
+)
 
 
 class SimSpec(StrictModel):
@@ -149,18 +154,12 @@ class ServiceSpec(StrictModel):
     @field_validator("name")
     @classmethod
     def _unit_safe(cls, value: str) -> str:
-        return check_name(value, "a service name (it names a systemd unit and a folder)",
-                          max_length=64)
+        return service_name(value)
 
     @field_validator("args")
     @classmethod
     def _flag_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for key in value:
-            if key.startswith("-") or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", key):
-                raise ValueError(
-                    f"flag {key!r}: write long flag names without dashes, e.g. tensor-parallel-size"
-                )
-        return value
+        return flag_names(value, r"[a-z0-9][a-z0-9_.-]*", "tensor-parallel-size")
 
     def served_names(self) -> list[str]:
         if self.served_model_name is None:
