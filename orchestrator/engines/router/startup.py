@@ -8,44 +8,24 @@ Pure: lines in, phases out, in the record shape every engine's reader writes (st
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 
-from orchestrator.engines.startup_log import Phase, StartupLog
+from orchestrator.engines.startup_log import Phase, StartupLog, Status
 
 ORDER = ("process", "ready")
 LABELS = {"process": "starting", "ready": "ready"}
 _READY = re.compile(r"Router ready\b")
 
 
-@dataclass(frozen=True)
-class Status:
-    name: str
-    label: str
-    total_s: float
-    ready: bool
-    progress: str | None = None
-
-    @property
-    def api_up(self) -> bool:
-        return self.ready
-
-
 class RouterStartup(StartupLog[Phase]):
-    """Feed it the log as it arrives; `current()` for a live line, `summary()` at the end."""
-
-    ORDER = ORDER
-    LABELS = LABELS
+    """The router's start-up, fed its log: `current()` for a live line, `summary()` at the end."""
 
     def __init__(self, origin: float | None = None) -> None:
-        super().__init__(Phase, origin)
+        super().__init__(Phase, ORDER, LABELS, origin)
 
-    def feed(self, lines: Iterable[str], now: float) -> None:
-        self._launched(now)
-        for line in lines:
-            if _READY.search(line) and not self.ready:
-                self.phases["process"].ended_at = now
-                self.phases["ready"] = Phase("ready", now, now)
+    def _line(self, line: str, now: float) -> None:
+        if _READY.search(line) and not self.ready:
+            self.phases["process"].ended_at = now
+            self.phases["ready"] = Phase("ready", now, now)
 
     def current(self, now: float | None = None) -> Status | None:
         if not self.phases or self.origin is None:

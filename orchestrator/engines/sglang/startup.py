@@ -24,10 +24,8 @@ Pure: lines in, phases out; the same record shape as every engine's (startup.jso
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 
-from orchestrator.engines.startup_log import Phase, StartupLog
+from orchestrator.engines.startup_log import Phase, StartupLog, Status
 
 ORDER = ("process", "weights", "kv_cache", "cuda_graphs", "api_server", "ready")
 LABELS = {"process": "starting", "weights": "loading weights", "kv_cache": "allocating KV cache",
@@ -48,35 +46,17 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Status:
-    name: str
-    label: str
-    total_s: float
-    ready: bool
-    progress: str | None = None
-
-    @property
-    def api_up(self) -> bool:
-        return self.name in ("api_server", "ready")
-
-
 class SglangStartup(StartupLog[Phase]):
-    """Feed it the log as it arrives; `current()` for a live line, `summary()` at the end."""
-
-    ORDER = ORDER
-    LABELS = LABELS
+    """SGLang's start-up, fed its log: `current()` for a live line, `summary()` at the end."""
 
     def __init__(self, origin: float | None = None) -> None:
-        super().__init__(Phase, origin)
+        super().__init__(Phase, ORDER, LABELS, origin)
 
-    def feed(self, lines: Iterable[str], now: float) -> None:
-        self._launched(now)
-        for line in lines:
-            for pattern, name, edge in _RULES:
-                match = pattern.search(line)
-                if match:
-                    self._mark(name, edge, match, now)
+    def _line(self, line: str, now: float) -> None:
+        for pattern, name, edge in _RULES:
+            match = pattern.search(line)
+            if match:
+                self._mark(name, edge, match, now)
 
     def _mark(self, name: str, edge: str, match: re.Match[str], now: float) -> None:
         if edge == "begin":

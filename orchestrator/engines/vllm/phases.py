@@ -154,33 +154,31 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 class PhaseTracker(StartupLog[PhaseRecord]):
     """Feed it log lines as they arrive; ask `current()` for a live line, `summary()` at the end."""
 
-    ORDER = ORDER
-    LABELS = LABELS
-
     def __init__(self, origin: float | None = None) -> None:
-        super().__init__(PhaseRecord, origin)
+        super().__init__(PhaseRecord, ORDER, LABELS, origin)
         self.attempts = 1
         self.kernels = KernelLog()
         self.graphs = GraphLog()  # loaded from the compile cache or compiled (a warm start)
 
     def feed(self, lines: Iterable[str], now: float) -> None:
         """Whole log lines that arrived by controller time `now`."""
-        self._launched(now)
-        for raw in lines:
-            line = _ANSI.sub("", raw)  # VLLM_LOGGING_COLOR=1 colours levels and the logo
-            for pattern, handler in _RULES:
-                match = pattern.search(line)
-                if match:
-                    method: Callable[[re.Match[str], float], None] = getattr(self, handler)
-                    method(match, now)
-            self.kernels.line(line)
-            self.graphs.line(line)
+        super().feed(lines, now)
         kernels = self.kernels.to_json()
         if kernels:
             self.facts["kernels"] = kernels
         graphs = self.graphs.to_json()
         if graphs:
             self.facts["compile_graphs"] = graphs
+
+    def _line(self, line: str, now: float) -> None:
+        line = _ANSI.sub("", line)  # VLLM_LOGGING_COLOR=1 colours levels and the logo
+        for pattern, handler in _RULES:
+            match = pattern.search(line)
+            if match:
+                method: Callable[[re.Match[str], float], None] = getattr(self, handler)
+                method(match, now)
+        self.kernels.line(line)
+        self.graphs.line(line)
 
     # --- phase bookkeeping -------------------------------------------------------------
 
