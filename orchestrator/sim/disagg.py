@@ -19,14 +19,13 @@ the blocks until they are read, NIXL's handshake, failed or expired transfers.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.sim.numbers import positive
+from orchestrator.sim.argtypes import json_object, positive
 
 ROLES = ("kv_producer", "kv_consumer", "kv_both")
 NIXL = "NixlConnector"
@@ -90,12 +89,7 @@ WHOLE = Part()
 
 def parse_config(text: str) -> dict[str, Any]:
     """--kv-transfer-config: a JSON object with `kv_connector` and `kv_role` (vLLM's rules)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}: {error}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    value = json_object(text)
     connector, role = value.get("kv_connector"), value.get("kv_role")
     if not isinstance(connector, str) or not connector:
         raise argparse.ArgumentTypeError(

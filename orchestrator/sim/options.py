@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.sim import disagg
+from orchestrator.sim.argtypes import json_object, positive
 from orchestrator.sim.deployment import MODELLED_FLAGS, Deployed, deploy
-from orchestrator.sim.numbers import positive
 from orchestrator.sim.profiles import (
     DEFAULT_PROFILE,
     PROFILES,
@@ -212,16 +212,6 @@ def _version(text: str) -> str:
     return text
 
 
-def _template_kwargs(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}: {error}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orch sim serve",
@@ -259,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--slow-start", type=_seconds, default=0.0, metavar="SECONDS",
         help="extra wall-clock seconds of weight loading (not scaled)")  # fmt: skip
     add("--enable-force-include-usage", action="store_true", help="always send a usage chunk")
-    add("--default-chat-template-kwargs", type=_template_kwargs, default=None,
+    add("--default-chat-template-kwargs", type=json_object, default=None,
         help="JSON defaults for chat_template_kwargs, e.g. '{\"thinking\": false}'")  # fmt: skip
     add("--disable-log-stats", action="store_true", help="no periodic stats lines")
     add("--distributed-executor-backend", choices=("mp", "ray", "uni", "external_launcher"),
