@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -143,6 +144,9 @@ def service_name(value: str) -> str:
     return check_name(value, "a service name (it names a systemd unit and a folder)",
                       max_length=64)
 
+
+ServiceName = Annotated[str, AfterValidator(service_name)]
+HostAddress = Annotated[str, AfterValidator(host_address)]
 
 V = TypeVar("V")
 
