@@ -19,12 +19,13 @@ the blocks until they are read, NIXL's handshake, failed or expired transfers.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from orchestrator.sim.argtypes import json_object, positive
 
 ROLES = ("kv_producer", "kv_consumer", "kv_both")
 NIXL = "NixlConnector"
@@ -88,12 +89,7 @@ WHOLE = Part()
 
 def parse_config(text: str) -> dict[str, Any]:
     """--kv-transfer-config: a JSON object with `kv_connector` and `kv_role` (vLLM's rules)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}: {error}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    value = json_object(text)
     connector, role = value.get("kv_connector"), value.get("kv_role")
     if not isinstance(connector, str) or not connector:
         raise argparse.ArgumentTypeError(
@@ -105,13 +101,7 @@ def parse_config(text: str) -> dict[str, Any]:
 
 
 def _gbps(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected Gbit/s such as 100, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected Gbit/s greater than 0, got {text!r}")
-    return value
+    return positive(text, "Gbit/s", "100")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

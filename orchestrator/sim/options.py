@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.sim import disagg
+from orchestrator.sim.argtypes import json_object, positive
 from orchestrator.sim.deployment import MODELLED_FLAGS, Deployed, deploy
 from orchestrator.sim.profiles import (
     DEFAULT_PROFILE,
@@ -176,13 +177,7 @@ def _port(text: str) -> int:
 
 
 def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number such as 0.01, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number greater than 0, got {text!r}")
-    return value
+    return positive(text, "a number", "0.01")
 
 
 def _seconds(text: str) -> float:
@@ -215,16 +210,6 @@ def _version(text: str) -> str:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
-
-
-def _template_kwargs(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}: {error}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--slow-start", type=_seconds, default=0.0, metavar="SECONDS",
         help="extra wall-clock seconds of weight loading (not scaled)")  # fmt: skip
     add("--enable-force-include-usage", action="store_true", help="always send a usage chunk")
-    add("--default-chat-template-kwargs", type=_template_kwargs, default=None,
+    add("--default-chat-template-kwargs", type=json_object, default=None,
         help="JSON defaults for chat_template_kwargs, e.g. '{\"thinking\": false}'")  # fmt: skip
     add("--disable-log-stats", action="store_true", help="no periodic stats lines")
     add("--distributed-executor-backend", choices=("mp", "ray", "uni", "external_launcher"),

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from orchestrator.engines.base import Engine, MetricNames
 from orchestrator.engines.layout import EngineFlags
 from orchestrator.engines.sglang.signatures import SIGNATURES
-from orchestrator.engines.sglang.startup import StartupLog
+from orchestrator.engines.sglang.startup import SglangStartup
 
 MODULE = "sglang.launch_server"
 RESERVED_FLAGS = {
@@ -77,7 +77,7 @@ ENGINE = Engine(
     display="SGLang",
     launch_argv=launch_argv,
     metrics=METRICS,
-    startup=StartupLog,
+    startup=SglangStartup,
     reserved_flags=RESERVED_FLAGS,
     api_key_env=None,
     stop_signal="SIGINT",  # uvicorn's graceful shutdown; SGLang then ends its schedulers

@@ -24,11 +24,8 @@ Pure: lines in, phases out; the same record shape as every engine's (startup.jso
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
-from orchestrator.engines import startup_summary
+from orchestrator.engines.startup_log import Phase, StartupLog, Status
 
 ORDER = ("process", "weights", "kv_cache", "cuda_graphs", "api_server", "ready")
 LABELS = {"process": "starting", "weights": "loading weights", "kv_cache": "allocating KV cache",
@@ -49,55 +46,17 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
 )
 
 
-@dataclass
-class _Phase:
-    name: str
-    started_at: float
-    ended_at: float | None = None
-    engine_seconds: float | None = None  # as SGLang printed it
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Status:
-    name: str
-    label: str
-    total_s: float
-    ready: bool
-    progress: str | None = None
-
-    @property
-    def api_up(self) -> bool:
-        return self.name in ("api_server", "ready")
-
-
-class StartupLog:
-    """Feed it the log as it arrives; `current()` for a live line, `summary()` at the end."""
+class SglangStartup(StartupLog[Phase]):
+    """SGLang's start-up, fed its log: `current()` for a live line, `summary()` at the end."""
 
     def __init__(self, origin: float | None = None) -> None:
-        self.origin = origin
-        self.phases: dict[str, _Phase] = {}
-        self.facts: dict[str, Any] = {}
-        self._partial = ""
+        super().__init__(Phase, ORDER, LABELS, origin)
 
-    @property
-    def ready(self) -> bool:
-        return "ready" in self.phases
-
-    def feed_text(self, chunk: str, now: float) -> None:
-        lines = re.split(r"\r\n|\r|\n", self._partial + chunk)
-        self._partial = lines.pop()
-        self.feed(lines, now)
-
-    def feed(self, lines: Iterable[str], now: float) -> None:
-        if self.origin is None:
-            self.origin = now
-        self.phases.setdefault("process", _Phase("process", self.origin))
-        for line in lines:
-            for pattern, name, edge in _RULES:
-                match = pattern.search(line)
-                if match:
-                    self._mark(name, edge, match, now)
+    def _line(self, line: str, now: float) -> None:
+        for pattern, name, edge in _RULES:
+            match = pattern.search(line)
+            if match:
+                self._mark(name, edge, match, now)
 
     def _mark(self, name: str, edge: str, match: re.Match[str], now: float) -> None:
         if edge == "begin":
@@ -105,13 +64,13 @@ class StartupLog:
                 record = self.phases.get(earlier)
                 if record is not None and record.ended_at is None:
                     record.ended_at = now
-            record = self.phases.setdefault(name, _Phase(name, now))
+            record = self.phases.setdefault(name, Phase(name, now))
             if name == "kv_cache":
                 self.facts["kv_cache_tokens"] = record.details["tokens"] = int(match.group(1))
             if name == "ready":
                 record.ended_at = now
         else:  # every TP rank prints its own: the first one's counts
-            record = self.phases.setdefault(name, _Phase(name, now))
+            record = self.phases.setdefault(name, Phase(name, now))
             if record.ended_at is None:
                 record.ended_at = now
                 record.engine_seconds = float(match.group(1)) if match.groups() else None
@@ -124,6 +83,3 @@ class StartupLog:
             else f"after {LABELS[latest.name]}"
         at = now if now is not None else (latest.ended_at or latest.started_at)
         return Status(latest.name, label, max(0.0, at - self.origin), self.ready)
-
-    def summary(self) -> list[dict[str, Any]]:
-        return startup_summary.summary(self.phases, ORDER, LABELS, self.origin)

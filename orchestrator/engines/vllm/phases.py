@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from orchestrator.engines import startup_summary
 from orchestrator.engines.compile_cache import GraphLog
+from orchestrator.engines.startup_log import Phase, StartupLog
 from orchestrator.engines.vllm.kernels import KernelLog
 
 ORDER = ("process", "weights", "compile", "kv_cache", "cuda_graphs", "api_server", "ready")
@@ -59,12 +58,7 @@ def _number(text: str) -> float:
 
 
 @dataclass
-class PhaseRecord:
-    name: str
-    started_at: float
-    ended_at: float | None = None
-    engine_seconds: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+class PhaseRecord(Phase):
     progress: str | None = None
 
     @property
@@ -157,49 +151,34 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-class PhaseTracker:
+class PhaseTracker(StartupLog[PhaseRecord]):
     """Feed it log lines as they arrive; ask `current()` for a live line, `summary()` at the end."""
 
     def __init__(self, origin: float | None = None) -> None:
-        self.origin = origin
-        self.phases: dict[str, PhaseRecord] = {}
-        self.facts: dict[str, Any] = {}
+        super().__init__(PhaseRecord, ORDER, LABELS, origin)
         self.attempts = 1
         self.kernels = KernelLog()
         self.graphs = GraphLog()  # loaded from the compile cache or compiled (a warm start)
-        self._partial = ""
-
-    @property
-    def ready(self) -> bool:
-        return "ready" in self.phases
-
-    def feed_text(self, chunk: str, now: float) -> None:
-        """A chunk of the log as read from the file; a trailing partial line waits for the rest."""
-        text = self._partial + chunk
-        lines = re.split(r"\r\n|\r|\n", text)
-        self._partial = lines.pop()
-        self.feed(lines, now)
 
     def feed(self, lines: Iterable[str], now: float) -> None:
         """Whole log lines that arrived by controller time `now`."""
-        if self.origin is None:
-            self.origin = now
-        self._begin("process", self.origin)
-        for raw in lines:
-            line = _ANSI.sub("", raw)  # VLLM_LOGGING_COLOR=1 colours levels and the logo
-            for pattern, handler in _RULES:
-                match = pattern.search(line)
-                if match:
-                    method: Callable[[re.Match[str], float], None] = getattr(self, handler)
-                    method(match, now)
-            self.kernels.line(line)
-            self.graphs.line(line)
+        super().feed(lines, now)
         kernels = self.kernels.to_json()
         if kernels:
             self.facts["kernels"] = kernels
         graphs = self.graphs.to_json()
         if graphs:
             self.facts["compile_graphs"] = graphs
+
+    def _line(self, line: str, now: float) -> None:
+        line = _ANSI.sub("", line)  # VLLM_LOGGING_COLOR=1 colours levels and the logo
+        for pattern, handler in _RULES:
+            match = pattern.search(line)
+            if match:
+                method: Callable[[re.Match[str], float], None] = getattr(self, handler)
+                method(match, now)
+        self.kernels.line(line)
+        self.graphs.line(line)
 
     # --- phase bookkeeping -------------------------------------------------------------
 
@@ -366,7 +345,3 @@ class PhaseTracker:
             progress=latest.progress,
             ready=self.ready,
         )
-
-    def summary(self) -> list[dict[str, Any]]:
-        """One JSON-able entry per phase reached, in start-up order (engines/startup_summary.py)."""
-        return startup_summary.summary(self.phases, ORDER, LABELS, self.origin)

@@ -7,13 +7,16 @@ import contextlib
 import ipaddress
 import math
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
 )
+
+from orchestrator.names import check_name
 
 
 class FieldError(ValueError):
@@ -134,6 +137,27 @@ def host_address(value: str) -> str:
         return value
     raise ValueError(f"expected an IP address (0.0.0.0, ::) or a host name (letters, digits, "
                      f"'-' and '.'), got {value!r}")
+
+
+def service_name(value: str) -> str:
+    """A server's or the router's name: it names a systemd unit and a folder."""
+    return check_name(value, "a service name (it names a systemd unit and a folder)",
+                      max_length=64)
+
+
+ServiceName = Annotated[str, AfterValidator(service_name)]
+HostAddress = Annotated[str, AfterValidator(host_address)]
+
+V = TypeVar("V")
+
+
+def flag_names(value: dict[str, V], allowed: str, example: str) -> dict[str, V]:
+    """An engine's `args:` keys: long flag names without the dashes, each matching the
+    pattern `allowed` (which starts with a letter or digit, so no key starts with `-`)."""
+    for key in value:
+        if not re.fullmatch(allowed, key):
+            raise ValueError(f"flag {key!r}: write long flag names without dashes, e.g. {example}")
+    return value
 
 
 class StrictModel(BaseModel):

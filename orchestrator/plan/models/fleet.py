@@ -8,12 +8,17 @@ of each replica (its name, port, GPUs) is `plan/replicas.py`.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from orchestrator.names import check_name
-from orchestrator.plan.models.base import FieldError, StrictModel, host_address
+from orchestrator.plan.models.base import (
+    FieldError,
+    HostAddress,
+    ServiceName,
+    StrictModel,
+    flag_names,
+)
 from orchestrator.plan.models.service import ArgValue
 
 ROUTER_VERSION = "0.1.17"  # the vllm-router release orch's flag table was read from
@@ -48,6 +53,11 @@ class Replicas(StrictModel):
         return self
 
 
+def _router_flags(value: dict[str, ArgValue]) -> dict[str, ArgValue]:
+    # vllm-router's flags hold no `_` or `.` (its --help)
+    return flag_names(value, r"[a-z0-9][a-z0-9-]*", "retry-max-retries")
+
+
 class Router(StrictModel):
     """vLLM's router in front of the replicas: installed in its own venv, supervised like a
     service (systemd or process)."""
@@ -55,7 +65,7 @@ class Router(StrictModel):
     version: str = Field(ROUTER_VERSION, description="The pinned `vllm-router` release.")
     on: str = Field("controller", description="Where it runs: `controller` (this machine) or "
                     "a host name of the inventory.")
-    host: str = Field("127.0.0.1", description="Address it listens on (`--host`).")
+    host: HostAddress = Field("127.0.0.1", description="Address it listens on (`--host`).")
     port: int = Field(30000, ge=1, le=65535, description="Its port (`--port`).")
     metrics_port: int = Field(29000, ge=1, le=65535, description="Its Prometheus port "
                               "(`--prometheus-port`).")
@@ -67,15 +77,10 @@ class Router(StrictModel):
                                "disaggregation`); the replicas split by `replicas.prefill`.")
     venv: str | None = Field(None, description="Its venv; default "
                              "`~/.cache/orch/router/<version>` where it runs.")
-    name: str = Field("orch-router", description="Its service name (unit, pidfile, folder).")
-    args: dict[str, ArgValue] = Field(
+    name: ServiceName = Field("orch-router", description="Its service name (unit, pidfile, folder).")
+    args: Annotated[dict[str, ArgValue], AfterValidator(_router_flags)] = Field(
         default_factory=dict, description="Other `vllm-router` flags by long name without "
         "dashes (e.g. `retry-max-retries: 3`), checked against its own --help.")
-
-    @field_validator("host")
-    @classmethod
-    def _listen_address(cls, value: str) -> str:
-        return host_address(value)
 
     @field_validator("version")
     @classmethod
@@ -89,20 +94,5 @@ class Router(StrictModel):
     def _where(cls, value: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", value):
             raise ValueError("expected `controller` or an inventory host name")
-        return value
-
-    @field_validator("name")
-    @classmethod
-    def _unit_safe(cls, value: str) -> str:
-        return check_name(value, "a service name (it names a systemd unit and a folder)",
-                          max_length=64)
-
-    @field_validator("args")
-    @classmethod
-    def _flag_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for key in value:
-            if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", key):
-                raise ValueError(f"flag {key!r}: write long flag names without dashes, "
-                                 "e.g. retry-max-retries")
         return value
 

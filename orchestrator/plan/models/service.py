@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     field_validator,
 )
 
-from orchestrator.names import check_name
 from orchestrator.plan.meaning import HOST_VARS
-from orchestrator.plan.models.base import Duration, EngineName, StrictModel, host_address
+from orchestrator.plan.models.base import (
+    Duration,
+    EngineName,
+    HostAddress,
+    ServiceName,
+    StrictModel,
+    flag_names,
+)
 
 
 class SimSpec(StrictModel):
@@ -98,6 +104,10 @@ class Nodes(StrictModel):
         600.0, gt=0, description="How long the head waits for every node to join.")
 
 
+def _vllm_flags(value: dict[str, ArgValue]) -> dict[str, ArgValue]:
+    return flag_names(value, r"[a-z0-9][a-z0-9_.-]*", "tensor-parallel-size")
+
+
 class ServiceSpec(StrictModel):
     """The model server: how it is launched and supervised."""
 
@@ -107,14 +117,14 @@ class ServiceSpec(StrictModel):
     served_model_name: str | list[str] | None = Field(
         None, description="Name(s) clients use; the first is the one responses report."
     )
-    host: str = Field("0.0.0.0", description="Address the server listens on: an IP address "
+    host: HostAddress = Field("0.0.0.0", description="Address the server listens on: an IP address "
                       "(`0.0.0.0`, `::`) or a host name.")
     port: int = Field(8000, ge=1, le=65535, description="Port the server listens on.")
     backend: Literal["auto", "systemd", "process"] = Field(
         "auto", description="`systemd` unit, or a supervised `process`; `auto` picks systemd when running."
     )
-    name: str = Field("orch-vllm", description="Service name (systemd unit name, pidfile name).")
-    args: Annotated[dict[str, ArgValue], HOST_VARS] = Field(
+    name: ServiceName = Field("orch-vllm", description="Service name (systemd unit name, pidfile name).")
+    args: Annotated[dict[str, ArgValue], HOST_VARS, AfterValidator(_vllm_flags)] = Field(
         default_factory=dict,
         description=(
             "`vllm serve` flags by long name without dashes, e.g. `tensor-parallel-size: 8`. "
@@ -140,27 +150,6 @@ class ServiceSpec(StrictModel):
     )
     nodes: Nodes | None = Field(
         None, description="Serve from all of the plan's hosts as one server (Ray or vLLM's mp).")
-
-    @field_validator("host")
-    @classmethod
-    def _listen_address(cls, value: str) -> str:
-        return host_address(value)
-
-    @field_validator("name")
-    @classmethod
-    def _unit_safe(cls, value: str) -> str:
-        return check_name(value, "a service name (it names a systemd unit and a folder)",
-                          max_length=64)
-
-    @field_validator("args")
-    @classmethod
-    def _flag_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for key in value:
-            if key.startswith("-") or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", key):
-                raise ValueError(
-                    f"flag {key!r}: write long flag names without dashes, e.g. tensor-parallel-size"
-                )
-        return value
 
     def served_names(self) -> list[str]:
         if self.served_model_name is None:
