@@ -33,8 +33,11 @@ def test_a_pd_fleet_serves_each_request_by_a_prefill_then_a_decode_replica(
                       replicas={"per_host": 3, "gpus": 1, "prefill": 1})
     urls = [f"http://127.0.0.1:{p}" for p in (port, port + 1, port + 2)]
     try:
+        # Answers long enough (200 tokens) that the router's few ms on a loaded machine are a
+        # small share, and half a request's time (the second hop unseen) a large one.
         done = orch("apply", plan, "--set", "router.mode=pd", "--set", "bench.concurrency=[4]",
-                    "--set", "bench.requests_per_level=12", cwd=tmp_path, timeout=600)
+                    "--set", "bench.requests_per_level=12", "--set", "bench.max_tokens=200",
+                    cwd=tmp_path, timeout=600)
         said = done.stdout + done.stderr
         assert done.returncode == 0, said
         run = last_run(tmp_path)
@@ -49,7 +52,7 @@ def test_a_pd_fleet_serves_each_request_by_a_prefill_then_a_decode_replica(
         assert _external_kv_tokens(urls[0]) == 0
         assert _external_kv_tokens(urls[1]) + _external_kv_tokens(urls[2]) > 0
         # The replicas' own time per request adds both halves: what is left is the router's.
-        assert 0 <= level["router_added_ms"] < 0.2 * level["mean_e2el_ms"], (
+        assert 0 <= level["router_added_ms"] < 0.25 * level["mean_e2el_ms"], (
             level["router_added_ms"], level["mean_e2el_ms"])
         assert level["limiter"]["name"] != "router-bound", level["limiter"]
     finally:
