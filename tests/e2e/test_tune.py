@@ -213,8 +213,11 @@ def test_a_candidate_predicted_not_to_fit_is_skipped(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     plan = write_plan(tmp_path, {"service.args.max-num-seqs": [2, 8],
                                  "service.sim.profile": [NVFP4, INT4]})
-    code = tune(TuneOptions(plan=plan, slo="p99_ttft<=30s", trials=4,
-                            runs_dir=tmp_path / "runs", predict=predict))
+    try:
+        code = tune(TuneOptions(plan=plan, slo="p99_ttft<=30s", trials=4,
+                                runs_dir=tmp_path / "runs", predict=predict))
+    finally:  # the last trial's server keeps running after a tune, as after an apply
+        orch("stop", plan, cwd=tmp_path)
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0, out
     folder = next((tmp_path / "runs" / "tn").glob("tune-*"))
