@@ -33,17 +33,35 @@ class Registration:
         return ", ".join(p for p in parts if p) or "no workers"
 
 
+# The replica answered its readiness check moments ago: the router's own health check of it
+# takes a second, not the 600 s its add_worker would wait for a worker that died meanwhile.
+ADD_TIMEOUT_S = 60.0
+
+
 def add_ready(client: RouterClient, url: str, done: Registration, listed: Iterable[str]) -> None:
     """Register one ready replica, unless the router lists it already."""
     if url in listed:
         done.kept.append(url)
         return
-    ok, said = client.add(url)
+    if not _answers(url):
+        raise RegistrationFailed(f"{url} was ready but no longer answers /health: not "
+                                 "registered", hint="its service log in the run folder says "
+                                 "why it stopped; orch apply again relaunches it")
+    ok, said = client.add(url, timeout=ADD_TIMEOUT_S)
     if not ok:
         raise RegistrationFailed(f"the router refused worker {url}: {said.strip()}",
                                  hint="the replica answered its own readiness check; see the "
                                       "router's log in the run folder")
     done.added.append(url)
+
+
+def _answers(url: str) -> bool:
+    import httpx  # start-up time: only once a fleet registers
+
+    try:
+        return httpx.get(f"{url}/health", timeout=5, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def settle(client: RouterClient, ready: list[str], done: Registration) -> list[str]:

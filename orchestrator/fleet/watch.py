@@ -83,8 +83,11 @@ class FleetWatch:
             self.router_restarts += 1
             self._say("router", "ok", "the router came back: registering the replicas")
         circuit = counters.circuit if counters is not None else {}
-        for member in members:
-            self._one(member, listed, circuit.get(member.url, 0.0) != 0.0, done)
+        healthy = counters.healthy if counters is not None else {}
+        for member in members:  # an open circuit, or the router's health check not yet
+            # passed again: registered afresh, so it routes to the replica at once
+            shut = circuit.get(member.url, 0.0) != 0.0 or healthy.get(member.url, 1.0) == 0.0
+            self._one(member, listed, shut, done)
         return done
 
     def _one(self, member: Member, listed: set[str], open_circuit: bool,

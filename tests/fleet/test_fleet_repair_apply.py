@@ -12,10 +12,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from fixtures import quick_venv
 from fixtures.fleet import wait_for
 from fixtures.fleet_plans import chat, counters, fleet_plan, free_ports
 from fixtures.orchcli import last_run, orch
+
+from orchestrator.errors import OrchError
+from orchestrator.router_client import RouterClient
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +41,11 @@ def test_a_replica_killed_under_the_sweep_is_named_relaunched_and_registered_aga
     pidfile = tmp_path / "venv" / ".orch" / "service" / f"{name}-sim-r1" / "pid"
     killed: list[int] = []
 
-    def kill_when_busy() -> None:  # once the sweep's streams run on the victim
-        wait_for(lambda: pidfile.is_file() and _busy(victim), 300, "the victim serving the sweep")
+    metrics = f"http://127.0.0.1:{yaml.safe_load(plan.read_text())['router']['metrics_port']}"
+
+    def kill_when_busy() -> None:  # once the sweep's streams, sent by the router, run on it
+        wait_for(lambda: pidfile.is_file() and _routed(metrics, victim) and _busy(victim), 300,
+                 "the victim serving the sweep")
         pid = int(pidfile.read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
@@ -47,7 +54,7 @@ def test_a_replica_killed_under_the_sweep_is_named_relaunched_and_registered_aga
     killer.start()
     try:
         done = orch("apply", plan, "--set", "bench.concurrency=[6]",
-                    "--set", "bench.requests_per_level=30", "--set", "bench.max_tokens=400",
+                    "--set", "bench.requests_per_level=30", "--set", "bench.max_tokens=2000",
                     "--set", "bench.max_failed_fraction=1", cwd=tmp_path, timeout=600)
         killer.join(30)
         said = done.stdout + done.stderr
@@ -68,9 +75,18 @@ def test_a_replica_killed_under_the_sweep_is_named_relaunched_and_registered_aga
         _, before = counters(record)
         assert [chat(record["router"]["url"]) for _ in range(6)] == [200] * 6
         _, after = counters(record)
-        assert after.minus(before).processed.get(victim, 0) >= 1  # routed to again
+        assert after.minus(before).processed.get(victim, 0) >= 1, after  # routed to again
     finally:
         orch("stop", plan, cwd=tmp_path)
+
+
+def _routed(metrics: str, url: str) -> bool:
+    """The router has sent `url` requests: the sweep is under way (not readiness, smoke)."""
+    try:
+        with RouterClient(metrics, metrics) as client:
+            return client.counters().processed.get(url, 0.0) > 0
+    except OrchError:
+        return False
 
 
 def _busy(url: str) -> bool:
