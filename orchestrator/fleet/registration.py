@@ -43,7 +43,7 @@ def add_ready(client: RouterClient, url: str, done: Registration, listed: Iterab
     if url in listed:
         done.kept.append(url)
         return
-    if not _answers(url):
+    if not answers(url):
         raise RegistrationFailed(f"{url} was ready but no longer answers /health: not "
                                  "registered", hint="its service log in the run folder says "
                                  "why it stopped; orch apply again relaunches it")
@@ -55,7 +55,8 @@ def add_ready(client: RouterClient, url: str, done: Registration, listed: Iterab
     done.added.append(url)
 
 
-def _answers(url: str) -> bool:
+def answers(url: str) -> bool:
+    """The replica at `url` answers /health with 200 now (no waiting)."""
     import httpx  # start-up time: only once a fleet registers
 
     try:

@@ -21,6 +21,7 @@ from orchestrator.errors import OrchError
 from orchestrator.events import Emit
 from orchestrator.fleet.events import FleetRepair
 from orchestrator.fleet.member import Member
+from orchestrator.fleet.registration import answers
 from orchestrator.router_client import RouterClient, RouterCounters
 
 Serving = Callable[[Member], bool]
@@ -49,12 +50,7 @@ class Reconciled:
 
 def answers_health(member: Member) -> bool:
     """The replica's /health answers 200 now (no waiting)."""
-    import httpx
-
-    try:
-        return httpx.get(f"{member.url}/health", timeout=5, trust_env=False).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return answers(member.url)
 
 
 class FleetWatch:
