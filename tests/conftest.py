@@ -4,6 +4,7 @@ tests/fixtures/, one module per concept, and are registered here."""
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,16 +19,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--real-heavy", action="store_true",
         help="also run the tests that need the whole real vLLM venv with torch (about 11 GB, "
-             "made once in ~/.cache/orch/real): `scripts/test --real`",
+             "made once in ~/.cache/orch/real) and the real vLLM modules beyond the default "
+             "suite's one (tune, warm restart, fleet): `scripts/test --real`",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     heavy = config.getoption("--real-heavy")
     skip = pytest.mark.skip(reason="needs the whole real vLLM venv: run `scripts/test --real`")
+    more = pytest.mark.skip(reason="more real vLLM start-ups than the default suite's one "
+                                   "module: run `scripts/test --real`")
     for item in items:  # a slow module says so itself: `pytestmark = pytest.mark.slow`
         if "real_heavy" in item.keywords and not heavy:
             item.add_marker(skip)
+        elif "real_more" in item.keywords and not heavy:
+            item.add_marker(more)
     # Longest file first (scripts/test runs whole files on workers, in this order: with
     # --no-loadscope-reorder), so no worker is left alone with a long file at the end.
     seconds = _durations()
@@ -57,13 +63,23 @@ def _durations() -> dict[str, float]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """ORCH_TEST_TIMELINE=FILE: each test's worker, start and end (seconds since the epoch)
-    appended to FILE, to see where a run's workers sat idle (scripts/test_timeline.py)."""
+    and CPU seconds (the worker's and its waited-for children's: orch runs, sshd, simulators
+    it started; not daemons they left) appended to FILE, to see where a run's workers sat
+    idle and what used the cores (scripts/test_timeline.py)."""
     timeline = os.environ.get("ORCH_TEST_TIMELINE")
-    started = time.time()
+    started, cpu = time.time(), _cpu_seconds()
     try:
         return (yield)
     finally:
         if timeline:
             worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            used = _cpu_seconds() - cpu
             with open(timeline, "a") as out:
-                out.write(f"{worker}\t{started:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
+                out.write(f"{worker}\t{started:.3f}\t{time.time():.3f}\t{item.nodeid}"
+                          f"\t{used:.3f}\n")
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

@@ -19,7 +19,9 @@ from fixtures.vllm_serve import HOW_TO_MAKE, measuring_venv, running_vllm
 from orchestrator.bench.fleet_summary import NO_GPU_HOST, NO_GPU_SIM
 from orchestrator.sim.testing import running_simulator
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
+# Beyond the default suite's one real vLLM module (tests/real/test_real_vllm_cpu.py): opt-in.
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.real_more,
+              pytest.mark.timeout(1200)]
 
 
 def test_a_real_vllm_and_a_simulator_behind_the_real_router(tmp_path: Path) -> None:

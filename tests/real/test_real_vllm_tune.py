@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ("What changed", "Measured", "Peak", "Predicted", "SLO", "Limiter", "Host", "Status")
 # Its own service name and port; tests/real/conftest.py runs it after (or before), never
 # beside, test_real_vllm_cpu.py: they share the cached venv and its apply lock.
-pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
+# Beyond the default suite's one real vLLM module (tests/real/test_real_vllm_cpu.py): opt-in.
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.real_more,
+              pytest.mark.timeout(1200)]
 SLO = "p99_ttft<=20s,p99_tpot<=2s"  # lenient: on a shared 2-core host the plan itself meets it
 LIMITS = {"p99_ttft_ms": 20000.0, "p99_tpot_ms": 2000.0}
 REFUSED = 2  # max-num-batched-tokens below every max-num-seqs of the space: refused at start-up

@@ -18,7 +18,9 @@ from fixtures.orchcli import last_run, orch
 from fixtures.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1500)]
+# Beyond the default suite's one real vLLM module (tests/real/test_real_vllm_cpu.py): opt-in.
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.real_more,
+              pytest.mark.timeout(1500)]
 
 
 def test_the_second_start_of_the_same_plan_is_warm_and_the_first_cold(tmp_path: Path) -> None:
