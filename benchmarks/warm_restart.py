@@ -32,7 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fixtures import vllm_cpu  # noqa: E402
-from fixtures.sshd import free_port  # noqa: E402
+from fixtures.ports import free_port  # noqa: E402
 
 
 @dataclass

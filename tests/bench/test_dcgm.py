@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.bench.dcgm import DcgmSampler, answers, parse_dcgm
 from orchestrator.bench.gpu_figures import summarize_samples

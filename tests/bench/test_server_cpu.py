@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from fixtures.orchcli import last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 from rich.console import Console
 
 from orchestrator.apply.bench import BenchStage

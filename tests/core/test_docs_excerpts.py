@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.orchcli import orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.cli import build_parser
 from orchestrator.limits.rules import LIMITERS

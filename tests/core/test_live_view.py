@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures import quick_venv
+from fixtures.ports import free_port
 from rich.console import Console
 
 from orchestrator.events import HostEnd, HostStart, Probed, Retry, StageEvent, StepEnd, StepStart
 from orchestrator.live_view import HostBoard
 from tests.fixtures.orchcli import orch
-from tests.fixtures.sshd import free_port
 from tests.fixtures.terminal import PseudoTerminal
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import zygote
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,8 @@ import yaml
 from fixtures import quick_venv
 from fixtures.gpu import GpuSshServer, install
 from fixtures.orchcli import last_run, orch, write_inventory
-from fixtures.sshd import SshServer, free_port
+from fixtures.ports import free_port
+from fixtures.sshd import SshServer
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch
+from fixtures.ports import free_port
 from fixtures.served import generated_tokens
-from fixtures.sshd import free_port
 
 from orchestrator.exit_codes import MEANINGS, ExitCode
 

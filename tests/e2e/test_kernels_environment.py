@@ -16,7 +16,7 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,8 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import alive, last_run, orch, write_inventory
-from fixtures.sshd import SshServer, free_port
+from fixtures.ports import free_port
+from fixtures.sshd import SshServer
 from fixtures.wheels import make_wheel
 
 pytestmark = pytest.mark.slow

@@ -19,8 +19,9 @@ import yaml
 from fixtures import quick_venv
 from fixtures.background import Background
 from fixtures.orchcli import last_run, orch, write_inventory
+from fixtures.ports import free_port
 from fixtures.served import generated_tokens
-from fixtures.sshd import SshServer, free_port
+from fixtures.sshd import SshServer
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import alive, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.plan.loader import load_plan
 

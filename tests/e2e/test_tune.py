@@ -23,7 +23,7 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.plan.models import Plan
 from orchestrator.service.lock import service_lock_path

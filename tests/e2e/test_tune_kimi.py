@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fixtures import quick_venv
 from fixtures.orchcli import orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 pytestmark = pytest.mark.slow
 

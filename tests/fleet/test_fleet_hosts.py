@@ -17,7 +17,7 @@ from fixtures import quick_venv
 from fixtures.fleet_plans import chat, counters, fleet_plan
 from fixtures.netns import NetnsHosts, netns_available
 from fixtures.orchcli import last_run, orch, write_inventory
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.exit_codes import ExitCode
 

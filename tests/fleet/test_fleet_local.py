@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from fixtures import quick_venv
-from fixtures.fleet_plans import chat, counters, fleet_plan, free_ports
+from fixtures.fleet_plans import chat, counters, fleet_plan
 from fixtures.orchcli import last_run, orch
+from fixtures.ports import free_port, free_ports
 from fixtures.router import router_bin
-from fixtures.sshd import free_port
 
 from orchestrator.apply.converge import HostJob
 from orchestrator.apply.fleet import Fleet

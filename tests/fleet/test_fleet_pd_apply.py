@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 from fixtures import quick_venv
-from fixtures.fleet_plans import fleet_plan, free_ports
+from fixtures.fleet_plans import fleet_plan
 from fixtures.orchcli import last_run, orch
+from fixtures.ports import free_ports
 
 pytestmark = pytest.mark.slow
 

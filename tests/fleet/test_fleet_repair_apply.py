@@ -15,8 +15,9 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.fleet import wait_for
-from fixtures.fleet_plans import chat, counters, fleet_plan, free_ports
+from fixtures.fleet_plans import chat, counters, fleet_plan
 from fixtures.orchcli import last_run, orch
+from fixtures.ports import free_ports
 
 from orchestrator.errors import OrchError
 from orchestrator.router_client import RouterClient

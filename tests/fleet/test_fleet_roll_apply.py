@@ -14,8 +14,9 @@ import httpx
 import pytest
 from fixtures import quick_venv
 from fixtures.fleet import BackgroundLoad
-from fixtures.fleet_plans import chat, fleet_plan, free_ports
+from fixtures.fleet_plans import chat, fleet_plan
 from fixtures.orchcli import last_run, orch
+from fixtures.ports import free_ports
 
 pytestmark = pytest.mark.slow
 LOAD = 32

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import yaml
 from fixtures import quick_venv
 from fixtures.background import Background, until
 from fixtures.orchcli import orch
+from fixtures.ports import free_port
 from fixtures.served import generated_tokens
 
 pytestmark = pytest.mark.slow
@@ -36,12 +36,6 @@ def _forget_services() -> Iterator[None]:
         name = _NAMED.pop()
         for made in (Path.home() / ".orch" / "services" / name, service_lock(name)):
             made.unlink(missing_ok=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def service_plan(tmp: Path, *, slow_start: float = 0.0, time_scale: float = 0.003,

@@ -19,7 +19,7 @@ import yaml
 from fixtures import quick_venv
 from fixtures.hostile_server import Misbehaviour, hostile_server
 from fixtures.orchcli import last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.bench.dcgm import DcgmSampler, answers, parse_dcgm
 from orchestrator.bench.server_metrics import parse_checked

@@ -19,7 +19,8 @@ import yaml
 from fixtures import quick_venv
 from fixtures.background import Background
 from fixtures.orchcli import orch, write_inventory
-from fixtures.sshd import SshServer, free_port
+from fixtures.ports import free_port
+from fixtures.sshd import SshServer
 
 pytestmark = [
     pytest.mark.slow,

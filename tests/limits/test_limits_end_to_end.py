@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fixtures.orchcli import last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.engines import engine
 from orchestrator.limits.evidence import gather

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from fixtures import vllm_cpu
 from fixtures.orchcli import last_run, orch
+from fixtures.ports import free_port
 from fixtures.served import generated_tokens
-from fixtures.sshd import free_port
 from fixtures.vllm_flags import TABLES, regenerated
 
 from orchestrator.bench.lateness import LATE_SHARE

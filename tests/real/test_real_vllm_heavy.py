@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures.orchcli import last_run, orch, write_inventory
+from fixtures.ports import free_port
 from fixtures.realpkgs import FLASHINFER, LIGHT_PINS, OLD_CUBIN, UV, full_venv, wheel, wheels_dir
-from fixtures.sshd import SshServer, free_port
+from fixtures.sshd import SshServer
 from fixtures.vllm_flags import TABLES, regenerated, vllm_flags
 
 from orchestrator.engines.vllm.phases import PhaseTracker

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from fixtures import vllm_cpu
 from fixtures.orchcli import orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.tune.setup import TuneOptions, prepare
 from orchestrator.tune.study import Study

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from fixtures import vllm_cpu
 from fixtures.orchcli import last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # Beyond the default suite's one real vLLM module (tests/real/test_real_vllm_cpu.py): opt-in.

@@ -16,7 +16,6 @@ and a cut-short level).
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from fixtures.ports import free_port
 
 from orchestrator.apply.compile import resolved_plan_yaml
 from orchestrator.bench.samplers import Sampler
@@ -43,13 +43,6 @@ SIM_PLANS = {
 }
 VENV_BIN = str(Path(sys.executable).parent)
 STARTUP_DEADLINE_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 
 @dataclass(frozen=True)

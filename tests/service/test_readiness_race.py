@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.events import Event
 from orchestrator.inventory import HostSpec, Inventory

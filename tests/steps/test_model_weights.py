@@ -18,7 +18,7 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import SECRET, last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 from fixtures.tmpfs import small_tmpfs
 from fixtures.vllm_cpu import make_model
 

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from fixtures.netns import NetnsHosts
-from fixtures.sshd import SshServer, free_port
+from fixtures.ports import free_port
+from fixtures.sshd import SshServer
 
 from orchestrator.transport import Command, Transport, connect
 from orchestrator.transport.ssh import SshTransport

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures.sshd import SshServer, alias, free_port, make_keys
+from fixtures.ports import free_port
+from fixtures.sshd import SshServer, alias, make_keys
 from fixtures.transports import openssh_inventory
 
 from orchestrator.errors import AuthError, ConnectError, HostKeyError, InventoryError

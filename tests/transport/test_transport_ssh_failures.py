@@ -13,8 +13,9 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from fixtures.ports import free_port
 from fixtures.silent_server import serving, silent_port
-from fixtures.sshd import SshServer, free_port, make_keys
+from fixtures.sshd import SshServer, make_keys
 
 from orchestrator.errors import AuthError, ConnectError, HostKeyError
 from orchestrator.inventory import Inventory

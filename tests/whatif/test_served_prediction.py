@@ -13,7 +13,7 @@ import pytest
 import yaml
 from fixtures import quick_venv
 from fixtures.orchcli import last_run, orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
 from orchestrator.plan.loader import load_plan
 from orchestrator.plan.prediction import predict_plan

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fixtures import quick_venv, zygote
+from fixtures.ports import free_port
 from hostile.corpus import Case, section
 
 TWO = "hosts:\n  a: {connection: local}\n  b: {connection: local}\ngroups: {g: [a, b]}\n"
@@ -21,18 +21,12 @@ ONE = "hosts:\n  a: {connection: local}\n"
 APPLY = ["apply", "{tmp}/p.yaml", "-i", "{tmp}/i.yaml", "--runs-dir", "{tmp}/runs"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _served(name: str, *, slow_start: bool = False, smoke: str = "",
             bench: str = "bench: null\n") -> str:
     """A plan of one simulated server on host a (its own name and port: cases run at once)."""
     return (f"name: {name}-{os.getpid()}\nhosts: a\n"
             "python: {venv: '{tmp}/venv', interpreter: " + quick_venv.interpreter() + ", installer: pip}\n"
-            f"service:\n  engine: sim\n  model: m\n  host: 127.0.0.1\n  port: {_free_port()}\n"
+            f"service:\n  engine: sim\n  model: m\n  host: 127.0.0.1\n  port: {free_port()}\n"
             f"  backend: process\n  name: corpus-{name}-{os.getpid()}\n"
             "  sim: {profile: tiny-qwen2-vllm-cpu-2-cores, time_scale: 0.1, "
             f"startup_time_scale: {1 if slow_start else 0.001}}}\n"
