@@ -242,12 +242,17 @@ def _missing_key(model: type[BaseModel], path: FieldPath, positions: Positions) 
     parent = path[:-1]
     expected = expected_at(model, path)
     deleted = positions.deleted.get(path)
+    supplier = positions.deleted.get(("model",)) if path == ("service", "model") else None
     return Problem(
         path,
         f"missing required key {name!r} {_where(parent)}"
-        + (f" (deleted by {deleted})" if deleted is not None else ""),
-        deleted if deleted is not None else positions.locate(parent, key=True),
+        + (f" (deleted by {deleted})" if deleted is not None else "")
+        + (f" (the plan's `model:` section names it; {supplier} deleted that section)"
+           if supplier is not None else ""),
+        deleted or supplier or positions.locate(parent, key=True),
         expected=f"{name}: {expected}" if expected else None,
+        hint="set what the server loads too: --set service.model=DIR_OR_REPO"
+        if supplier is not None else None,
         name_field=False,
     )
 

@@ -3,21 +3,23 @@ indented or fenced block after a marker
 
     <!-- real output of: orch apply plans/sim/kimi-nvfp4.yaml -->
 
-is held against what that command prints now, run for real here (the shipped simulated plans,
-a shorter sweep and start-up so the test is quick). What a short run cannot repeat is left
-out of the comparison: figures, times, stamps and hashes (masked), where a sweep plateaus and
-how sure (masked), the columns of a table's body (its first cell is kept: the row's label),
-its header rows (they wrap with the widths of the figures), what follows a step's status (its
-host, step and status are kept), and a quoted `...` skips any lines. Everything else (each
-step, in order, every sentence, every table's title and row labels) must be there, word for
-word and in order; the text is compared as words, so a line wrapped at another width
-reads the same. A block may open with `$ COMMAND`, the marker's command, as a user types it.
+is held against what that command prints now, run for real here: the output of one quick run
+of `scripts/demo` (README.md: ORCH_DEMO_QUICK=1, a shorter sweep and start-up) for the
+commands the demo shows, the others run after it in its folder. What a short run cannot
+repeat is left out of the comparison: figures, times, stamps and hashes (masked), where a
+sweep plateaus and how sure (masked), the columns of a table's body (its first cell is kept:
+the row's label), its header rows (they wrap with the widths of the figures), what follows a
+step's status (its host, step and status are kept), and a quoted `...` skips any lines.
+Everything else (each step, in order, every sentence, every table's title and row labels)
+must be there, word for word and in order; the text is compared as words, so a line wrapped
+at another width reads the same. A block may open with `$ COMMAND`, the marker's command, as
+a user types it.
 
-The commands run in a folder holding copies of plans/ and inventory/, and of the files the
+The demo runs in a copy of the checkout (tests/fixtures/demo.py) that also holds the files the
 docs write out for their examples: a fenced block after `<!-- file: PATH -->` (a bad plan
-whose error the doc quotes). The pivots are applied with the quick sweep; a command on the
-last one (`SERVED`) reaches the server that apply left running (the same service name, port,
-venv and start-up scale are added to it).
+whose error the doc quotes). A command on the last pivot (`SERVED`) reaches its server,
+applied again after the demo stopped it (the same service name, port, venv and start-up
+scale are added to it).
 
 Every other `orch ...` line of a code block (README and docs/) must at least parse: orch's
 own argument parser, run without executing the command."""
@@ -28,11 +30,11 @@ import contextlib
 import io
 import re
 import shlex
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixtures import demo as demo_run
 from fixtures.orchcli import orch
 from fixtures.ports import free_port
 
@@ -46,7 +48,6 @@ MARKER = re.compile(r"^<!-- real output of: (.+?) -->$")
 FILE = re.compile(r"^<!-- file: (\S+) -->$")
 PIVOTS = ("kimi-nvfp4", "minimax-m2.5", "kimi-int4")
 SERVED = f"plans/sim/{PIVOTS[-1]}.yaml"
-QUICK = ["bench.concurrency=[1,2]", "bench.max_tokens=64"]  # and a quick start-up: `served`
 _STAMP = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 _HASH = re.compile(r"\b[0-9a-f]{12}\b")
 _NUMBER = re.compile(r"(?<![A-Za-z\d])\d[\d,.]*")  # not inside names: nvfp4, m2.5
@@ -176,37 +177,59 @@ def test_blocks_are_read_indented_or_fenced_with_the_typed_command(tmp_path: Pat
 
 
 @pytest.fixture(scope="module")
-def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Each marked command's output (stdout, then stderr), run for real (quickly)."""
-    work = tmp_path_factory.mktemp("docs")
-    for folder in ("plans", "inventory"):
-        shutil.copytree(ROOT / folder, work / folder)
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], str]]:
+    """One quick `scripts/demo` in a copy of the checkout: the folder, the settings that give
+    its servers a port, name and venv of their own (`served`), and what it printed."""
+    work = demo_run.checkout(tmp_path_factory.mktemp("docs") / "checkout")
+    settings = [f"python.venv={work}/venv", f"service.port={free_port()}", f"service.name=docs-{work.parent.name[-8:]}"]
+    try:
+        yield work, settings, demo_run.run_demo(work, settings=settings, timeout=600)
+    finally:
+        orch("stop", SERVED, *_sets(settings), cwd=work)
+
+
+def _sets(settings: list[str]) -> list[str]:
+    return [arg for value in settings for arg in ("--set", value)]
+
+
+@pytest.fixture(scope="module")
+def printed(demo: tuple[Path, list[str], str]) -> dict[str, str]:
+    """Each marked command's output (stdout, then stderr): the demo's own run of it, else run
+    for real in the demo's folder (after the demo, so its runs are there to compare)."""
+    work, settings, transcript = demo
+    name = settings[-1].split("=", 1)[1]
     for doc in DOCS:
-        for name, text in example_files(doc):
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            (work / name).write_text(text)
-    name, port = f"docs-{work.name[-8:]}", free_port()
+        for path, text in example_files(doc):
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(text)
     # what the server's launch carries: a command on SERVED names it as the apply did
-    served = [arg for value in [f"python.venv={work}/venv", f"service.port={port}", f"service.name={name}",
-                                "service.sim.startup_time_scale=0.01"] for arg in ("--set", value)]
+    served = [*_sets(settings), "--set", demo_run.QUICK_STARTUP]
+    shown = demo_run.commands(transcript, [*settings, *demo_run.QUICK, demo_run.QUICK_STARTUP])
 
     def run(command: str, *extra: str, timeout: float = 120) -> str:
         done = orch(*shlex.split(command)[1:], *extra, cwd=work, timeout=timeout)
         return (done.stdout + done.stderr).replace(name, "orch-vllm").replace(str(work), ".")
 
+    # the demo stopped the last pivot's server: the commands on it find it serving again
+    again = run(f"orch apply {SERVED} --skip bench", *served, *_sets(demo_run.QUICK))
+    assert "localhost      collect    ok" in again, again[-3000:]
     out: dict[str, str] = {}
-    try:
-        for pivot in PIVOTS:
-            command = f"orch apply plans/sim/{pivot}.yaml"
-            out[command] = run(command, *[a for q in QUICK for a in ("--set", q)], *served, timeout=400)
-            assert "localhost      collect    ok" in out[command], out[command][-3000:]
-        for doc in DOCS:
-            for command, _ in excerpts(doc):
-                if command not in out:
-                    out[command] = run(command, *(served if SERVED in command else ()))
-        yield out
-    finally:
-        orch("stop", SERVED, *served, cwd=work)
+    for doc in DOCS:
+        for command, _ in excerpts(doc):
+            if demo_run.typed(command) in shown:
+                out[command] = shown[demo_run.typed(command)].replace(name, "orch-vllm").replace(str(work), ".")
+            elif command not in out:
+                out[command] = run(command, *(served if SERVED in command else ()))
+    return out
+
+
+def test_the_quick_demo_runs_the_docs_commands_it_stands_for(demo: tuple[Path, list[str], str]) -> None:
+    work, settings, transcript = demo
+    shown = demo_run.commands(transcript, [*settings, *demo_run.QUICK, demo_run.QUICK_STARTUP])
+    ran = [command for command in demo_run.BY_DEMO.values() if command is not None]
+    assert [command for command in ran if demo_run.typed(command) not in shown] == [], list(shown)
+    assert (work / "plans/sim/kimi-nvfp4-tune.tuned.yaml").is_file()  # the tune's winner
+    assert list((work / "runs" / "reports").glob("*-sim-kimi-nvfp4-vs-sim-minimax-m2.5-vs-sim-kimi-int4.html"))
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
@@ -228,10 +251,11 @@ def test_the_check_fails_when_an_excerpt_drifts(printed: dict[str, str], tmp_pat
 OPERATOR = re.compile(r"^[|&;<>]+$")
 
 
-def command_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, arguments) of each `orch ...` line of a code block outside the marked
-    output blocks (those run for real): `$ `, VAR=value prefixes, comments, a `...` for
-    left-out arguments, and what follows a pipe or redirection are left out."""
+def command_lines(path: Path, programs: tuple[str, ...] = ("orch",)) -> Iterator[tuple[int, list[str]]]:
+    """(line number, arguments) of each `orch ...` line (or one of another of `programs`, its
+    name then first) of a code block outside the marked output blocks (those run for real):
+    `$ `, VAR=value prefixes, comments, a `...` for left-out arguments, and what follows a
+    pipe or redirection are left out."""
     lines = path.read_text().splitlines()
     marked = {i for m, line in enumerate(lines) if MARKER.match(line.strip()) for i in _span(lines, m + 1)}
     fenced, indented, pending = False, False, ""
@@ -247,12 +271,12 @@ def command_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
             pending = text[:-1] + " "
             continue
         pending = ""
-        argv = _argv(text.removeprefix("$ "))
+        argv = _argv(text.removeprefix("$ "), programs)
         if argv is not None:
             yield index + 1, argv
 
 
-def _argv(text: str) -> list[str] | None:
+def _argv(text: str, programs: tuple[str, ...]) -> list[str] | None:
     lexer = shlex.shlex(text, posix=True, punctuation_chars="|&;<>")
     lexer.whitespace_split, lexer.commenters = True, "#"
     try:
@@ -261,10 +285,10 @@ def _argv(text: str) -> list[str] | None:
         return None
     while found and re.match(r"^[A-Z_][A-Z0-9_]*=", found[0]):
         found = found[1:]
-    if not found or found[0] != "orch":
+    if not found or found[0] not in programs:
         return None
     end = next((i for i, word in enumerate(found) if OPERATOR.match(word)), len(found))
-    return [word for word in found[1:end] if word != "..."]
+    return [word for word in found[programs == ("orch",):end] if word != "..."]
 
 
 def _parses(argv: list[str]) -> str | None:
