@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from fixtures import demo, vllm_cpu
 from fixtures.orchcli import orch
-from fixtures.sshd import free_port
+from fixtures.ports import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.timeout(1200)]
+# Its real start-up is the one test_real_vllm_cpu.py's first apply makes, through the demo's
+# script: opt-in with the other real vLLM modules beyond the default suite's one.
+pytestmark = [pytest.mark.slow, pytest.mark.real_vllm, pytest.mark.real_more,
+              pytest.mark.timeout(1200)]
 
 
 def test_the_real_demo_serves_sweeps_and_compares_the_real_vllm_with_its_twin(tmp_path: Path) -> None:
