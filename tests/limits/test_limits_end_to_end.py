@@ -21,6 +21,7 @@ import pytest
 from fixtures.orchcli import last_run, orch
 from fixtures.ports import free_port
 
+from orchestrator.bench.lateness import LATE_SHARE
 from orchestrator.engines import engine
 from orchestrator.limits.evidence import gather
 from orchestrator.limits.rules import LIMITERS, limiter
@@ -156,8 +157,12 @@ def test_a_paused_load_generator_is_named_client_bound_never_the_server(tmp_path
     with running_simulator(time_scale=0.05, startup_time_scale=0.001) as sim:
         free = _bench(sim.base_url, tmp_path / "free", slowed=False)
         slowed = _bench(sim.base_url, tmp_path / "slowed", slowed=True)
-    assert free["limiter"]["name"] not in ("client-bound", *SERVER_LIMITS), free["limiter"]
-    assert "latency_unreliable" not in free["flags"]
+    assert free["limiter"]["name"] not in SERVER_LIMITS, free["limiter"]
+    if free["limiter"]["name"] == "client-bound":  # a busy machine starved the unpaused one too
+        figures = free["limiter"]["figures"]
+        assert figures["client_late_share"] >= LATE_SHARE or figures["client_loop_lag_ms"] >= 10
+    else:  # the control: unpaused, the client kept up and its latencies stand
+        assert "latency_unreliable" not in free["flags"]
     assert slowed["limiter"]["name"] == "client-bound", slowed["limiter"]
     assert slowed["limiter"]["confidence"] == "high"
     assert slowed["limiter"]["figures"]["client_late_share"] >= 0.2
