@@ -14,7 +14,8 @@ from fixtures import zygote
 from fixtures.orchcli import last_run, write_inventory
 from fixtures.sshd import SshServer
 
-from orchestrator.inventory import HostSpec, Inventory
+from orchestrator.errors import InventoryError
+from orchestrator.inventory import HostSpec, Inventory, load_inventory
 from orchestrator.transport import connect
 from orchestrator.transport.choice import (
     SshClient,
@@ -135,3 +136,15 @@ def test_connect_says_its_choice_on_the_transport(sshd: SshServer) -> None:
     with connect("h1", sshd.inventory(1)) as transport:
         assert transport.choice == TransportChoice(
             "openssh", "auto: ssh client found at /usr/bin/ssh")
+
+
+def test_the_setting_defaults_to_auto_and_a_bad_value_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "i.yaml"
+    path.write_text("hosts:\n  a: {address: 10.0.0.1}\n")
+    assert load_inventory(path).ssh.transport == "auto"
+    path.write_text("hosts:\n  a: {address: 10.0.0.1}\nssh:\n  transport: fastest\n")
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path)
+    said = f"{caught.value}\n{caught.value.hint or ''}"
+    assert f"{path}:4:14: ssh.transport:" in said and "'fastest'" in said
+    assert "one of `auto`, `openssh`, `paramiko`" in said
