@@ -27,14 +27,11 @@ up once per process and only when an SSH host is connected with `auto`.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.errors import InventoryError
-from orchestrator.transport.openssh_args import checked, control_path
 from orchestrator.transport.target import SshTarget
 
 TransportName = Literal["local", "paramiko", "openssh"]
@@ -75,6 +72,8 @@ def choose(setting: str, target: SshTarget, known_hosts: str | None,
     the host's hop chain, `known_hosts` the file `ssh.known_hosts` names (None: unchecked),
     `client` the `ssh` found on the PATH (None: none; not needed unless `setting` is auto),
     `socket_folder` where the master connections' sockets go."""
+    from orchestrator.transport.openssh_args import control_path  # SSH hosts only: start-up
+
     if setting in ("openssh", "paramiko"):
         return TransportChoice("openssh" if setting == "openssh" else "paramiko",
                                f"ssh.transport: {setting}")
@@ -112,6 +111,8 @@ def _client_unusable(client: SshClient) -> str | None:
 def _values_refused(target: SshTarget, known_hosts: str | None) -> str | None:
     """The first inventory value of the chain ssh cannot be given as one value (named by
     its field, never shown), or None."""
+    from orchestrator.transport.openssh_args import checked  # SSH hosts only: start-up
+
     values: list[tuple[str | None, str]] = [(known_hosts, "ssh.known_hosts")]
     for hop in target.hops():
         values += [(hop.host, f"{hop.name}'s address"), (hop.user, f"{hop.name}'s user"),
@@ -145,6 +146,9 @@ def forget_ssh_client() -> None:
 
 
 def _look_up() -> SshClient | None:
+    import shutil
+    import subprocess
+
     path = shutil.which("ssh")
     if path is None:
         return None

@@ -21,7 +21,6 @@ from orchestrator.inventory import Inventory
 from orchestrator.local_files import not_a_file
 from orchestrator.transport.base import Transport
 from orchestrator.transport.choice import LOCAL, TransportChoice, choose, find_ssh_client
-from orchestrator.transport.ssh_config import known_hosts_path
 from orchestrator.transport.target import SshTarget, host_spec, resolve_target
 
 if TYPE_CHECKING:  # tenacity is imported only with the SSH transport
@@ -82,7 +81,9 @@ def connect(
 
 def ssh_choice(target: SshTarget, inventory: Inventory) -> TransportChoice:
     """The transport of an SSH host (the `ssh` client is looked up only for `auto`)."""
-    from orchestrator.transport.openssh import CONTROL_FOLDER  # an SSH host: no longer start-up
+    # an SSH host: these are no longer start-up
+    from orchestrator.transport.openssh import CONTROL_FOLDER
+    from orchestrator.transport.ssh_config import known_hosts_path
 
     setting = inventory.ssh.transport
     client = find_ssh_client() if setting == "auto" else None
