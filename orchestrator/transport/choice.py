@@ -10,18 +10,21 @@ paramiko (transport/ssh.py) elsewhere:
 - a socket folder so deep that the master's socket path does not fit in a Unix socket
   address: without a master every command would pay a handshake, slower than paramiko's
   one connection;
-- a host reached through a `jump:`: ssh runs the jump as a ProxyCommand, and with a master
-  connection (ControlPersist) it sends that command's stderr to /dev/null, so a jump host's
-  unknown key or refused login would read "Connection closed" and be retried, where
-  paramiko names the jump host and what to fix (`ssh.transport: openssh` still takes it);
+- a host reached through a `jump:`, or a ProxyJump or ProxyCommand of the ssh config: ssh
+  runs the jump as a ProxyCommand, and with a master connection (ControlPersist) it sends
+  that command's stderr to /dev/null, so a jump host's unknown key or refused login would
+  read "Connection closed" and be retried, where paramiko names the jump host and what to
+  fix (`ssh.transport: openssh` still takes it). The config is asked (`ssh -G`, per host)
+  only when its files mention a proxy at all;
 - a host whose inventory values ssh cannot be given as one value (a control character in
   its user, identity_file or address, or in `ssh.known_hosts`); paramiko takes them as
   they are.
 Authentication needs no rule: neither client types a password or a key's passphrase (both
 take an encrypted key from the ssh-agent only, and fail the same way without one).
 
-`choose` is the rule (pure); `find_ssh_client` is its one input from the machine, looked
-up once per process and only when an SSH host is connected with `auto`.
+`choose` is the rule (pure); `find_ssh_client` and `config_proxy` are its inputs from the
+machine, looked up only when an SSH host is connected with `auto` (the client once per
+process).
 """
 
 from __future__ import annotations
@@ -67,11 +70,13 @@ LOCAL = TransportChoice("local", "connection: local")
 
 
 def choose(setting: str, target: SshTarget, known_hosts: str | None,
-           client: SshClient | None, socket_folder: str) -> TransportChoice:
+           client: SshClient | None, socket_folder: str,
+           config_proxy: str | None = None) -> TransportChoice:
     """The transport of an SSH host: `setting` is the inventory's `ssh.transport`, `target`
     the host's hop chain, `known_hosts` the file `ssh.known_hosts` names (None: unchecked),
     `client` the `ssh` found on the PATH (None: none; not needed unless `setting` is auto),
-    `socket_folder` where the master connections' sockets go."""
+    `socket_folder` where the master connections' sockets go, `config_proxy` the option
+    (ProxyJump, ProxyCommand) by which the ssh config sends the host through another."""
     from orchestrator.transport.openssh_args import control_path  # SSH hosts only: start-up
 
     if setting in ("openssh", "paramiko"):
@@ -85,6 +90,9 @@ def choose(setting: str, target: SshTarget, known_hosts: str | None,
     if target.jump is not None:
         return TransportChoice("paramiko", f"auto: reached through the jump host "
                                            f"{target.jump.name}, whose own errors ssh hides")
+    if config_proxy is not None:
+        return TransportChoice("paramiko", f"auto: the ssh config gives it a {config_proxy}, "
+                                           "whose own errors ssh hides")
     refused = _values_refused(target, known_hosts)
     if refused is not None:
         return TransportChoice("paramiko", f"auto: {refused}")
@@ -159,3 +167,58 @@ def _look_up() -> SshClient | None:
         return SshClient(path, "")
     said = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
     return SshClient(path, said[0] if said else "")
+
+
+_PROXY_WORD = re.compile(r"^\s*(?:proxyjump|proxycommand)\b", re.I | re.M)
+_INCLUDE = re.compile(r"^\s*include\s*=?\s*(.+)$", re.I | re.M)
+_PROXY_SAID = re.compile(r"^(proxyjump|proxycommand) (.+)$", re.M)
+_PROXY_NAMES = {"proxyjump": "ProxyJump", "proxycommand": "ProxyCommand"}
+_INCLUDE_DEPTH = 8  # ssh's own limit is 16; a loop stops here
+
+
+def config_proxy(client: SshClient, argv: list[str], files: list[str]) -> str | None:
+    """The ProxyJump or ProxyCommand the ssh config gives the host `argv` (`ssh OPTIONS --
+    HOST`) reaches, or None. ssh's own answer (`ssh -G`, a few ms) is asked only when one
+    of the config `files` ssh reads (with those they Include) names a proxy at all."""
+    if not any(_mentions_proxy(path, 0) for path in files):
+        return None
+    import subprocess
+
+    try:
+        done = subprocess.run([client.path, "-G", *argv[1:]], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=_VERSION_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None  # ssh will say what is wrong when it connects
+    for found in _PROXY_SAID.finditer(done.stdout.decode(errors="replace")):
+        if found[2].strip() != "none":
+            return _PROXY_NAMES[found[1]]
+    return None
+
+
+def _mentions_proxy(path: str, depth: int) -> bool:
+    """Whether the config file, or one it includes, has a ProxyJump or ProxyCommand line."""
+    import glob
+    import os
+
+    text = _text(path)
+    if _PROXY_WORD.search(text):
+        return True
+    if depth >= _INCLUDE_DEPTH:
+        return True  # too deep to tell: ask ssh
+    base = os.path.dirname(path)  # ~/.ssh for the user's file, /etc/ssh for the system's
+    return any(_mentions_proxy(included, depth + 1)
+               for line in _INCLUDE.findall(text) for pattern in line.split()
+               for included in sorted(glob.glob(os.path.join(base, os.path.expanduser(
+                   pattern.strip('"'))))))
+
+
+def _text(path: str) -> str:
+    from pathlib import Path
+
+    from orchestrator import local_files
+    from orchestrator.plan.source import MAX_FILE_BYTES
+
+    try:
+        return local_files.read_text(Path(path), max_bytes=MAX_FILE_BYTES, errors="replace")
+    except OSError:  # none, or unreadable: ssh reads nothing from it either
+        return ""

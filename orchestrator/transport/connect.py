@@ -20,7 +20,13 @@ from orchestrator.errors import AuthError, InventoryError
 from orchestrator.inventory import Inventory
 from orchestrator.local_files import not_a_file
 from orchestrator.transport.base import Transport
-from orchestrator.transport.choice import LOCAL, TransportChoice, choose, find_ssh_client
+from orchestrator.transport.choice import (
+    LOCAL,
+    TransportChoice,
+    choose,
+    config_proxy,
+    find_ssh_client,
+)
 from orchestrator.transport.target import SshTarget, host_spec, resolve_target
 
 if TYPE_CHECKING:  # tenacity is imported only with the SSH transport
@@ -80,15 +86,26 @@ def connect(
 
 
 def ssh_choice(target: SshTarget, inventory: Inventory) -> TransportChoice:
-    """The transport of an SSH host (the `ssh` client is looked up only for `auto`)."""
+    """The transport of an SSH host (the `ssh` client and its config are asked only for
+    `auto`, the config only when the rest already says openssh)."""
     # an SSH host: these are no longer start-up
     from orchestrator.transport.openssh import CONTROL_FOLDER
-    from orchestrator.transport.ssh_config import known_hosts_path
+    from orchestrator.transport.openssh_args import client_argv
+    from orchestrator.transport.ssh_config import known_hosts_path, named_config
 
-    setting = inventory.ssh.transport
-    client = find_ssh_client() if setting == "auto" else None
-    return choose(setting, target, known_hosts_path(inventory.ssh), client,
-                  os.path.expanduser(CONTROL_FOLDER))
+    settings = inventory.ssh
+    client = find_ssh_client() if settings.transport == "auto" else None
+    folder = os.path.expanduser(CONTROL_FOLDER)
+    known = known_hosts_path(settings)
+    choice = choose(settings.transport, target, known, client, folder)
+    if settings.transport != "auto" or choice.name != "openssh" or client is None \
+            or settings.config is False:
+        return choice
+    named = named_config(settings)
+    files = [named] if named is not None else [os.path.expanduser(settings.config),
+                                               "/etc/ssh/ssh_config"]
+    proxy = config_proxy(client, client_argv(target, settings, folder)[0], files)
+    return choose(settings.transport, target, known, client, folder, proxy)
 
 
 def _refused_as_by_paramiko(target: SshTarget) -> None:

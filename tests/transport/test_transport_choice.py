@@ -21,6 +21,7 @@ from orchestrator.transport.choice import (
     SshClient,
     TransportChoice,
     choose,
+    config_proxy,
     find_ssh_client,
     forget_ssh_client,
 )
@@ -60,6 +61,39 @@ def test_the_rule(setting: str, target: SshTarget, client: SshClient | None, fol
                   name: str, why: str) -> None:
     assert choose(setting, target, "/root/.ssh/known_hosts", client, folder) == \
         TransportChoice(name, why)  # type: ignore[arg-type]
+
+
+def test_a_proxy_from_the_ssh_config_chooses_paramiko() -> None:
+    choice = choose("auto", HOST, None, OPENSSH, FOLDER, config_proxy="ProxyJump")
+    assert choice == TransportChoice(
+        "paramiko", "auto: the ssh config gives it a ProxyJump, whose own errors ssh hides")
+    assert choose("openssh", HOST, None, OPENSSH, FOLDER, config_proxy="ProxyJump").name == \
+        "openssh"
+
+
+def test_ssh_is_asked_for_a_proxy_only_when_the_config_names_one(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    fake = SshClient(str(_fake_ssh(tmp_path / "bin", marker) / "ssh"), "OpenSSH_9.2p1")
+    plain = tmp_path / "plain"
+    plain.write_text("Host *\n  User root\n  # ProxyJump in a comment is none\n")
+    assert config_proxy(fake, ["ssh", "--", "box"], [str(plain), str(tmp_path / "none")]) is None
+    assert not marker.exists()
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "jumps.conf").write_text("Host box\n  ProxyJump bastion\n")
+    including = tmp_path / "including"
+    including.write_text(f"Include {tmp_path}/conf.d/*.conf\n")
+    config_proxy(fake, ["ssh", "--", "box"], [str(plain), str(including)])
+    assert marker.exists()  # an included file names a proxy: ssh -G is asked
+
+
+def test_ssh_says_which_host_its_config_proxies(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host box\n  ProxyJump bastion\nHost other\n  User root\n")
+    client = find_ssh_client()
+    assert client is not None
+    argv = ["ssh", "-F", str(config), "--"]
+    assert config_proxy(client, [*argv, "box"], [str(config)]) == "ProxyJump"
+    assert config_proxy(client, [*argv, "other"], [str(config)]) is None
 
 
 def test_a_known_hosts_path_ssh_cannot_take_chooses_paramiko() -> None:

@@ -83,6 +83,26 @@ def test_proxyjump_from_ssh_config(sshd: SshServer, tmp_path: Path) -> None:
     assert sshd.sessions(mark) == {alias(4): 1}  # the command ran on the target only
 
 
+def test_auto_takes_paramiko_for_a_proxyjump_of_the_config_and_names_the_jump(
+        sshd: SshServer, tmp_path: Path) -> None:
+    """The ssh client would hide the jump host's own error (its stderr is dropped while a
+    master is kept): auto asks the config, and paramiko names the jump host."""
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("".join(f"{line}\n" for line in sshd.known_hosts.read_text()
+                                   .splitlines() if f"{alias(4)}]" in line))
+    config = _config(
+        tmp_path,
+        f"Host target\n  HostName {alias(4)}\n  ProxyJump jumpbox\n"
+        f"Host jumpbox\n  HostName {alias(5)}\n"
+        f"Host *\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.key}\n",
+    )
+    inventory = Inventory(hosts={"target": HostSpec()},
+                          ssh=SshSettings(known_hosts=str(known_hosts), config=config))
+    with pytest.raises(HostKeyError) as caught:
+        connect("target", inventory)
+    assert str(caught.value).startswith(f"jumpbox: the host key of [{alias(5)}]:{sshd.port}")
+
+
 def test_jump_through_another_inventory_host(sshd: SshServer) -> None:
     inventory = Inventory(
         hosts={
