@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import AuthError, InventoryError
 from orchestrator.inventory import Inventory
-from orchestrator.local_files import not_a_file
+from orchestrator.local_files import kind_of, not_a_file
 from orchestrator.transport.base import Transport
 from orchestrator.transport.choice import (
     LOCAL,
@@ -69,7 +69,7 @@ def connect(
 
         transport = OpensshTransport(name, target, inventory.ssh,
                                      on_retry=on_retry, backoff=backoff)
-        _refused_as_by_paramiko(target)  # ssh would go on without a missing key, or pick a user
+        _refused_as_by_paramiko(target, inventory)  # ssh: a missing key, a user, a FIFO
     else:
         # only the transport asked for (start-up time)
         from orchestrator.transport.ssh import SshTransport
@@ -108,10 +108,17 @@ def ssh_choice(target: SshTarget, inventory: Inventory) -> TransportChoice:
     return choose(settings.transport, target, known, client, folder, proxy)
 
 
-def _refused_as_by_paramiko(target: SshTarget) -> None:
+def _refused_as_by_paramiko(target: SshTarget, inventory: Inventory) -> None:
     """What paramiko refuses before connecting is refused alike for the `ssh` client: an
     identity_file that is not a file (ssh would warn and try other keys), a user given both
-    in `address` and in `user` (ssh would take one of them)."""
+    in `address` and in `user` (ssh would take one of them), a known_hosts that is there
+    but not a regular file (ssh would wait forever on a FIFO)."""
+    from orchestrator.transport.ssh_config import known_hosts_path
+
+    known = known_hosts_path(inventory.ssh)
+    if known is not None and os.path.exists(known) and not_a_file(known) is not None:
+        kind = kind_of(os.stat(known).st_mode)  # a missing file is an empty one, as for ssh
+        raise InventoryError(f"cannot read known_hosts file {known}: not a regular file ({kind})")
     for hop in target.hops():
         if hop.user is not None and "@" in hop.host:
             raise InventoryError(
