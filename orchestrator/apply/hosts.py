@@ -66,6 +66,8 @@ class HostRun:
             if transport is not None:
                 transport.close()
         outcome.round_trips = round_trips
+        if transport is not None and transport.choice is not None:
+            outcome.transport = transport.choice.to_json()
         outcome.seconds = time.monotonic() - started
         failed_step = outcome.failed_step
         self.emit(HostEnd(job.host, failed=outcome.failed, error=outcome.error,

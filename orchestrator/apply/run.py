@@ -439,7 +439,7 @@ def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> Non
             continue
         folder.write_facts(outcome.host, HostFactsRecord(
             host=facts.host.to_json(), probe_seconds=facts.probe_seconds,
-            record_files=facts.record_stats))
+            record_files=facts.record_stats, transport=outcome.transport))
         if facts.venv is not None and facts.venv.exists:
             folder.write_freeze(outcome.host, facts.venv.freeze())
         model = facts.extra.get("model")

@@ -42,11 +42,12 @@ class SshSettings(_Strict):
         "~/.ssh/config", description="OpenSSH client config to honour; `false` to ignore."
     )
     connect_retries: int = Field(4, ge=0, description="Retries of transient connection failures.")
-    transport: Literal["paramiko", "openssh"] = Field(
-        "paramiko",
-        description="paramiko (in-process, the default) or openssh: the `ssh` client with one "
-                    "master connection per host kept for `control_persist` seconds, so a "
-                    "re-apply reuses it (docs/hosts.md).",
+    transport: Literal["auto", "openssh", "paramiko"] = Field(
+        "auto",
+        description="auto (the default): openssh where the `ssh` client can serve the host, "
+                    "else paramiko; openssh: the `ssh` client with one master connection per "
+                    "host kept for `control_persist` seconds, so a re-apply reuses it; "
+                    "paramiko: in-process (docs/hosts.md).",
     )
     control_persist: float = Field(
         60.0, gt=0, description="openssh: seconds an idle master connection stays open.")

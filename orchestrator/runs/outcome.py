@@ -50,6 +50,7 @@ class HostOutcome:
     round_trips: int = 0
     seconds: float = 0.0
     facts: Facts | None = None
+    transport: dict[str, str] | None = None  # which transport reached it, and why
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

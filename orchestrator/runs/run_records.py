@@ -85,6 +85,7 @@ class HostFactsRecord(Record):
     host: dict[str, Any] = Field(default_factory=dict)
     probe_seconds: float = 0.0
     record_files: dict[str, int] = Field(default_factory=dict)  # RECORD files checked, hashed
+    transport: dict[str, str] | None = None  # {"name": "openssh", "why": "auto: ..."}
 
 
 class StartupPhase(Record):

@@ -12,10 +12,14 @@ import abc
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed, ConnectError, TransportError
 from orchestrator.transport.command import Command
+
+if TYPE_CHECKING:
+    from orchestrator.transport.choice import TransportChoice
 
 TIMEOUT_EXIT_CODE = 124  # what coreutils `timeout` returns
 
@@ -75,6 +79,7 @@ class Transport(abc.ABC):
     def __init__(self, host: str) -> None:
         self.host = host
         self.round_trips = 0
+        self.choice: TransportChoice | None = None  # set by connect(): which one, and why
 
     @abc.abstractmethod
     def run(

@@ -72,6 +72,10 @@ def classify(stderr: str, host: str) -> TransportError | None:
     if "permission denied" in said.lower():
         return AuthError(f"authentication failed: {said}", host=host,
                          hint="check the inventory's user and identity_file")
+    if "bad configuration option" in said.lower():  # ~/.ssh/config or the inventory's
+        return PermanentConnectError(f"cannot read the ssh config: {said}", host=host,
+                                     hint="fix the file, or set `ssh: {config: false}` to "
+                                          "ignore ssh config files")
     if "could not resolve hostname" in said.lower():
         return PermanentConnectError(f"cannot resolve the address: {said}", host=host,
                                      hint="check the inventory's address")

@@ -350,8 +350,8 @@ def gpu_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuSshServer]
 @pytest.mark.slow
 def test_the_sampler_over_ssh_with_the_stand_in_on_the_host_path(gpu_sshd: GpuSshServer) -> None:
     inventory = gpu_sshd.inventory(1)
-    mark = gpu_sshd.log_mark()
     with connect("h1", inventory) as transport:
+        mark = gpu_sshd.log_mark()  # the sampler's sessions (the ssh client's connect runs one)
         sampler = GpuSampler(transport, 0.1)
         _check_host_sampling(sampler, 0.1)
         assert gpu_sshd.round_trips(inventory, since=mark) == {"h1": 3}  # never one per sample

@@ -99,14 +99,15 @@ def applied(workdir: tuple[Path, Path], wheels: Path) -> Applied:
     return state
 
 
-@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+@pytest.mark.parametrize("client", ["paramiko", "openssh", "auto"])
 def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     workdir: tuple[Path, Path], sshd: SshServer, wheels: Path, client: str
 ) -> None:
+    """auto, the default, takes the ssh client here: the second apply reuses the master."""
     tmp, inventory = workdir
-    if client == "openssh":  # the ssh client; the second apply reuses the first's master
+    if client != "auto":  # openssh: the second apply reuses the first's master
         inventory = write_inventory(tmp / "inventory.yaml", sshd.inventory(
-            1, ssh=sshd.ssh_settings(transport="openssh", control_persist=10)))
+            1, ssh=sshd.ssh_settings(transport=client, control_persist=10)))
     venv = tmp / "host" / "venv"
     plan = write_plan(tmp / "plan.yaml", venv, wheels)
 
@@ -125,7 +126,7 @@ def test_apply_twice_second_is_a_no_op_in_at_most_two_round_trips(
     trips = sshd.round_trips(sshd.inventory(1), since=mark)
     assert trips["h1"] == 1, trips  # the lock program runs the probe: one session
     connections = sshd.log_text(mark).count("Connection from")
-    assert connections == (0 if client == "openssh" else 1), connections
+    assert connections == (1 if client == "paramiko" else 0), connections
     run = last_run(tmp)
     steps = json.loads((run / "hosts" / "h1" / "steps.json").read_text())
     assert [(s["step"], s["status"]) for s in steps["steps"]] == [
@@ -345,7 +346,9 @@ def test_three_hosts_in_parallel_and_one_unreachable_does_not_stop_the_others(
 def test_a_connection_dropped_mid_apply_is_recovered_by_retry(
     workdir: tuple[Path, Path], sshd: SshServer, wheels: Path
 ) -> None:
-    tmp, inventory = workdir
+    tmp, _ = workdir  # paramiko: one connection to drop, found in sshd's log
+    inventory = write_inventory(tmp / "inventory.yaml", sshd.inventory(
+        1, ssh=sshd.ssh_settings(transport="paramiko")))
     plan = write_plan(tmp / "plan.yaml", tmp / "host" / "venv", wheels)
     mark = sshd.log_mark()
     process = subprocess.Popen(

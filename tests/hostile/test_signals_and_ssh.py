@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import signal
 import socket
@@ -19,7 +20,8 @@ from typing import IO
 import pytest
 import yaml
 from fixtures import quick_venv
-from fixtures.orchcli import orch
+from fixtures.orchcli import orch, write_inventory
+from fixtures.sshd import SshServer
 
 
 @pytest.mark.slow
@@ -146,3 +148,34 @@ def _write_until_shown(log: Path, marker: str, lines: queue.Queue[str]) -> None:
 def _read_lines(stream: IO[str], lines: queue.Queue[str]) -> None:
     for line in stream:
         lines.put(line)
+
+
+@pytest.mark.parametrize("client", ["paramiko", "auto"])
+def test_ctrl_c_of_the_whole_process_group_ends_an_ssh_apply_as_an_interrupt(
+        tmp_path: Path, sshd: SshServer, client: str) -> None:
+    """A terminal's Ctrl-C reaches every process of the group, the `ssh` children of the
+    OpenSSH client (auto's choice here) too: the run still ends as an interrupt (130, the
+    run folder marked), and the host's lock is free for the next apply."""
+    write_inventory(tmp_path / "i.yaml", sshd.inventory(1, ssh=sshd.ssh_settings(transport=client)))
+    started = tmp_path / "started"
+    plan = tmp_path / "p.yaml"
+    plan.write_text(yaml.safe_dump({"name": "cc", "hosts": "h1", "commands": [
+        {"name": "wait", "run": ["sh", "-c", f"touch {started}; exec sleep 20"],
+         "when": "before_launch"}]}))
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "apply", str(plan),
+                                "-i", "i.yaml"], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), process.communicate(timeout=30)
+    os.killpg(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, out + err
+    assert "Traceback" not in out + err and "interrupted (SIGINT)" in err
+    meta = json.loads(next((tmp_path / "runs").glob("cc/*/meta.json")).read_text())
+    assert meta["status"] == "interrupted"
+    plan.write_text(yaml.safe_dump({"name": "cc", "hosts": "h1", "commands": [
+        {"name": "wait", "run": ["true"], "when": "before_launch"}]}))
+    again = orch("apply", plan, "-i", "i.yaml", cwd=tmp_path, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr

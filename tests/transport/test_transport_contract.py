@@ -1,6 +1,8 @@
-"""What every transport promises, run against both: the local one (subprocesses) and SSH
-(a real sshd on loopback). Transport-specific behaviour stays in test_transport_local.py
-and test_transport_ssh.py."""
+"""What every transport promises, run against each: the local one (subprocesses) and SSH
+(a real sshd on loopback) with paramiko, with the OpenSSH client, and with `auto` (the
+default, which picks the OpenSSH client on this machine: checked below). Transport-specific
+behaviour stays in test_transport_local.py, test_transport_ssh.py and
+test_transport_openssh.py."""
 
 from __future__ import annotations
 
@@ -8,14 +10,28 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixtures.transports import made
 
 from orchestrator import masking
 from orchestrator.errors import CommandFailed
 from orchestrator.transport import Command, Secret
 from orchestrator.transport.base import Transport
+from orchestrator.transport.openssh import OpensshTransport
+
+
+@pytest.fixture(params=["local", "paramiko", "openssh", "auto"])
+def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
+    """The shared fixture's transports, and `auto` as the default leaves it."""
+    opened = made(request.param, request)
+    if request.param == "auto":  # this machine has the OpenSSH client: auto takes it
+        assert isinstance(opened, OpensshTransport)
+        assert opened.choice is not None and opened.choice.why.startswith("auto: ssh client")
+    yield opened
+    opened.close()
 
 
 def test_run_captures_output_and_exit_code(transport: Transport) -> None:

@@ -11,7 +11,9 @@ from orchestrator.transport import Command, connect
 
 
 def test_three_hosts_in_parallel(netns_hosts: NetnsHosts) -> None:
-    inventory = netns_hosts.inventory()
+    inventory = netns_hosts.inventory()  # paramiko: a session per command and none more
+    inventory = inventory.model_copy(
+        update={"ssh": inventory.ssh.model_copy(update={"transport": "paramiko"})})
     marks = netns_hosts.log_marks()
     names = inventory.select("all")
     assert names == ["n1", "n2", "n3"]

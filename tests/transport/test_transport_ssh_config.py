@@ -13,6 +13,7 @@ from fixtures.sshd import SshServer, alias
 from orchestrator.errors import HostKeyError, InventoryError
 from orchestrator.inventory import HostSpec, Inventory, SshSettings
 from orchestrator.transport import Command, connect
+from orchestrator.transport.retry import PermanentConnectError
 from orchestrator.transport.ssh import SshTransport
 
 
@@ -66,7 +67,8 @@ def test_proxyjump_from_ssh_config(sshd: SshServer, tmp_path: Path) -> None:
         f"Host *\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.key}\n",
     )
     inventory = Inventory(
-        hosts={"target": HostSpec()}, ssh=SshSettings(known_hosts=str(sshd.known_hosts), config=config)
+        hosts={"target": HostSpec()},  # paramiko: its chain of connections is checked below
+        ssh=SshSettings(known_hosts=str(sshd.known_hosts), config=config, transport="paramiko"),
     )
     mark = sshd.log_mark()
     with connect("target", inventory) as transport:
@@ -79,6 +81,26 @@ def test_proxyjump_from_ssh_config(sshd: SshServer, tmp_path: Path) -> None:
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     assert _dialled(sshd, mark) == [alias(5), alias(4)]
     assert sshd.sessions(mark) == {alias(4): 1}  # the command ran on the target only
+
+
+def test_auto_takes_paramiko_for_a_proxyjump_of_the_config_and_names_the_jump(
+        sshd: SshServer, tmp_path: Path) -> None:
+    """The ssh client would hide the jump host's own error (its stderr is dropped while a
+    master is kept): auto asks the config, and paramiko names the jump host."""
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("".join(f"{line}\n" for line in sshd.known_hosts.read_text()
+                                   .splitlines() if f"{alias(4)}]" in line))
+    config = _config(
+        tmp_path,
+        f"Host target\n  HostName {alias(4)}\n  ProxyJump jumpbox\n"
+        f"Host jumpbox\n  HostName {alias(5)}\n"
+        f"Host *\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.key}\n",
+    )
+    inventory = Inventory(hosts={"target": HostSpec()},
+                          ssh=SshSettings(known_hosts=str(known_hosts), config=config))
+    with pytest.raises(HostKeyError) as caught:
+        connect("target", inventory)
+    assert str(caught.value).startswith(f"jumpbox: the host key of [{alias(5)}]:{sshd.port}")
 
 
 def test_jump_through_another_inventory_host(sshd: SshServer) -> None:
@@ -120,13 +142,23 @@ def test_the_jump_hosts_key_is_checked_too(sshd: SshServer, tmp_path: Path) -> N
     assert str(caught.value).startswith(f"bastion: the host key of [{alias(6)}]:{sshd.port}")
 
 
-def test_unparsable_ssh_config_is_an_inventory_error(sshd: SshServer, tmp_path: Path) -> None:
-    inventory = sshd.inventory(1, ssh=sshd.ssh_settings(config=_config(tmp_path, "Host x\n  =bad\n")))
-    with pytest.raises(InventoryError, match=r"cannot read the ssh config .*Unparsable line =bad"):
+@pytest.mark.parametrize(("client", "error", "says"), [
+    ("paramiko", InventoryError, r"cannot read the ssh config .*Unparsable line =bad"),
+    ("openssh", PermanentConnectError, r"cannot read the ssh config: .*line 2: .*bad"),
+])
+def test_unparsable_ssh_config_is_an_error_that_says_so(sshd: SshServer, tmp_path: Path,
+                                                        client: str, error: type[Exception],
+                                                        says: str) -> None:
+    config = _config(tmp_path, "Host x\n  =bad\n")
+    inventory = sshd.inventory(1, ssh=sshd.ssh_settings(config=config, transport=client))
+    with pytest.raises(error, match=says) as caught:
         connect("h1", inventory)
+    assert "config: false" in (getattr(caught.value, "hint", "") or "")
 
 
-def test_user_given_twice_is_an_inventory_error(sshd: SshServer) -> None:
-    inventory = sshd.inventory(1, address=f"root@{alias(1)}")
+@pytest.mark.parametrize("client", ["paramiko", "openssh"])
+def test_user_given_twice_is_an_inventory_error(sshd: SshServer, client: str) -> None:
+    inventory = sshd.inventory(1, address=f"root@{alias(1)}",
+                               ssh=sshd.ssh_settings(transport=client))
     with pytest.raises(InventoryError, match="host 'h1': cannot build its SSH connection"):
         connect("h1", inventory)

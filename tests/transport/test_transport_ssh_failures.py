@@ -1,5 +1,7 @@
-"""How the SSH transport fails and recovers: every case against a real sshd (or a real
-socket that misbehaves), and every error an orch error that says what to fix."""
+"""How the SSH transport (paramiko) fails and recovers: every case against a real sshd (or a
+real socket that misbehaves), and every error an orch error that says what to fix. The
+OpenSSH client's side is in test_transport_openssh.py, what both say alike in
+test_transport_errors_alike.py."""
 
 from __future__ import annotations
 
@@ -38,7 +40,10 @@ class Retries:
 
 
 def _connect(inventory: Inventory, retries: Retries | None = None, name: str = "h1") -> SshTransport:
-    transport = connect(name, inventory, on_retry=retries, backoff=FAST)
+    """`name` over paramiko, whatever the inventory's default would choose."""
+    paramiko_ssh = inventory.ssh.model_copy(update={"transport": "paramiko"})
+    transport = connect(name, inventory.model_copy(update={"ssh": paramiko_ssh}),
+                        on_retry=retries, backoff=FAST)
     assert isinstance(transport, SshTransport)
     return transport
 
