@@ -17,11 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from fixtures.realpkgs import UV  # noqa: E402
-from fixtures.sshd import SshServers  # noqa: E402
+from fixtures.realpkgs import UV
+from fixtures.sshd import SshServers
 
 GOAL_S = 2.0
 Orch = Callable[[list[str], Path], tuple[float, subprocess.CompletedProcess[str]]]

@@ -8,14 +8,15 @@ per host under 20 ms, as (cpu(N) - cpu(1)) / (N - 1) of the orch process (its CP
 what one host costs, shared out over the other hosts); at most `--forks` sessions at once; one
 round trip per host.
 
-The peak is sampled every 10 ms from /proc while orch runs: its TCP sockets (paramiko: one
-connection per host in flight) plus its `ssh` children (openssh: one process per command,
+The peak is sampled every 10 ms from /proc while orch runs: its TCP connections (paramiko:
+one per host in flight) plus its `ssh` children (openssh: one process per command,
 over the host's master connection, which outlives the run). A session shorter than 10 ms
 can be missed; these last 50 ms and more.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -55,14 +56,22 @@ class PeakSessions:
             self.peak = max(self.peak, self._sockets() + self._ssh_children())
 
     def _sockets(self) -> int:
+        """Its TCP connections (not the Unix sockets it checks a master's socket with)."""
         folder = f"/proc/{self.pid}/fd"
-        count = 0
+        inodes = set()
         try:
             for fd in os.listdir(folder):
-                try:
-                    count += os.readlink(f"{folder}/{fd}").startswith("socket:")
-                except OSError:
-                    continue
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"{folder}/{fd}")
+                    if link.startswith("socket:["):
+                        inodes.add(link[8:-1])
+            if not inodes:
+                return 0
+            count = 0
+            for table in ("tcp", "tcp6"):
+                with open(f"/proc/{self.pid}/net/{table}") as rows:
+                    count += sum(1 for row in rows if row.split()[9:10] and
+                                 row.split()[9] in inodes)
         except OSError:
             return 0
         return count
