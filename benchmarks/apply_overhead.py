@@ -1,14 +1,21 @@
-"""No-op re-apply overhead over loopback SSH: whole-command wall time and remote round trips.
+"""No-op re-apply overhead over loopback SSH: whole-command wall time, CPU and round trips.
 
 A plan with 10 pinned packages (small real wheels) and 10 files is applied once to converge,
-then re-applied REPEATS times; the table shows the median wall time of the whole `orch apply`
-process, its ratio to 1 host (sub-linear growth: well below the host count) and the sessions
-each host opened (counted from the sshd logs), at 1, 4, 16 and 64 hosts (`--hosts` picks;
-one loopback sshd per 12 hosts), and the largest count again with `--forks 8`.
-For scale (the anchors note): Ansible 8.0 s / 19.0 s, pyinfra 2.4 s / 3.8 s for a comparable
-10-step converge at 1 / 4 hosts. Goals: 1 round trip per host, <= 0.5 s (1 host),
-<= 0.8 s (4 and 16 hosts). Each count runs over both SSH transports (`--transport`): paramiko
-(the default) and the OpenSSH client, whose master connection the earlier runs left open.
+then re-applied REPEATS times; the first table shows, per host count (`--hosts`, default
+1, 16, 64; one loopback sshd per 12 hosts) and transport (`--transport`, default paramiko,
+openssh and the inventory's default, labelled `(default)`, with ssh.transport unset), the
+median wall time of the whole `orch apply` process, its ratio to 1 host, the orch process's
+CPU and its CPU per host, the peak of concurrent SSH sessions beside --forks, the sessions
+each host opened (counted from the sshd logs), and whether the row meets its goals
+(benchmarks/overhead_noop.py says which and how each is measured); the largest count runs
+again with `--forks 8`. The OpenSSH rows reuse the master connections earlier runs left open.
+
+`--anchors` adds Ansible (ansible-core, forks 32, pipelining) and pyinfra doing the same
+no-op on the same hosts (benchmarks/overhead_anchors.py): both install from the package
+index into a scratch venv (the first run makes it under /tmp).
+
+`--cold` adds a cold apply with `python.installer: uv` (a new venv, 2 pins from wheels on
+disk, 2 files, one command), the venv removed before each run (benchmarks/overhead_cold.py).
 
 The second table does the same on a real vLLM venv: the vLLM 0.17.1, flashinfer-python and
 flashinfer-cubin 0.6.4 wheels from the index (installed --no-deps; tests/fixtures/realpkgs.py
@@ -22,7 +29,8 @@ cluster of 2 and 3 hosts (tests/fixtures/cluster.py), converged once, then `orch
 probe and the nodes' vote) and a no-op `orch apply --skip smoke` (also the lock, the
 readiness check on the head and the logs collected) timed and their sessions counted per host.
 
-    .venv/bin/python benchmarks/apply_overhead.py [--repeats 7] [--hosts 1,4,16,64]
+    .venv/bin/python benchmarks/apply_overhead.py [--repeats 7] [--hosts 1,16,64]
+        [--transport paramiko,openssh,default] [--anchors] [--cold] [--no-real]
         [--with-torch] [--cluster]
 """
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -44,11 +53,20 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fixtures.cluster import RAY_ARGS, cluster_hosts, write_cluster_plan  # noqa: E402
 from fixtures.realpkgs import LIGHT_PINS, UV, full_venv, install_light, wheels_dir  # noqa: E402
 from fixtures.sshd import SshServers  # noqa: E402
 from fixtures.wheels import make_wheel  # noqa: E402
+from overhead_noop import (  # noqa: E402
+    DEFAULT_FORKS,
+    Row,
+    bare_seconds,
+    default_transport,
+    print_table,
+    run_sampled,
+)
 
 
 def write_plan(work: Path, wheels: Path, hosts: str) -> Path:
@@ -74,15 +92,21 @@ def write_plan(work: Path, wheels: Path, hosts: str) -> Path:
 # The orch beside the interpreter running this (.venv/bin/python: .venv/bin/orch; a worktree
 # runs another checkout's venv with PYTHONPATH pointing at itself).
 ORCH = Path(sys.executable).with_name("orch")
-GOAL_SECONDS = {1: 0.5, 4: 0.8, 16: 0.8}  # no-op re-apply wall time, per host count
+GOAL_SECONDS = {1: 0.5, 4: 0.8, 16: 0.8}  # the real venv's no-op re-apply, per host count
 FEW_FORKS = 8  # the largest host count again with --forks 8
+_CHANGED = re.compile(r"^\S+\s+\S+\s+changed\b", re.MULTILINE)  # a step line that changed
 
 
-def orch(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+def orch_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     command = [str(ORCH if ORCH.exists() else ROOT / ".venv" / "bin" / "orch"), *args]
     # As on any installed Python: bytecode is cached (an environment that turns the cache
     # off makes every run compile orch's sources again, ~0.1 s that no user pays).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return command, env
+
+
+def orch(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    command, env = orch_command(args)
     started = time.perf_counter()
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False,
                             env=env)
@@ -95,34 +119,67 @@ def controller_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def write_inventory(servers: SshServers, count: int, work: Path, transport: str | None) -> Path:
+    """The inventory of `count` hosts, ssh.transport set (None: left to its default)."""
+    inventory = servers.inventory(count)
+    data = inventory.model_dump(mode="json")
+    if transport is None:
+        data["ssh"].pop("transport", None)
+    else:
+        data["ssh"]["transport"] = transport
+    inv_file = work / f"inventory-{count}-{transport or 'default'}.yaml"
+    inv_file.write_text(yaml.safe_dump(data))
+    return inv_file
+
+
 def measure(
     servers: SshServers, count: int, plan: Path, work: Path, repeats: int, *extra: str,
-    transport: str = "paramiko",
-) -> tuple[float, float, int, int | None, float]:
+    transport: str | None = "paramiko",
+) -> tuple[float, float, int, int | None, float, int]:
     """(median s, best s, round trips per host, files hashed per probe, median CPU s of the
-    orch process) of no-op applies, over `transport` (ssh.transport)."""
+    orch process, peak SSH sessions) of no-op applies over `transport` (None: the default)."""
     inventory = servers.inventory(count)
-    inventory = inventory.model_copy(
-        update={"ssh": inventory.ssh.model_copy(update={"transport": transport})})
-    inv_file = work / f"inventory-{count}-{transport}.yaml"
-    inv_file.write_text(yaml.safe_dump(inventory.model_dump(mode="json")))
+    inv_file = write_inventory(servers, count, work, transport)
     _, first = orch(["apply", str(plan), "-i", str(inv_file)], work)
     if first.returncode != 0:
         raise SystemExit(first.stdout + first.stderr)
-    times, trips, hashed, cpu = [], [], None, []
+    times, trips, hashed, cpu, peaks = [], [], None, [], []
     for _ in range(repeats):
         marks = servers.log_marks()
         used = controller_cpu()
-        seconds, result = orch(["apply", str(plan), "-i", str(inv_file), *extra], work)
+        command, env = orch_command(["apply", str(plan), "-i", str(inv_file), *extra])
+        seconds, peak, result = run_sampled(command, work, env, sample=True)
         cpu.append(controller_cpu() - used)
-        if result.returncode != 0 or "changed" in result.stdout.split("recap")[0]:
+        if result.returncode != 0 or _CHANGED.search(result.stdout.split("recap")[0]):
             raise SystemExit(result.stdout + result.stderr)
         times.append(seconds)
+        peaks.append(peak)
         trips.append(max(servers.round_trips(inventory, since=marks).values()))
         runs = sorted((work / "runs").glob("*/*"), key=lambda p: p.name)
         facts = json.loads((runs[-1] / "hosts" / "h1" / "facts.json").read_text())
         hashed = facts.get("record_files", {}).get("hashed")
-    return statistics.median(times), min(times), max(trips), hashed, statistics.median(cpu)
+    return (statistics.median(times), min(times), max(trips), hashed, statistics.median(cpu),
+            max(peaks))
+
+
+def noop_rows(servers: SshServers, plan: Path, work: Path, options: argparse.Namespace) -> list[Row]:
+    """The first table's rows: every transport at every host count, then --forks 8."""
+    rows = []
+    for name in options.transport:
+        transport, label = default_transport() if name == "default" else (name, name)
+        for count in options.hosts:
+            median, best, trips, _, cpu, peak = measure(
+                servers, count, plan, work, options.repeats, transport=transport)
+            rows.append(Row(count, label, DEFAULT_FORKS, median, best, trips, cpu, peak))
+    largest = options.hosts[-1]
+    if largest > FEW_FORKS:
+        for name in [n for n in options.transport if n != "default"]:
+            median, best, trips, _, cpu, peak = measure(
+                servers, largest, plan, work, options.repeats, "--forks", str(FEW_FORKS),
+                transport=name)
+            rows.append(Row(largest, f"{name} --forks {FEW_FORKS}", FEW_FORKS, median, best,
+                            trips, cpu, peak))
+    return rows
 
 
 def real_plan(work: Path, venv: Path, pins: list[str]) -> Path:
@@ -149,25 +206,34 @@ def host_counts(text: str) -> list[int]:
     return counts
 
 
-def main() -> int:
+def parse_options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--hosts", type=host_counts, default=[1, 4, 16, 64], metavar="N,N,...",
-                        help="the host counts of the no-op re-apply table (default 1,4,16,64)")
+    parser.add_argument("--hosts", type=host_counts, default=[1, 16, 64], metavar="N,N,...",
+                        help="the host counts of the no-op re-apply table (default 1,16,64)")
     parser.add_argument("--transport", type=lambda text: text.split(","),
-                        default=["paramiko", "openssh"], metavar="NAME,...",
-                        help="ssh.transport of the no-op table (default paramiko,openssh)")
+                        default=["paramiko", "openssh", "default"], metavar="NAME,...",
+                        help="ssh.transport of the no-op table; `default` leaves it unset "
+                             "(default paramiko,openssh,default)")
+    parser.add_argument("--anchors", action="store_true",
+                        help="also Ansible and pyinfra doing the same no-op (slow)")
+    parser.add_argument("--cold", action="store_true",
+                        help="also a cold apply with python.installer: uv")
+    parser.add_argument("--no-real", action="store_true", help="leave out the real vLLM venv")
     parser.add_argument("--with-torch", action="store_true",
                         help="also a venv pinning torch (the heavy tests' whole vLLM venv)")
     parser.add_argument("--cluster", action="store_true",
                         help="also a multi-node Ray cluster of 2 and 3 hosts (needs root)")
     parser.add_argument("--cluster-only", action="store_true", help="only the cluster table")
-    options = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    options = parse_options()
     if options.cluster_only:
         print_cluster(measure_cluster(options.repeats), options.repeats)
         return 0
-    rows = []
-    real_rows = []
+    real_rows: list[tuple[str, int, int, str, float, float, int, int | None, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         wheels = work / "wheels"
@@ -178,33 +244,55 @@ def main() -> int:
             # converged by one host first (many hosts would make the one venv at once).
             plan = write_plan(work, wheels, "all")
             converge(servers, plan, work)
-            for transport in options.transport:
-                for count in options.hosts:
-                    rows.append((count, transport, *measure(
-                        servers, count, plan, work, options.repeats, transport=transport)))
-            largest = options.hosts[-1]
-            if largest > FEW_FORKS:
-                forks = ("--forks", str(FEW_FORKS))
-                rows.append((largest, " ".join(["paramiko", *forks]),
-                             *measure(servers, largest, plan, work, options.repeats, *forks)))
+            bare = bare_seconds(lambda args: orch(args, work), options.repeats)
+            rows = noop_rows(servers, plan, work, options)
+            print_table(rows, options.repeats, bare)
+            if options.anchors:
+                from overhead_anchors import measure_anchors, print_anchors
 
-            venv = work / "real-venv"
-            install_light(venv)
-            shutil.copy(UV, venv / "bin" / "uv")
-            cases = [("vllm + flashinfer x2", venv, LIGHT_PINS)]
-            if options.with_torch:
-                cases.append(("... + torch 2.10", full_venv(), [*LIGHT_PINS, "torch==2.10.0"]))
-            for label, path, pins in cases:
-                plan = real_plan(work, path, pins)
-                files = real_files(path, pins)
-                full = measure(servers, 1, plan, work, options.repeats, "--verify-all")
-                real_rows.append((label, files, 1, "--verify-all", *full))
-                for count in (1, 4):
-                    cached = measure(servers, count, plan, work, options.repeats)
-                    real_rows.append((label, files, count, "no-op (stat cache)", *cached))
-    print_overhead(rows, options.repeats)
-    print()
-    print(f"real vLLM venv, install.clean: true (RECORD checked every run), {options.repeats} runs")
+                print()
+                print_anchors(measure_anchors(servers, work, options.hosts, options.repeats),
+                              options.repeats)
+            if options.cold:
+                from overhead_cold import measure_cold, print_cold
+
+                print()
+                print_cold(measure_cold(servers, work, wheels, options.repeats, orch),
+                           options.repeats)
+            if not options.no_real:
+                real_rows = measure_real(servers, work, options)
+    if real_rows:
+        print()
+        print_real(real_rows, options.repeats)
+    if options.cluster:
+        print()
+        print_cluster(measure_cluster(options.repeats), options.repeats)
+    return 0
+
+
+def measure_real(servers: SshServers, work: Path, options: argparse.Namespace,
+                 ) -> list[tuple[str, int, int, str, float, float, int, int | None, float]]:
+    venv = work / "real-venv"
+    install_light(venv)
+    shutil.copy(UV, venv / "bin" / "uv")
+    cases = [("vllm + flashinfer x2", venv, LIGHT_PINS)]
+    if options.with_torch:
+        cases.append(("... + torch 2.10", full_venv(), [*LIGHT_PINS, "torch==2.10.0"]))
+    real_rows = []
+    for label, path, pins in cases:
+        plan = real_plan(work, path, pins)
+        files = real_files(path, pins)
+        full = measure(servers, 1, plan, work, options.repeats, "--verify-all")[:5]
+        real_rows.append((label, files, 1, "--verify-all", *full))
+        for count in (1, 4):
+            cached = measure(servers, count, plan, work, options.repeats)[:5]
+            real_rows.append((label, files, count, "no-op (stat cache)", *cached))
+    return real_rows
+
+
+def print_real(real_rows: list[tuple[str, int, int, str, float, float, int, int | None, float]],
+               repeats: int) -> None:
+    print(f"real vLLM venv, install.clean: true (RECORD checked every run), {repeats} runs")
     print(f"{'pins':<22} | {'files':>6} | {'hosts':>5} | {'mode':<18} | {'median s':>8} | "
           f"{'best s':>6} | {'hashed':>6} | {'trips':>5} | goal")
     print("-" * 110)
@@ -219,10 +307,6 @@ def main() -> int:
                        f"{full_by_label[label] / median:.1f}x faster than --verify-all")
         print(f"{label:<22} | {files:>6,} | {count:>5} | {mode:<18} | {median:>8.3f} | "
               f"{best:>6.3f} | {hashed if hashed is not None else '-':>6} | {trips:>5} | {verdict}")
-    if options.cluster:
-        print()
-        print_cluster(measure_cluster(options.repeats), options.repeats)
-    return 0
 
 
 def converge(servers: SshServers, plan: Path, work: Path) -> None:
@@ -231,29 +315,6 @@ def converge(servers: SshServers, plan: Path, work: Path) -> None:
     _, result = orch(["apply", str(plan), "-i", str(inv_file)], work)
     if result.returncode != 0:
         raise SystemExit(result.stdout + result.stderr)
-
-
-def print_overhead(rows: list[tuple[int, str, float, float, int, int | None, float]],
-                   repeats: int) -> None:
-    """Wall time per host count, its ratio to 1 host (sub-linear: well below the count), and
-    the CPU the orch process used (the hosts' sshd and probes share this machine's cores)."""
-    print(f"no-op re-apply, 10 pins + 10 files, loopback sshd, {repeats} runs, "
-          f"{os.cpu_count()} cores")
-    print(f"{'hosts':>5} | {'transport, options':<19} | {'median wall s':>13} | {'best s':>6} | "
-          f"{'x 1 host':>8} | {'orch CPU s':>10} | {'round trips/host':>16} | goal")
-    print("-" * 118)
-    ones = {extra: median for count, extra, median, *_ in rows if count == 1}
-    for count, extra, median, best, trips, _, cpu in rows:
-        one = ones.get(extra)
-        ratio = f"{median / one:>8.2f}" if one else f"{'-':>8}"
-        goal = GOAL_SECONDS.get(count) if " " not in extra else None
-        if goal is None:
-            verdict = f"1 trip: {'met' if trips <= 1 else 'missed'}"
-        else:
-            ok = "met" if median <= goal and trips <= 1 else "missed"
-            verdict = f"<= {goal} s, 1 trip: {ok}"
-        print(f"{count:>5} | {extra:<19} | {median:>13.3f} | {best:>6.3f} | "
-              f"{ratio} | {cpu:>10.2f} | {trips:>16} | {verdict}")
 
 
 def measure_cluster(repeats: int) -> list[tuple[int, str, float, float, dict[str, int]]]:

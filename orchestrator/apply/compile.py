@@ -19,9 +19,6 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator.apply.install_gate import INSTALL_RECORD, InstallGate, install_digest
-from orchestrator.cluster.gate import Gate
-from orchestrator.cluster.topology import build as build_topology
-from orchestrator.engines import engine
 from orchestrator.errors import PlanError
 from orchestrator.inventory import Inventory
 from orchestrator.plan.host_vars import Placeholders, substitute_host, uses_host_vars
@@ -37,7 +34,11 @@ from orchestrator.steps.files import DesiredFile, FilesStep, read_template, rend
 from orchestrator.steps.python_env import PythonEnvStep
 
 if TYPE_CHECKING:
+    from orchestrator.cluster.gate import Gate
     from orchestrator.service.step import ServiceStep
+
+# The engines and a multi-node server's gate are imported where a plan with a service uses
+# them: a plan without one (a no-op re-apply of packages and files) never loads them.
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,10 @@ def _engine_check(loaded: LoadedPlan) -> None:
     """The engine's own rules of the plan alone (vLLM: its flags against the pinned release),
     before any host is asked: every problem at its file and line."""
     service = loaded.plan.service
+    if service is None and loaded.plan.router is None:
+        return
+    from orchestrator.engines import engine
+
     found = engine(service.engine).plan_check(loaded.plan) if service is not None else []
     if loaded.plan.router is not None:  # the fleet's router: its flags against its --help
         found += engine("router").plan_check(loaded.plan)
@@ -145,6 +150,10 @@ def check(loaded: LoadedPlan) -> None:
 
 def _gate(plans: Mapping[str, Plan], hosts: list[str], *, know_hosts: bool) -> Gate:
     """The topology of a multi-node server and the gate its nodes meet at."""
+    from orchestrator.cluster.gate import Gate
+    from orchestrator.cluster.topology import build as build_topology
+    from orchestrator.engines import engine
+
     first = plans[hosts[0]]
     assert first.service is not None and first.service.nodes is not None
     nodes = first.service.nodes
@@ -209,6 +218,7 @@ def _service_steps(plan: Plan, secrets: Mapping[str, str], host: str, options: O
     """The service's steps: orch's wheel for the simulator, then the unit (or a cluster
     member's units)."""
     # Imported here: a plan without a service does not pay for them (start-up time).
+    from orchestrator.engines import engine
     from orchestrator.service.launch import render_launch
     from orchestrator.service.orch_wheel import OrchWheelStep
     from orchestrator.service.step import ServiceStep

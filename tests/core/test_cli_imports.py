@@ -48,3 +48,19 @@ def test_report_reads_run_folders_without_the_host_stack(tmp_path: Path) -> None
                          str(VLLM_RESULTS / "vllm-c4.json"), "-o", str(tmp_path / "page.html"))
     assert _host_stack(imported) == []
     assert {"orchestrator.report.html_report", "orchestrator.runs.environment_record"} <= imported
+
+
+def test_apply_of_a_plan_without_a_service_imports_no_fleet_cluster_or_engine(
+        tmp_path: Path) -> None:
+    """A no-op re-apply of packages and files is mostly the interpreter's time: the code of
+    a fleet, a multi-node server and the engines stays out of it."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: files-only\nhosts: localhost\nfiles:\n"
+                    f"  - path: {tmp_path / 'out' / 'a.conf'}\n    content: \"a = 1\\n\"\n")
+    runs = str(tmp_path / "runs")
+    _imported("apply", str(plan), "--runs-dir", runs)  # converges
+    imported = _imported("apply", str(plan), "--runs-dir", runs)  # the no-op
+    assert "orchestrator.apply.run" in imported
+    assert sorted(name for name in imported if name.startswith(
+        ("orchestrator.fleet", "orchestrator.cluster", "orchestrator.engines",
+         "orchestrator.apply.fleet"))) == []
