@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from orchestrator import masking
 from orchestrator.errors import AuthError, CommandFailed, ConnectError, HostKeyError, TransportError
 from orchestrator.inventory import SshSettings
+from orchestrator.transport.banner import no_banner_error, not_ssh, not_ssh_error
 from orchestrator.transport.base import Held, Result, Transport, connection_lost, timed_out
 from orchestrator.transport.command import Command, atomic_write_command
 from orchestrator.transport.openssh_args import client_argv
@@ -55,9 +56,10 @@ _LOST = re.compile(r"broken pipe|connection to \S+ closed|client_loop|mux_client
                    r"control socket|closed by remote host|connection closed", re.IGNORECASE)
 
 
-def classify(stderr: str, host: str) -> TransportError | None:
+def classify(stderr: str, host: str, target: SshTarget | None = None) -> TransportError | None:
     """The transport error ssh's stderr describes (exit code 255), or None when the 255 is
-    the remote command's own."""
+    the remote command's own. With the `target`, a port that answers but is not sshd is
+    named as paramiko names it (not retried)."""
     lines = [line.strip() for line in stderr.splitlines()
              if line.strip() and not line.strip().startswith("@")]  # not ssh's banner of @s
     said = " ".join(" ".join(lines).split())[:800]
@@ -79,8 +81,27 @@ def classify(stderr: str, host: str) -> TransportError | None:
     if "could not resolve hostname" in said.lower():
         return PermanentConnectError(f"cannot resolve the address: {said}", host=host,
                                      hint="check the inventory's address")
+    not_sshd = _not_sshd(said, host, target)
+    if not_sshd is not None:
+        return not_sshd
     if _NOT_RUN.search(stderr) or _LOST.search(stderr) or said.startswith("ssh:"):
         return ConnectError(f"ssh: {said.removeprefix('ssh: ')}", host=host)
+    return None
+
+
+def _not_sshd(said: str, host: str, target: SshTarget | None) -> TransportError | None:
+    """ssh's words for a peer that gave no SSH banner: silent until ssh gave up, or closed
+    (an HTTP server answers the client's banner, then closes; so does an overloaded sshd,
+    whose next try may work: the port is asked what it is)."""
+    if target is None or target.jump is not None:
+        return None
+    port = target.port or 22
+    if "timed out during banner exchange" in said:
+        return no_banner_error(host, target.host, port, target.connect_timeout)
+    if "kex_exchange_identification" in said or "banner line" in said:
+        answer = not_ssh(target.host, port)
+        if answer is not None:
+            return not_ssh_error(host, target.host, port, answer)
     return None
 
 
@@ -95,6 +116,7 @@ class OpensshTransport(Transport):
                                host=host, hint="install openssh-client, or use transport: paramiko")
         folder = os.path.expanduser(CONTROL_FOLDER)
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        self.target = target
         self.argv, self.control_path = client_argv(target, settings, folder)
         self.retries = settings.connect_retries
         self.backoff = backoff or Backoff()
@@ -151,7 +173,7 @@ class OpensshTransport(Transport):
             if not done:
                 raise timed_out(shown, err, timeout, self.host)
             if process.returncode == SSH_FAILED:
-                failure = classify(err.decode(errors="replace"), self.host)
+                failure = classify(err.decode(errors="replace"), self.host, self.target)
                 if failure is not None:
                     if not idempotent and not _NOT_RUN.search(err.decode(errors="replace")):
                         raise PermanentConnectError(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import paramiko
 
 from orchestrator.errors import AuthError, ConnectError, HostKeyError, TransportError
+from orchestrator.transport.banner import no_banner_error, not_ssh, not_ssh_error
 from orchestrator.transport.retry import PermanentConnectError
 
 
@@ -74,7 +75,7 @@ def translate(error: BaseException, hop: Hop, *, authenticating: bool = False,
     if isinstance(error, TransportError):
         return error
     if silent_for is not None and isinstance(error, paramiko.SSHException | EOFError):
-        return _no_banner(hop, silent_for)
+        return no_banner_error(hop.name, hop.host, hop.port, silent_for, hop.via_jump)
     # In this order: a key or authentication failure is an SSHException (or OSError) too.
     translated = _key_or_auth_error(error, hop, authenticating)
     if translated is None:
@@ -147,44 +148,10 @@ def _network_error(error: BaseException, hop: Hop) -> TransportError | None:
 
 def _ssh_error(error: paramiko.SSHException, hop: Hop) -> TransportError:
     if "protocol banner" in str(error) and not hop.via_jump:
-        said = _not_ssh(hop)
+        said = not_ssh(hop.host, hop.port)
         if said is not None:  # something answers on that port, and it is not SSH
-            return PermanentConnectError(
-                f"{hop.host}:{hop.port} accepts connections but is not an SSH server "
-                f"(it said {said!r})",
-                host=hop.name,
-                hint="check `port` (and `address`) of this host in the inventory",
-            )
+            return not_ssh_error(hop.name, hop.host, hop.port, said)
     return ConnectError(f"SSH error talking to {hop.where}: {error}", host=hop.name)
-
-
-def _no_banner(hop: Hop, waited: float) -> PermanentConnectError:
-    """Not retried: each attempt would wait the whole connect_timeout again for a peer
-    that, silent that long, is not an SSH server answering (or is hung)."""
-    where = f"{hop.host}:{hop.port}"
-    through = " (through the jump host)" if hop.via_jump else ""
-    return PermanentConnectError(
-        f"{where}{through} accepted the connection but sent no SSH banner within {waited:g} s",
-        host=hop.name,
-        hint="check `port` (and `address`) of this host in the inventory: is sshd listening "
-             "there? A slow or overloaded host: raise its `connect_timeout`",
-    )
-
-
-def _not_ssh(hop: Hop, timeout: float = 2.0) -> str | None:
-    """What the port answers a client's banner, when that is not an SSH banner (None: SSH,
-    or silence). The banner is sent first: a server that waits for its client to speak (HTTP)
-    answers it at once, where it would say nothing to a client that only listens."""
-    try:
-        with socket.create_connection((hop.host, hop.port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(b"SSH-2.0-orch_probe\r\n")
-            first = sock.recv(200)
-    except OSError:
-        return None
-    if not first or first.startswith(b"SSH-"):
-        return None
-    return first.decode("latin-1").splitlines()[0][:80] if first.strip() else repr(first[:40])
 
 
 def _os_text(error: OSError) -> str:

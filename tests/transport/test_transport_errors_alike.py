@@ -1,9 +1,12 @@
 """What a user reads when a host cannot be reached is the same kind of error, naming the host
 and what to fix, whichever SSH client `ssh.transport` (or `auto`) gives it: a wrong or
-missing key, an unknown or changed host key, a refused port. Against the real sshd."""
+missing key, an unknown or changed host key, a refused port, a port that answers but is
+not sshd, or stays silent. Against the real sshd."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from fixtures.sshd import SshServer, alias, free_port, make_keys
 from orchestrator.errors import AuthError, ConnectError, HostKeyError, TransportError
 from orchestrator.inventory import Inventory
 from orchestrator.transport import connect
-from orchestrator.transport.retry import Backoff
+from orchestrator.transport.retry import Backoff, PermanentConnectError
 
 FAST = Backoff(first=0.01, maximum=0.05)
 CLIENTS = ["paramiko", "openssh"]
@@ -77,3 +80,44 @@ def test_a_refused_port_is_retried_then_given_up(sshd: SshServer, client: str) -
     text = str(error)
     assert text.startswith("h1: ") and "refused" in text.lower() and str(port) in text
     assert "(gave up after 3 attempts)" in text
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_port_that_answers_but_is_not_ssh_is_named_at_once(sshd: SshServer,
+                                                             client: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # answers like an HTTP server
+        port = listener.getsockname()[1]
+        stop = threading.Event()
+
+        def answer() -> None:
+            listener.settimeout(0.1)
+            while not stop.is_set():
+                try:
+                    peer, _ = listener.accept()
+                except OSError:
+                    continue
+                with peer:
+                    peer.recv(100)
+                    peer.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        server = threading.Thread(target=answer, daemon=True)
+        server.start()
+        try:
+            error, retries = _failure(sshd.inventory(1, address="127.0.0.1", port=port), client)
+        finally:
+            stop.set()
+            server.join()
+    assert isinstance(error, PermanentConnectError) and retries == []
+    assert f"127.0.0.1:{port} accepts connections but is not an SSH server" in str(error)
+    assert "HTTP/1.1 400" in str(error) and "`port`" in (error.hint or "")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_silent_port_is_named_within_its_connect_timeout(sshd: SshServer,
+                                                           client: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts, never speaks
+        port = listener.getsockname()[1]
+        error, retries = _failure(sshd.inventory(1, address="127.0.0.1", port=port,
+                                                 connect_timeout=1.0), client)
+    assert isinstance(error, PermanentConnectError) and retries == []
+    assert f"127.0.0.1:{port} accepted the connection but sent no SSH banner within" in str(error)
