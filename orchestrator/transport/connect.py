@@ -16,7 +16,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import AuthError, InventoryError
+from orchestrator.errors import InventoryError
 from orchestrator.inventory import Inventory
 from orchestrator.local_files import kind_of, not_a_file
 from orchestrator.transport.base import Transport
@@ -27,7 +27,7 @@ from orchestrator.transport.choice import (
     config_proxy,
     find_ssh_client,
 )
-from orchestrator.transport.target import SshTarget, host_spec, resolve_target
+from orchestrator.transport.target import SshTarget, host_spec, identity_path, resolve_target
 
 if TYPE_CHECKING:  # tenacity is imported only with the SSH transport
     from orchestrator.transport.retry import Backoff, RetryCallback
@@ -125,9 +125,5 @@ def _refused_as_by_paramiko(target: SshTarget, inventory: Inventory) -> None:
                 f"host {hop.name!r}: cannot build its SSH connection: the user is given both "
                 "in `address` and in `user`",
                 hint="give `address` as a bare host name or IP, with `user` and `port` apart")
-        if hop.identity_file is None:
-            continue
-        why = not_a_file(os.path.expanduser(hop.identity_file))
-        if why is not None:
-            raise AuthError(f"identity_file {hop.identity_file!r} {why}", host=hop.name,
-                            hint="fix `identity_file` for this host in the inventory")
+        if hop.identity_file is not None:
+            identity_path(hop)

@@ -27,11 +27,11 @@ import fabric
 import paramiko
 
 from orchestrator import local_files
-from orchestrator.errors import AuthError, InventoryError
+from orchestrator.errors import InventoryError
 from orchestrator.inventory import SshSettings
 from orchestrator.transport.ssh_config import KEEPALIVE_SECONDS, known_hosts_path, named_config
 from orchestrator.transport.ssh_errors import Hop, UnknownHostKey, translate
-from orchestrator.transport.target import SshTarget
+from orchestrator.transport.target import SshTarget, identity_path
 
 log = logging.getLogger("orchestrator.transport")
 
@@ -169,7 +169,7 @@ def _build_links(target: SshTarget, config: fabric.Config, known_hosts: str | No
     final: fabric.Connection | None = None
     explicit: dict[int, SshTarget] = {}
     for step in target.hops():
-        identity = _identity_file(step) if step.identity_file else None
+        identity = identity_path(step) if step.identity_file else None
         try:
             conn = fabric.Connection(
                 step.host,
@@ -236,17 +236,6 @@ def load_known_hosts(keys: paramiko.HostKeys, path: str) -> None:
             keys.add(name, entry.key.get_name(), entry.key)
 
 
-def _identity_file(hop: SshTarget) -> str:
-    assert hop.identity_file is not None
-    path = os.path.expanduser(hop.identity_file)
-    why = local_files.not_a_file(path)
-    if why is not None:
-        raise AuthError(
-            f"identity_file {hop.identity_file!r} {why}",
-            host=hop.name,
-            hint="fix `identity_file` for this host in the inventory",
-        )
-    return path
 
 
 def _prepare(conn: fabric.Connection, known_hosts: str | None, timeout: float) -> None:

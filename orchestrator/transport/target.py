@@ -12,11 +12,13 @@ config; that is applied when the connection is built (see `ssh_connection.py`).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-from orchestrator.errors import InventoryError
+from orchestrator.errors import AuthError, InventoryError
 from orchestrator.inventory import HostSpec, Inventory
 from orchestrator.inventory.destination import parse_destination
+from orchestrator.local_files import not_a_file
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
@@ -90,3 +92,15 @@ def host_spec(name: str, inventory: Inventory) -> HostSpec:
         known = ", ".join(sorted(inventory.hosts)) or "none"
         raise InventoryError(f"no host named {name!r}{where}", hint=f"known hosts: {known}")
     return spec
+
+
+def identity_path(hop: SshTarget) -> str:
+    """The hop's `identity_file`, expanded; an AuthError when it is not a file, for both SSH
+    clients (the `ssh` client would warn and quietly try other keys)."""
+    assert hop.identity_file is not None
+    path = os.path.expanduser(hop.identity_file)
+    why = not_a_file(path)
+    if why is not None:
+        raise AuthError(f"identity_file {hop.identity_file!r} {why}", host=hop.name,
+                        hint="fix `identity_file` for this host in the inventory")
+    return path
