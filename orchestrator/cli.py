@@ -10,6 +10,7 @@ Exit codes: `orchestrator/exit_codes.py` (the one table; `orch --help` prints it
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import atexit
 import importlib
@@ -224,6 +225,33 @@ def _output_written(code: int) -> int:
     return code
 
 
+def take_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal or ssh session) end a run as Ctrl-C does, and
+    an interrupt is never lost: one raised while a finaliser runs (a weakref callback, a
+    `__del__`) is only printed as "Exception ignored" by Python, so it is sent again to the
+    main thread, from a new thread that the hook does not wait for (raised inside the hook,
+    it would be ignored as well). Main thread only."""
+    from orchestrator.errors import Interrupted
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, terminated)
+    signal.signal(signal.SIGHUP, terminated)
+    main = threading.get_ident()
+    unraisable = sys.unraisablehook
+
+    def redeliver(what: typing.Any) -> None:
+        if isinstance(what.exc_value, KeyboardInterrupt):
+            signum: int = getattr(what.exc_value, "signum", signal.SIGINT)
+            # Thread.start() would wait for the thread, inside the hook
+            _thread.start_new_thread(signal.pthread_kill, (main, signum))
+        else:
+            unraisable(what)
+
+    sys.unraisablehook = redeliver
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _pipe_safe_stdout()
@@ -238,13 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries(debug)
     from orchestrator.errors import Interrupted, OrchError
 
-    def terminated(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
     if threading.current_thread() is threading.main_thread():
-        # as Ctrl-C: the same clean ending (a closed terminal or ssh session sends SIGHUP)
-        signal.signal(signal.SIGTERM, terminated)
-        signal.signal(signal.SIGHUP, terminated)
+        take_signals()
     try:
         code = _load(args.command).run(args)
         return _output_written(code)

@@ -31,11 +31,13 @@ shows one).
     ├── BenchError              a benchmark could not run at all (levels keep their own errors)
     └── UsageError              options that contradict each other (exit 64, as argparse's)
 
-    Interrupted (a KeyboardInterrupt)  Ctrl-C or SIGTERM: exit 130 or 143, run folder interrupted
+    Interrupted (a KeyboardInterrupt)  Ctrl-C, SIGTERM or SIGHUP: exit 130, 143 or 129, run
+                                       folder interrupted
 """
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from orchestrator.exit_codes import ExitCode
@@ -223,7 +225,8 @@ class UsageError(OrchError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """The run was stopped by a signal (SIGINT: Ctrl-C, SIGTERM: `timeout`, `kill`)."""
+    """The run was stopped by a signal (SIGINT: Ctrl-C, SIGTERM: `timeout`, `kill`, SIGHUP: a
+    closed terminal or ssh session)."""
 
     def __init__(self, signum: int = 2) -> None:
         super().__init__(signum)
@@ -235,4 +238,7 @@ class Interrupted(KeyboardInterrupt):
 
     @property
     def name(self) -> str:
-        return {2: "SIGINT", 15: "SIGTERM"}.get(self.signum, f"signal {self.signum}")
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"

@@ -416,12 +416,15 @@ def _finish(sweep: SweepResult, config: Bench, root: str, labels: dict[str, str]
 
 
 def _catch_sigint(stop: Stop) -> Any:
-    """The first Ctrl-C or SIGTERM ends the sweep gracefully (the level running is kept,
-    marked partial); a second one interrupts for good."""
+    """The first Ctrl-C, SIGTERM or SIGHUP ends the sweep gracefully (the level running is
+    kept, marked partial); a second one interrupts for good. Taken through the loop, not
+    raised by the process-wide handler: a KeyboardInterrupt raised while a finished task
+    leaves asyncio's WeakSet is printed as "Exception ignored" and lost."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     loop = asyncio.get_running_loop()
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.getsignal(sig) for sig in signals}
 
     def restore() -> None:
         for sig, handler in previous.items():

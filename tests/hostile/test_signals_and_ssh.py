@@ -44,6 +44,41 @@ def test_sighup_ends_an_apply_as_an_interrupt(tmp_path: Path) -> None:
     assert meta["status"] == "interrupted"
 
 
+_FINALISER = """
+import signal, sys, time
+from orchestrator import cli
+
+class Slow:
+    def __del__(self) -> None:  # as asyncio's WeakSet callback, caught mid-way by a signal
+        print("in the finaliser", flush=True)
+        time.sleep(30)
+
+cli.take_signals()
+try:
+    thing = Slow()
+    del thing
+    print("after the finaliser", flush=True)
+    time.sleep(30)
+    sys.exit(0)
+except KeyboardInterrupt as stopped:  # Ctrl-C's is Python's own KeyboardInterrupt
+    sys.exit(128 + getattr(stopped, "signum", signal.SIGINT))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_that_lands_in_a_finaliser_still_ends_the_run(signum: int) -> None:
+    """Python prints an exception raised in a finaliser as "Exception ignored" and goes on:
+    a sweep once ran to its end after a SIGHUP landed in asyncio's WeakSet callback."""
+    child = subprocess.Popen([sys.executable, "-c", _FINALISER], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "in the finaliser\n"
+    child.send_signal(signum)
+    out, err = child.communicate(timeout=20)
+    assert child.returncode == 128 + signum, out + err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+
+
 def test_an_inventory_named_ssh_config_runs_no_command(tmp_path: Path) -> None:
     marker = tmp_path / "PWNED"
     (tmp_path / "evil_config").write_text(f"Host *\n  ProxyCommand touch {marker}\n")
