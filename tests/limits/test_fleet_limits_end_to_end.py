@@ -41,7 +41,11 @@ def paused(pid: int, done: threading.Event) -> None:
 
 def verdict(tmp_path: Path, name: str, *, pause: bool) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        sims = [stack.enter_context(running_simulator("m", profile="instant", startup_time_scale=0.001))
+        # replicas that take ~40 ms a request: one never ends within the router's 10 ms
+        # awake, so each waits out a pause (~120 ms added, against ~35 ms with instant
+        # replicas, which finish several requests per awake window: too near the 20 ms floor
+        # when a loaded machine stretches the window)
+        sims = [stack.enter_context(running_simulator("m", time_scale=0.3, startup_time_scale=0.001))
                 for _ in range(2)]
         router = stack.enter_context(running_router([s.base_url for s in sims], tmp_path / f"{name}.log"))
         done = threading.Event()
