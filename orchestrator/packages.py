@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from orchestrator.plan.models import Install, PythonEnv, canonical_name
-from orchestrator.transport.command import Command
+from orchestrator.transport.command import Command, Raw
 
 
 def same_version(installed: str, pinned: str) -> bool:
@@ -120,7 +120,19 @@ class Installer:
         return Command(self.python, "-m", "pip", "uninstall", "--yes", "--quiet",
                        "--disable-pip-version-check", *names)
 
-    def install_uv(self, spec: str) -> Command:
-        """uv itself goes into the venv with the venv's pip, from the same indexes."""
-        return Command(self.python, "-m", "pip", "install", "--quiet",
-                       "--disable-pip-version-check", *self.index_args, spec)
+    def install_uv(self, spec: str, interpreter: str) -> Command:
+        """uv itself goes into the venv, from the same indexes, with the first pip there is:
+        the venv's own; else `interpreter`'s, which installs into another environment with
+        `--python` from pip 22.3 on (a uv venv is made without pip: ensurepip is most of a
+        cold venv's seconds); else one ensurepip puts into the venv."""
+        pip = ["install", "--quiet", "--disable-pip-version-check", *self.index_args, spec]
+        recent = ("import sys, pip; sys.exit(tuple(int(p) for p in pip.__version__.split('.')[:2])"
+                  " < (22, 3))")
+        return Command(
+            Raw("if"), self.python, "-c", "import pip", Raw("2>/dev/null; then"),
+            self.python, "-m", "pip", *pip,
+            Raw("; elif"), interpreter, "-c", recent, Raw("2>/dev/null; then"),
+            interpreter, "-m", "pip", "--python", self.python, *pip,
+            Raw("; else"), self.python, "-m", "ensurepip", "--default-pip", Raw(">/dev/null &&"),
+            self.python, "-m", "pip", *pip, Raw("; fi"),
+        )  # fmt: skip

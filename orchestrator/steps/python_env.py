@@ -87,19 +87,23 @@ class PythonEnvStep(Step):
                 "user can write (e.g. under its home), or make the user its owner")
 
     def _venv_changes(self, venv: VenvFacts) -> list[Change]:
-        """Create the venv, and put uv into it when uv installs."""
+        """Create the venv, and put uv into it when uv installs (a uv venv without pip:
+        uv needs none, and ensurepip is most of a new venv's time)."""
         changes: list[Change] = []
+        uv = self.python.installer == "uv"
         if not venv.exists:
             changes.append(
                 Change(
                     f"create venv {self.python.venv} with {self.python.interpreter}",
                     [self._own_parent() +
-                     Command(self.python.interpreter, "-m", "venv", self.python.venv)],
+                     Command(self.python.interpreter, "-m", "venv",
+                             *(["--without-pip"] if uv else []), self.python.venv)],
                 )
             )
-        if self.python.installer == "uv" and not venv.has_uv:
+        if uv and not venv.has_uv:
             uv_spec = f"uv=={self.pins['uv']}" if "uv" in self.pins else "uv"
-            changes.append(Change("install uv into the venv", [self.installer.install_uv(uv_spec)]))
+            changes.append(Change("install uv into the venv",
+                                  [self.installer.install_uv(uv_spec, self.python.interpreter)]))
         return changes
 
     def _own_parent(self) -> Command:

@@ -1,4 +1,5 @@
-"""Package logic (pure): version equality, families, pin drift, and the pip/uv command lines."""
+"""Package logic (pure): version equality, families, pin drift, and the pip/uv command lines
+(uv's own way into a venv: tests/steps/test_uv_bootstrap.py, through a real shell)."""
 
 from __future__ import annotations
 
@@ -56,9 +57,7 @@ def test_install_command_lines(kind: str, reinstall: bool, no_deps: bool, expect
     assert installer.install(["a==1"], reinstall=reinstall, no_deps=no_deps).raw() == expected
 
 
-def test_uninstall_and_bootstrap_uv() -> None:
+def test_uninstall() -> None:
     pip = Installer.of(PythonEnv(venv="/v"))
     assert pip.uninstall(["x"]).raw() == ("/v/bin/python -m pip uninstall --yes --quiet "
                                           "--disable-pip-version-check x")
-    assert pip.install_uv("uv==0.9").raw() == ("/v/bin/python -m pip install --quiet "
-                                               "--disable-pip-version-check uv==0.9")

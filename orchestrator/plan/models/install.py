@@ -34,8 +34,10 @@ class PythonEnv(StrictModel):
     installer: Literal["uv", "pip"] = Field(
         "pip",
         description=(
-            "Installer used inside the venv. `uv` is installed into the venv with pip when "
-            "missing, from the same indexes (with `no_index`, put a uv wheel in `find_links`). "
+            "Installer used inside the venv. With `uv`, a new venv is made without pip and "
+            "uv goes into it when missing, from the same indexes (with `no_index`, put a uv "
+            "wheel in `find_links`), by the first pip there is: the venv's, the interpreter's "
+            "(pip 22.3+), else one ensurepip installs. "
             "Note that uv stops at the first index holding a package, pip searches all."
         ),
     )
