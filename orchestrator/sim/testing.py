@@ -49,6 +49,17 @@ def free_port() -> int:
         return port
 
 
+def _reserved_port() -> socket.socket:
+    """A port held for a simulator until it is ready: bound (never listening, so it takes no
+    connection) with SO_REUSEPORT as the simulator binds, so that the simulator may bind it
+    too while no other bind is given it meanwhile. A port free_port() found could be taken
+    in between, and two simulators on one port would share its connections."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 def serve_command(model: str, port: int, extra_args: Sequence[str] = (), **options: object) -> list[str]:
     """The argv that runs `orch sim serve` with these options on 127.0.0.1:port."""
     argv = [sys.executable, "-m", "orchestrator.sim", "serve", model]
@@ -74,6 +85,12 @@ class SimulatorProcess:
     port: int
     log_path: Path
     argv: list[str] = field(default_factory=list)
+    held: socket.socket | None = None  # the port's reservation, let go once ready or stopped
+
+    def _let_go(self) -> None:
+        if self.held is not None:
+            self.held.close()
+            self.held = None
 
     @property
     def base_url(self) -> str:
@@ -114,6 +131,7 @@ class SimulatorProcess:
                     + "\n".join(self.log().splitlines()[-20:])
                 )
             if self.health_status() == 200:
+                self._let_go()
                 return
             time.sleep(0.02)
         raise StartupTimeout(f"the simulator was not ready within {timeout} s:\n" + self.log()[-3000:])
@@ -122,6 +140,7 @@ class SimulatorProcess:
         return self.process.wait(timeout=timeout)
 
     def stop(self, timeout: float = 10.0) -> int | None:
+        self._let_go()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -155,7 +174,10 @@ def _start(
     port: int | None,
     options: dict[str, object],
 ) -> SimulatorProcess:
-    port = port or free_port()
+    held = None
+    if not port:
+        held = _reserved_port()
+        port = int(held.getsockname()[1])
     argv = serve_command(model, port, extra_args, time_scale=time_scale, **options)
     directory = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="orch-sim-"))
     log_path = directory / f"sim-{port}.log"
@@ -166,7 +188,7 @@ def _start(
         process = subprocess.Popen(
             argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env
         )
-    return SimulatorProcess(process, port, log_path, argv)
+    return SimulatorProcess(process, port, log_path, argv, held)
 
 
 @contextlib.contextmanager

@@ -3,14 +3,17 @@ graceful shutdown."""
 
 from __future__ import annotations
 
+import errno
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fixtures import zygote
 from fixtures.health import wait_healthy
 
-from orchestrator.sim.testing import free_port, running_simulator
+from orchestrator.sim.testing import free_port, running_simulator, start_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,3 +128,18 @@ def test_vllm_disable_log_logo_gives_the_plain_banner() -> None:
     text = sim.log()
     assert "[utils.py:302] vLLM server version 0.17.1, serving model moonshotai/Kimi-K2.5" in text
     assert "version 0.17.1\n" not in text and "▀▄▀" not in text
+
+
+def test_a_starting_simulators_port_is_given_to_no_other_bind() -> None:
+    """start_simulator() holds the port it picked until the simulator is ready: a bind to it
+    in between fails (no other test's server lands there), the simulator binds it all the
+    same, and once ready the port is the simulator's alone."""
+    sim = start_simulator(profile="instant")
+    try:
+        with socket.socket() as other, pytest.raises(OSError) as taken:
+            other.bind(("127.0.0.1", sim.port))
+        assert taken.value.errno == errno.EADDRINUSE
+        sim.wait_ready()
+        assert sim.held is None and sim.health_status() == 200
+    finally:
+        sim.stop()
