@@ -124,11 +124,15 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
                  lost: Callable[[], dict[str, str]] | None = None) -> RayStatus:
     """Until `ray status` on the head shows every node and `gpus` GPUs. With `head_node`
     (the head's Ray node), a head that does not answer because its Ray node died ends the
-    wait at once, with the last line of that node's log; `lost` says which workers' Ray
-    nodes died (each worker watches its own, watch.py), which ends it too."""
+    wait at once, with the last line of that node's log (looked at before the first `ray
+    status` too: with its head gone, that waits out the GCS time-outs first, 16 s seen);
+    `lost` says which workers' Ray nodes died (each worker watches its own, watch.py),
+    which ends it too."""
     deadline = time.monotonic() + timeout
     status: RayStatus | None = None
     text = ""
+    if head_node is not None:  # dead already (one that cannot start exits within seconds):
+        _head_node_alive(transport, head_node)  # `ray status` would wait 16 s before saying so
     while True:
         result = transport.run(ray_status_command(topology, venv_bin), check=False, timeout=60)
         text = result.stdout + result.stderr
