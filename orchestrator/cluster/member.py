@@ -38,10 +38,11 @@ from orchestrator.transport.command import Command
 Kind = Literal["ray-node", "server"]
 _POLL_S = 2.0
 _ASK_RAY_S = 30.0  # the driver that names the nodes missing (seconds when Ray answers)
-# `ray status` waits this long for a GCS to answer (Ray's own default, 30 s, and ten more of
-# its retries, kept a head whose Ray node died at its start waited for 40 s): the wait polls
-# again, and looks at the head's Ray node, instead.
-_GCS_CONNECT_S = 5
+# `ray status` waits this long for a GCS to answer, three times over when none does (the
+# GCS, its pubsub, the cluster id: 5 s each by Ray's own defaults, 30 s for the last; a head
+# whose Ray node died at its start was waited for 40 s, then 16): the wait polls again, and
+# looks at the head's Ray node, instead. A GCS that runs answers in milliseconds.
+_GCS_CONNECT_S = 2
 
 
 @dataclass
@@ -114,7 +115,8 @@ class Member:
 
 
 def ray_status_command(topology: Topology, venv_bin: str) -> Command:
-    return Command("env", f"RAY_py_gcs_connect_timeout_s={_GCS_CONNECT_S}", f"{venv_bin}/ray",
+    return Command("env", f"RAY_py_gcs_connect_timeout_s={_GCS_CONNECT_S}",
+                   f"RAY_gcs_rpc_server_connect_timeout_s={_GCS_CONNECT_S}", f"{venv_bin}/ray",
                    "status", f"--address={topology.ray_address}")
 
 
@@ -124,11 +126,15 @@ def wait_for_ray(transport: Transport, topology: Topology, venv_bin: str, timeou
                  lost: Callable[[], dict[str, str]] | None = None) -> RayStatus:
     """Until `ray status` on the head shows every node and `gpus` GPUs. With `head_node`
     (the head's Ray node), a head that does not answer because its Ray node died ends the
-    wait at once, with the last line of that node's log; `lost` says which workers' Ray
-    nodes died (each worker watches its own, watch.py), which ends it too."""
+    wait at once, with the last line of that node's log (looked at before the first `ray
+    status` too: with its head gone, that waits out the GCS time-outs first, 16 s seen);
+    `lost` says which workers' Ray nodes died (each worker watches its own, watch.py),
+    which ends it too."""
     deadline = time.monotonic() + timeout
     status: RayStatus | None = None
     text = ""
+    if head_node is not None:  # dead already (one that cannot start exits within seconds):
+        _head_node_alive(transport, head_node)  # `ray status` would wait 16 s before saying so
     while True:
         result = transport.run(ray_status_command(topology, venv_bin), check=False, timeout=60)
         text = result.stdout + result.stderr

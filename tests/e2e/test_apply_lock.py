@@ -219,7 +219,10 @@ def test_break_lock_stops_the_live_apply_it_took_the_lock_from(
     sleeper.write_text(yaml.safe_dump({
         "name": "sleeper", "hosts": "all",
         "python": {"venv": str(tmp / "venv"), "interpreter": quick_venv.interpreter()},
-        "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; sleep 20"],
+        # a nap until the test wakes it (once the other apply took the lock), 120 s at most
+        "commands": [{"name": "nap", "run": ["sh", "-c", f"touch {tmp}/napping; i=0; while "
+                                             f"[ ! -e {tmp}/wake ] && [ $i -lt 1200 ]; do "
+                                             "sleep 0.1; i=$((i+1)); done"],
                       "when": "before_launch"}]}))
     first = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "apply", str(sleeper), "-i", str(inventory)],
@@ -233,6 +236,8 @@ def test_break_lock_stops_the_live_apply_it_took_the_lock_from(
         said = " ".join((second.stdout + second.stderr).split())
         assert second.returncode == 0, said
         assert f"took over {tmp}/venv/.orch/apply-h1.lock from" in said and "(--break-lock)" in said
+        assert first.poll() is None, "the first apply ended before its nap did"
+        (tmp / "wake").touch()  # the nap ends: the first apply's next step finds its lock taken
         out, _ = first.communicate(timeout=120)
     finally:
         if first.poll() is None:

@@ -33,7 +33,17 @@ pytestmark = pytest.mark.slow
 NAME = "cut2"
 
 
-cluster = cluster_fixture(2, "function")  # two fresh nodes per test: one of them dies in it
+# Two nodes shared by the module's tests (the venvs made once), and two fresh ones for the
+# test that kills a whole node (its sshd with it).
+cluster = cluster_fixture(2, "module")
+fresh_cluster = cluster_fixture(2, "function", name="fresh_cluster")
+
+
+@pytest.fixture
+def nodes(request: pytest.FixtureRequest) -> NetnsHosts:
+    """The test's two nodes: fresh for `node-killed`, the module's otherwise."""
+    fresh = getattr(request, "param", None) == "node-killed"
+    return request.getfixturevalue("fresh_cluster" if fresh else "cluster")  # type: ignore[no-any-return]
 
 
 def kill_ray_node(cluster: NetnsHosts, host: NetnsHost) -> None:
@@ -89,10 +99,12 @@ def recap(output: str) -> tuple[dict[str, str], str]:
     return rows, " ".join(below.split())
 
 
-@pytest.mark.parametrize("how", ["ray-node-killed", "node-killed"])
+@pytest.mark.parametrize(("how", "nodes"), [("ray-node-killed",) * 2, ("node-killed",) * 2],
+                         indirect=["nodes"], ids=["ray-node-killed", "node-killed"])
 def test_a_worker_cut_off_mid_apply_fails_in_the_recap_with_its_reason(
-    cluster: NetnsHosts, tmp_path: Path, how: str,
+    nodes: NetnsHosts, tmp_path: Path, how: str,
 ) -> None:
+    cluster = nodes
     inventory = write_inventory(tmp_path / "inventory.yaml", cluster.inventory(connect_retries=0))
     plan = write_cluster_plan(tmp_path, NAME, ["n1", "n2"], {"backend": "ray", "ray_args": RAY_ARGS},
                               {"tensor-parallel-size": 8, "pipeline-parallel-size": 2})
