@@ -34,7 +34,10 @@ def write_plan(tmp_path: Path, matrix: dict[str, Any], *, sim: dict[str, Any],
         "name": "mx", "hosts": "localhost",
         "python": {"venv": str(tmp_path / "venv"), "interpreter": quick_venv.interpreter(), "installer": "pip"},
         "service": {"engine": "sim", "model": "m", "host": "127.0.0.1", "port": port,
-                    "backend": "process", "name": f"mx-{tmp_path.name[-10:]}", "sim": sim},
+                    "backend": "process", "name": f"mx-{tmp_path.name[-10:]}", "sim": sim,
+                    # a bad flag value fails on its first launch: relaunching it three times
+                    # (tests/e2e/test_service_ssh.py tests the budget) was 16 s of the test
+                    "restart": {"max_restarts": 0}},
         "health": {"startup_timeout": "60s", "poll_interval": "0.2s"},
         "bench": bench,
         "matrix": matrix,

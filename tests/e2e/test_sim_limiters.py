@@ -4,7 +4,7 @@ own port), Kimi-K2.5 NVFP4 (TP8 over PCIe) is named interconnect-bound at C=64 a
 MiniMax-M2.5 (TP4 + expert parallel) compute-bound at its top level, by the same rules real
 GPUs' telemetry meets (limits/rules.py), read from the level files apply wrote.
 
-Only what keeps it short is overridden: a two-level sweep of few short requests, the test's
+Only what keeps it short is overridden: no smoke tests, a two-level sweep of few short requests, the test's
 own venv (shared by both applies, the second replacing the first service), port and name,
 and GPU sampling often enough that a level holds many samples (the first one of a level
 covers the pause before it, when the GPUs idle)."""
@@ -32,6 +32,7 @@ def _sets(tmp_path: Path, port: int, max_tokens: int = 96) -> list[str]:
     sets = ["bench.concurrency=[1,64]", "bench.requests_per_level=1x", f"bench.max_tokens={max_tokens}",
             "bench.ignore_eos=true", "bench.warmup=0", "bench.gpu_telemetry=0.05s",
             "service.sim.time_scale=1.0", "service.sim.startup_time_scale=0.001",
+            "smoke=[]",  # at time scale 1 the smoke tests' answers took 16 s of each apply
             f"python.venv={tmp_path}/venv", f"python.interpreter={quick_venv.interpreter()}",
             f"service.port={port}",
             f"service.name=limiters-{tmp_path.name[-8:]}"]
