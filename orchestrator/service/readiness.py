@@ -207,9 +207,10 @@ class _Watch:
             raise failure(StartupFailed, f"{self.host}: the server died during start-up ({phase})",
                           diagnoses, self.log)
         if self.restarts >= max_restarts:
+            died = ("once" if self.restarts == 0 else f"{self.restarts + 1} times")
             raise failure(CrashLoop,
-                          f"{self.host}: the server died {self.restarts + 1} times during "
-                          f"start-up (service.restart.max_restarts: {max_restarts}); "
+                          f"{self.host}: the server died {died} during start-up "
+                          f"(service.restart.max_restarts: {max_restarts}); "
                           "not relaunching", diagnoses, self.log)
         self.emit(StageEvent(self.host, stage="startup", status="changed",
                              message=f"died without a known cause; relaunch "
