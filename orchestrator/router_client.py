@@ -99,9 +99,11 @@ class RouterClient:
                  timeout: float = 10.0) -> None:
         import httpx  # start-up time: only once a router is asked
 
+        from orchestrator.http_deadline import tls
+
         self.base_url = base_url.rstrip("/")
         self.metrics_url = metrics_url.rstrip("/") if metrics_url else None
-        self._http = httpx.Client(timeout=timeout, trust_env=False)
+        self._http = httpx.Client(timeout=timeout, trust_env=False, verify=tls())
 
     def __enter__(self) -> RouterClient:
         return self
