@@ -129,9 +129,33 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the store's request log says what was served
 
+    _logged = False
+
     def send_response(self, code: int, message: str | None = None) -> None:
         self._status = code
         super().send_response(code, message)
+
+    def end_headers(self) -> None:
+        # logged before the client can see the answer: a client that has its whole answer
+        # finds the request in the store's log (logged after the body, it could be missing)
+        self._log()
+        super().end_headers()
+
+    def _set_cut(self, cut: int | None) -> None:
+        self._cut = cut
+
+    def _log(self) -> None:
+        if self._logged:
+            return
+        self._logged = True
+        parts = urlsplit(self.path)
+        entry: dict[str, Any] = {"origin": self.server.origin, "method": self.command,
+                                 "path": unquote(parts.path), "query": parts.query,
+                                 "range": self.headers.get("Range"), "status": self._status,
+                                 "auth": "Authorization" in self.headers}
+        if self._cut is not None:
+            entry["cut"] = self._cut
+        self.server.hub.store.log_request(entry)
 
     def do_GET(self) -> None:
         self._handle(head=False)
@@ -146,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = _refuse
 
     def _handle(self, head: bool) -> None:
-        self._status, self._cut = 0, None
+        self._status, self._cut, self._logged = 0, None, False
         try:
             if self.server.origin == "cdn":
                 self._cdn(head)
@@ -154,14 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._route(head)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        parts = urlsplit(self.path)
-        entry: dict[str, Any] = {"origin": self.server.origin, "method": self.command,
-                                 "path": unquote(parts.path), "query": parts.query,
-                                 "range": self.headers.get("Range"), "status": self._status,
-                                 "auth": "Authorization" in self.headers}
-        if self._cut is not None:
-            entry["cut"] = self._cut
-        self.server.hub.store.log_request(entry)
+        self._log()  # one that ended before its headers
 
     # -- responses ------------------------------------------------------------------------------
 
@@ -270,8 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
                                    "X-Linked-Size": str(file.size),
                                    "Content-Type": "text/plain; charset=utf-8"}, head)
             return
-        self._cut = send_file(self, self.server.hub.store, file.sha256, file.size,
-                              {**headers, "ETag": f'"{file.git_sha1}"'}, head)
+        send_file(self, self.server.hub.store, file.sha256, file.size,
+                  {**headers, "ETag": f'"{file.git_sha1}"'}, head, self._set_cut)
 
     def _cdn_origin(self) -> str:
         """The CDN on the host name the client reached the hub by (a port forward, 0.0.0.0)."""
@@ -291,7 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"ETag": f'"{sha256}"', "Accept-Ranges": "bytes",
                    "Content-Disposition": _disposition(name)}
         size = store.blob_path(sha256).stat().st_size
-        self._cut = send_file(self, store, sha256, size, headers, head)
+        send_file(self, store, sha256, size, headers, head, self._set_cut)
 
 
 def _disposition(name: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 from orchestrator.sim.hub_store import HubStore
@@ -33,9 +34,11 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
 
 
 def send_file(handler: BaseHTTPRequestHandler, store: HubStore, sha256: str, size: int,
-              headers: dict[str, str], head: bool) -> int | None:
-    """Answer with the blob's bytes as the request's Range asks; the bytes sent before a cut,
-    if an armed cut_download fault closed the connection, else None."""
+              headers: dict[str, str], head: bool,
+              cut_known: Callable[[int | None], None] = lambda cut: None) -> None:
+    """Answer with the blob's bytes as the request's Range asks. `cut_known` hears, before
+    the headers go out, the bytes to be sent before an armed cut_download fault closes the
+    connection (None: no cut)."""
     wanted = byte_range(handler.headers.get("Range"), size)
     if wanted == "unsatisfiable":
         handler.send_response(416)
@@ -46,6 +49,9 @@ def send_file(handler: BaseHTTPRequestHandler, store: HubStore, sha256: str, siz
         return None
     status, (start, end) = (206, wanted) if isinstance(wanted, tuple) else (200, (0, size - 1))
     length = end - start + 1
+    cut, pace = (None, 0.0) if head else (store.take_cut(sha256), store.current_pace())
+    send = length if cut is None else min(cut, length)
+    cut_known(None if cut is None else send)
     handler.send_response(status)
     headers = {"Content-Type": "application/octet-stream", **headers,
                "Content-Length": str(length)}
@@ -55,9 +61,7 @@ def send_file(handler: BaseHTTPRequestHandler, store: HubStore, sha256: str, siz
         handler.send_header(name, value)
     handler.end_headers()
     if head:
-        return None
-    cut, pace = store.take_cut(sha256), store.current_pace()
-    send = length if cut is None else min(cut, length)
+        return
     with store.blob_path(sha256).open("rb") as blob:
         blob.seek(start)
         remaining = send
@@ -69,8 +73,6 @@ def send_file(handler: BaseHTTPRequestHandler, store: HubStore, sha256: str, siz
             remaining -= len(chunk)
             if pace:
                 time.sleep(len(chunk) / pace)
-    if cut is None:
-        return None
-    handler.wfile.flush()
-    handler.close_connection = True  # the body ends short: the client sees the peer close
-    return send
+    if cut is not None:
+        handler.wfile.flush()
+        handler.close_connection = True  # the body ends short: the client sees the peer close
