@@ -88,7 +88,8 @@ class PythonEnvStep(Step):
 
     def _venv_changes(self, venv: VenvFacts) -> list[Change]:
         """Create the venv, and put uv into it when uv installs (a uv venv without pip:
-        uv needs none, and ensurepip is most of a new venv's time)."""
+        uv needs none, and ensurepip is most of a new venv's time); pip into one that pip
+        installs and lacks it (a uv venv the plan moved to pip)."""
         changes: list[Change] = []
         uv = self.python.installer == "uv"
         if not venv.exists:
@@ -100,6 +101,10 @@ class PythonEnvStep(Step):
                              *(["--without-pip"] if uv else []), self.python.venv)],
                 )
             )
+        elif not uv and "pip" not in venv.distributions:  # a uv venv, now pip's
+            changes.append(Change("put pip into the venv (made without it)",
+                                  [Command(self.installer.python, "-m", "ensurepip",
+                                           "--default-pip")]))
         if uv and not venv.has_uv:
             uv_spec = f"uv=={self.pins['uv']}" if "uv" in self.pins else "uv"
             changes.append(Change("install uv into the venv",

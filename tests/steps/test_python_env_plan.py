@@ -13,10 +13,12 @@ VENV = "/opt/venvs/vllm"
 
 def facts(installed: dict[str, str], *, exists: bool = True, has_uv: bool = False,
           record: dict[str, RecordFacts] | None = None,
-          interpreter: str | None = "/usr/bin/python3") -> Facts:
+          interpreter: str | None = "/usr/bin/python3", pip: bool = True) -> Facts:
+    """A venv holding `installed` (and pip, as `python -m venv` leaves it, unless not `pip`)."""
+    held = {**({"pip": "24.0"} if pip and exists else {}), **installed}
     return Facts(
         venv=VenvFacts(VENV, exists, "3.12.3",
-                       {k: Distribution(k, v) for k, v in installed.items()}, has_uv,
+                       {k: Distribution(k, v) for k, v in held.items()}, has_uv,
                        interpreter_path=interpreter),
         record=record or {},
     )
@@ -172,3 +174,12 @@ def test_absent_distributions_are_removed_after_every_install() -> None:
 def test_a_name_both_pinned_and_absent_is_refused() -> None:
     with pytest.raises(ValueError, match="torch is both pinned and absent"):
         Install(packages=CPU_PINS, absent=["torch"])
+
+
+def test_a_venv_without_pip_gets_pip_when_pip_installs_and_stays_without_for_uv() -> None:
+    """A uv venv is made without pip: a plan that moves it to pip puts pip in first."""
+    moved = step(["vllm==0.17.1"]).plan(facts({}, has_uv=True, pip=False))
+    assert [c.summary for c in moved.changes][:1] == ["put pip into the venv (made without it)"]
+    assert str(moved.changes[0].commands[0]) == f"{VENV}/bin/python -m ensurepip --default-pip"
+    kept = step(["vllm==0.17.1"], installer="uv").plan(facts({}, has_uv=True, pip=False))
+    assert not [c for c in kept.changes if "pip into" in c.summary]

@@ -1,7 +1,7 @@
 """uv goes into a venv by the first pip there is, through a real shell and real venvs: the
 venv's own, else the interpreter's (pip 22.3+ installs into another environment), else one
 that ensurepip puts into the venv. The paths are ones a plan may not hold (a space, a quote,
-a `$`): the command quotes them all the same."""
+a `$`): the command quotes them all the same. A uv venv the plan moves to pip gets pip."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.orchcli import orch
 
 from orchestrator.packages import Installer
 
@@ -51,3 +52,22 @@ def test_a_failing_install_fails_the_command(tmp_path: Path) -> None:
     command = Installer(str(venv), "uv").install_uv("uv==0.0.0.404", BASE)
     done = subprocess.run(["sh", "-c", command.raw()], capture_output=True, text=True)
     assert done.returncode != 0 and "uv==0.0.0.404" in done.stderr, done.stderr
+
+
+def test_a_uv_venv_moved_to_pip_gets_pip_and_then_converges(tmp_path: Path) -> None:
+    """`orch apply` on this machine: a uv venv is made without pip; the same plan with
+    `installer: pip` puts pip in first, and is a no-op after."""
+    venv = tmp_path / "venv"
+
+    def apply(installer: str) -> str:
+        (tmp_path / "p.yaml").write_text(
+            f"name: moved\nhosts: localhost\npython: {{venv: {venv}, installer: {installer}}}\n")
+        done = orch("apply", "p.yaml", cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return " ".join(done.stdout.split())
+
+    apply("uv")
+    assert (venv / "bin" / "uv").exists() and not _has_pip(venv)
+    assert "put pip into the venv (made without it)" in apply("pip")
+    assert _has_pip(venv)
+    assert "put pip" not in apply("pip")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.facts import Facts
+from orchestrator.facts import Distribution, Facts
 from orchestrator.facts.program import program_source
 from orchestrator.facts.venv import parse
 from orchestrator.plan.models import Install, PythonEnv
@@ -73,6 +73,7 @@ def test_a_converged_venv_is_not_blocked_by_being_read_only(shared: Path) -> Non
     facts = asked_as("nobody", shared)  # nothing to change: reading is all the plan needs
     assert facts.venv is not None and not facts.venv.writable
     facts.venv.exists = True
+    facts.venv.distributions["pip"] = Distribution("pip", "24.0")  # as a real venv holds it
     assert step(shared).plan(facts).changes  # vllm missing: a change, so it is blocked...
     no_pins = PythonEnvStep(PythonEnv(venv=str(shared)), Install(packages=[]))
     assert no_pins.plan(facts).blocked is None  # ...while nothing to do is never blocked

@@ -37,7 +37,8 @@ class PythonEnv(StrictModel):
             "Installer used inside the venv. With `uv`, a new venv is made without pip and "
             "uv goes into it when missing, from the same indexes (with `no_index`, put a uv "
             "wheel in `find_links`), by the first pip there is: the venv's, the interpreter's "
-            "(pip 22.3+), else one ensurepip installs. "
+            "(pip 22.3+), else one ensurepip installs (moved to `pip`, such a venv gets pip "
+            "first). "
             "Note that uv stops at the first index holding a package, pip searches all."
         ),
     )
